@@ -1,0 +1,87 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"time"
+)
+
+// Config is the model section of agentwork.yaml shared by the HTTP providers.
+// Secrets come in resolved: the config loader expands ${ENV} references, and
+// a provider never logs, returns or emits APIKey.
+type Config struct {
+	// Provider selects the client: "openai" (any OpenAI-compatible server),
+	// "anthropic", or "script" (offline, deterministic). Default "script".
+	Provider string `yaml:"provider" json:"provider,omitempty" jsonschema:"enum=script,enum=openai,enum=anthropic,default=script"`
+	// BaseURL is the API root, e.g. https://api.openai.com/v1 or
+	// http://127.0.0.1:11434/v1 for Ollama. Default per provider.
+	BaseURL string `yaml:"base_url" json:"base_url,omitempty"`
+	// Model is the model name sent to the server.
+	Model string `yaml:"model" json:"model,omitempty"`
+	// APIKey is the key, normally written as ${OPENAI_API_KEY}. Optional for
+	// local servers.
+	APIKey string `yaml:"api_key" json:"api_key,omitempty"`
+	// Timeout bounds one model call. Default 120s.
+	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
+	// MaxTokens caps the reply. Default 1024 (Anthropic requires a value).
+	MaxTokens int `yaml:"max_tokens" json:"max_tokens,omitempty"`
+	// Temperature, if set, is sent as is.
+	Temperature *float64 `yaml:"temperature" json:"temperature,omitempty"`
+	// Headers are extra HTTP headers sent with every call.
+	Headers map[string]string `yaml:"headers" json:"headers,omitempty"`
+}
+
+// Defaults for Config.
+const (
+	DefaultTimeout   = 120 * time.Second
+	DefaultMaxTokens = 1024
+)
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Provider == "" {
+		c.Provider = "script"
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.MaxTokens <= 0 {
+		c.MaxTokens = DefaultMaxTokens
+	}
+	return c
+}
+
+// Validate checks the fields every provider shares.
+func (c Config) Validate() error {
+	switch c.Provider {
+	case "", "script", "openai", "anthropic":
+	default:
+		return fmt.Errorf("model.provider: %q is not a provider (want script, openai or anthropic)", c.Provider)
+	}
+	if c.BaseURL != "" {
+		u, err := url.Parse(c.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("model.base_url: %q is not an http(s) URL", c.BaseURL)
+		}
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("model.timeout: %s is negative", c.Timeout)
+	}
+	if c.MaxTokens < 0 {
+		return fmt.Errorf("model.max_tokens: %d is negative", c.MaxTokens)
+	}
+	if c.Temperature != nil && (*c.Temperature < 0 || *c.Temperature > 2) {
+		return fmt.Errorf("model.temperature: %g is out of range (want 0-2)", *c.Temperature)
+	}
+	if (c.Provider == "openai" || c.Provider == "anthropic") && c.Model == "" {
+		return fmt.Errorf("model.model: required for provider %s (e.g. gpt-4o-mini, claude-sonnet-4-5, llama3.1)", c.Provider)
+	}
+	return nil
+}
+
+// ProviderFunc adapts a function to Provider.
+type ProviderFunc func(ctx context.Context, req Request) (Reply, error)
+
+// Complete calls f.
+func (f ProviderFunc) Complete(ctx context.Context, req Request) (Reply, error) { return f(ctx, req) }
