@@ -1,0 +1,200 @@
+package bus
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// ErrClosed is returned for operations on a closed bus.
+var ErrClosed = errors.New("bus: closed")
+
+// Bus is a connection to NATS with JetStream, the provisioned streams and
+// buckets, and, in embedded mode, the server it owns. Safe for concurrent use.
+type Bus struct {
+	cfg      Config
+	log      *zap.Logger
+	srv      *server.Server // nil unless embedded and owned
+	lock     *dirLock
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	instance string
+	pass     string // embedded server password
+
+	// Subjects names subjects under the configured prefix.
+	Subjects Subjects
+	// The KV buckets, provisioned at Open.
+	Jobs  jetstream.KeyValue // agentwork_jobs: cron job definitions
+	State jetstream.KeyValue // agentwork_state: trigger state
+	Dedup jetstream.KeyValue // agentwork_dedup: notification dedup keys (per-key TTL)
+	Locks jetstream.KeyValue // agentwork_locks: leases and run claims
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Option configures Open.
+type Option func(*Bus)
+
+// WithLogger sets the logger (default zap.NewNop()).
+func WithLogger(l *zap.Logger) Option { return func(b *Bus) { b.log = l } }
+
+// Open starts the embedded server (or connects to cfg.URL), waits until
+// JetStream is ready and provisions the streams and buckets. ctx bounds
+// start-up. Close releases everything.
+func Open(ctx context.Context, cfg Config, opts ...Option) (*Bus, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b := &Bus{cfg: cfg, log: zap.NewNop(), Subjects: Subjects{Prefix: cfg.Prefix}, instance: newInstanceID()}
+	for _, o := range opts {
+		o(b)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
+	defer cancel()
+	var err error
+	if cfg.External() {
+		err = b.connectExternal(ctx)
+	} else {
+		err = b.startEmbedded(ctx)
+	}
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	if err := b.provision(ctx); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Client returns a second Bus on the same server with a connection of its
+// own, as another agentwork instance would have. It does not own the server:
+// closing it closes only its connection. Used to run several runners on one
+// embedded server (tests, benchmarks).
+func (b *Bus) Client(ctx context.Context) (*Bus, error) {
+	c := &Bus{cfg: b.cfg, log: b.log, Subjects: b.Subjects, instance: newInstanceID()}
+	var err error
+	if b.srv != nil {
+		c.nc, err = nats.Connect("", nats.InProcessServer(b.srv), nats.UserInfo(embeddedUser, b.pass), nats.Name("agentwork-"+c.instance))
+	} else {
+		c.nc, err = b.dialExternal()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bus: connect: %w", err)
+	}
+	if c.js, err = jetstream.New(c.nc); err != nil {
+		c.nc.Close()
+		return nil, err
+	}
+	if err := c.bindBuckets(ctx); err != nil {
+		c.nc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Conn is the NATS connection.
+func (b *Bus) Conn() *nats.Conn { return b.nc }
+
+// JetStream is the JetStream context.
+func (b *Bus) JetStream() jetstream.JetStream { return b.js }
+
+// Instance is a random id of this process's bus connection, used as the
+// owner of leases and claims.
+func (b *Bus) Instance() string { return b.instance }
+
+// Config is the effective configuration.
+func (b *Bus) Config() Config { return b.cfg }
+
+// Server is the embedded server, or nil on an external cluster.
+func (b *Bus) Server() *server.Server { return b.srv }
+
+// Ready reports nil when the connection is up and JetStream answers.
+func (b *Bus) Ready(ctx context.Context) error {
+	if b.nc == nil || b.nc.IsClosed() {
+		return ErrClosed
+	}
+	if !b.nc.IsConnected() {
+		return fmt.Errorf("bus: not connected (status %s)", b.nc.Status())
+	}
+	if _, err := b.js.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("bus: jetstream not ready: %w", err)
+	}
+	return nil
+}
+
+// Publish publishes ev on subject and waits for JetStream's ack. The message
+// carries the CloudEvents content type and Nats-Msg-Id = msgID (ev.ID when
+// msgID is empty), so a repeat within the stream's duplicate window is
+// acknowledged as a duplicate and stored once.
+func (b *Bus) Publish(ctx context.Context, subject string, ev Event, msgID string) (*jetstream.PubAck, error) {
+	if err := ev.Validate(); err != nil {
+		return nil, err
+	}
+	data, err := jsonMarshal(ev)
+	if err != nil {
+		return nil, err
+	}
+	if msgID == "" {
+		msgID = ev.ID
+	}
+	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	m.Header.Set("Content-Type", ContentType)
+	m.Header.Set(jetstream.MsgIDHeader, msgID)
+	m.Header.Set("ce-type", ev.Type)
+	ack, err := b.js.PublishMsg(ctx, m)
+	if err != nil {
+		return nil, fmt.Errorf("bus: publish %s: %w", subject, err)
+	}
+	return ack, nil
+}
+
+// Close drains the connection and, in embedded mode, shuts the server down
+// and releases the data-dir lock. Safe to call more than once.
+func (b *Bus) Close() error {
+	b.closeOnce.Do(func() {
+		if b.nc != nil && !b.nc.IsClosed() {
+			closed := make(chan struct{})
+			b.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+			if err := b.nc.Drain(); err != nil {
+				b.nc.Close()
+			} else {
+				select {
+				case <-closed:
+				case <-time.After(5 * time.Second):
+					b.nc.Close()
+				}
+			}
+		}
+		if b.srv != nil {
+			b.srv.Shutdown()
+			b.srv.WaitForShutdown()
+		}
+		if b.lock != nil {
+			b.closeErr = b.lock.release()
+		}
+	})
+	return b.closeErr
+}
+
+func newInstanceID() string {
+	host, _ := os.Hostname()
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	return Token(host) + "-" + hex.EncodeToString(r[:])
+}
+
+func nopLogger() *zap.Logger { return zap.NewNop() }

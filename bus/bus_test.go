@@ -1,0 +1,181 @@
+package bus_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/bus/bustest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestOpenProvisionsStreamsAndBuckets(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	ctx := t.Context()
+	for _, name := range []string{bus.StreamRequests, bus.StreamEvents, bus.StreamDeliveries} {
+		s, err := b.JetStream().Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("Stream(%s): %v", name, err)
+		}
+		if got := s.CachedInfo().Config.Retention; got != jetstream.LimitsPolicy {
+			t.Errorf("%s retention = %v, want limits", name, got)
+		}
+	}
+	req, _ := b.JetStream().Stream(ctx, bus.StreamRequests)
+	if got := req.CachedInfo().Config.Duplicates; got != 24*time.Hour {
+		t.Errorf("requests duplicates = %s, want 24h", got)
+	}
+	for _, kv := range []jetstream.KeyValue{b.Jobs, b.State, b.Dedup, b.Locks} {
+		if kv == nil {
+			t.Fatal("bucket not bound")
+		}
+	}
+}
+
+func TestPublishDedupsByMsgID(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	ev, err := bus.NewEvent("agentwork/test", bus.TypeOf("task", "requested"), "x", time.Now(), map[string]string{"prompt": "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj := b.Subjects.Request("task", "x")
+	a1, err := b.Publish(t.Context(), subj, ev, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := b.Publish(t.Context(), subj, ev, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a1.Duplicate || !a2.Duplicate || a1.Sequence != a2.Sequence {
+		t.Fatalf("publish twice: first dup=%v seq=%d, second dup=%v seq=%d; want second to be a duplicate of the first", a1.Duplicate, a1.Sequence, a2.Duplicate, a2.Sequence)
+	}
+}
+
+func TestSecondOpenOnSameDataDirFails(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b := bustest.New(t, func(c *bus.Config) { c.DataDir = dir })
+	_ = b
+	_, err := bus.Open(t.Context(), bus.Config{DataDir: dir, Listen: "off", ReadyTimeout: 5 * time.Second})
+	if !errors.Is(err, bus.ErrLocked) {
+		t.Fatalf("second Open on the same data dir: err = %v, want ErrLocked", err)
+	}
+}
+
+func TestReopenKeepsDataAndDedup(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := t.Context()
+	cfg := bus.Config{DataDir: dir, Listen: "off"}
+	b, err := bus.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := bus.NewEvent("agentwork/test", "agentwork.task.requested", "x", time.Now(), nil)
+	if _, err := b.Publish(ctx, b.Subjects.Request("task", "x"), ev, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	b2, err := bus.Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer b2.Close()
+	ack, err := b2.Publish(ctx, b2.Subjects.Request("task", "x"), ev, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ack.Duplicate {
+		t.Fatal("after restart the same Nats-Msg-Id was stored again; want duplicate")
+	}
+}
+
+func TestListenerRequiresGeneratedCredentials(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b := bustest.New(t, func(c *bus.Config) { c.DataDir = dir; c.Listen = "127.0.0.1:0" })
+	info, err := bus.ReadClientInfo(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(dir, "nats.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("credentials mode = %v, want 0600", st.Mode().Perm())
+	}
+	if _, err := nats.Connect(info.URL, nats.MaxReconnects(0)); err == nil {
+		t.Fatal("connect without credentials succeeded; want authorization error")
+	}
+	c, err := bus.Dial(t.Context(), bus.Config{DataDir: dir})
+	if err != nil {
+		t.Fatalf("Dial with generated credentials: %v", err)
+	}
+	defer c.Close()
+	if err := c.Ready(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_ = b
+}
+
+func TestEventEnvelope(t *testing.T) {
+	t.Parallel()
+	ev, err := bus.NewEvent("agentwork/runner", bus.TypeOf("cron", "done"), "daily", time.Now(), map[string]int{"n": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.RunID, ev.CausationID = "r1", "c1"
+	raw, _ := json.Marshal(ev)
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"specversion", "id", "source", "type", "subject", "time", "data", "runid", "causationid"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("envelope lacks %q: %s", k, raw)
+		}
+	}
+	if _, err := bus.DecodeEvent([]byte(`{"specversion":"0.3"}`)); err == nil {
+		t.Error("DecodeEvent accepted an invalid envelope")
+	}
+}
+
+func TestParseRequestSubject(t *testing.T) {
+	t.Parallel()
+	s := bus.Subjects{Prefix: "agentwork"}
+	tests := []struct {
+		in, source, name string
+		ok               bool
+	}{
+		{"agentwork.request.cron.daily", "cron", "daily", true},
+		{"agentwork.request.cron", "", "", false},
+		{"agentwork.event.cron.done", "", "", false},
+		{"agentwork.request.a.b.c", "", "", false},
+	}
+	for _, tt := range tests {
+		src, name, err := s.ParseRequest(tt.in)
+		if (err == nil) != tt.ok || src != tt.source || name != tt.name {
+			t.Errorf("ParseRequest(%q) = %q, %q, %v; want %q, %q, ok=%v", tt.in, src, name, err, tt.source, tt.name, tt.ok)
+		}
+	}
+	_ = context.Background
+}

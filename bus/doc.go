@@ -1,0 +1,10 @@
+// Package bus is agentwork's NATS layer: it starts the embedded nats-server
+// (JetStream on, synced to disk on every write, a lock on its data dir,
+// loopback listener with generated credentials) or connects to an external
+// cluster, provisions the streams and KV buckets every other package uses,
+// and defines the subject scheme and the CloudEvents envelope that every
+// message on the bus carries.
+//
+// NATS is the bus: there is no in-memory substitute and no abstraction that
+// hides JetStream. Packages take the *Bus and use JetStream directly.
+package bus

@@ -1,0 +1,10 @@
+//go:build !unix
+
+package bus
+
+type dirLock struct{}
+
+// lockDir is a no-op where flock is not available.
+func lockDir(string) (*dirLock, error) { return &dirLock{}, nil }
+
+func (*dirLock) release() error { return nil }

@@ -1,0 +1,147 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// Stream and bucket names (fixed by the design).
+const (
+	StreamRequests   = "AGENTWORK_REQUESTS"
+	StreamEvents     = "AGENTWORK_EVENTS"
+	StreamDeliveries = "AGENTWORK_DELIVERIES"
+
+	BucketJobs  = "agentwork_jobs"
+	BucketState = "agentwork_state"
+	BucketDedup = "agentwork_dedup"
+	BucketLocks = "agentwork_locks"
+)
+
+// Retention of the streams.
+const (
+	RequestsMaxAge      = 7 * 24 * time.Hour
+	RequestsDuplicates  = 24 * time.Hour
+	EventsMaxAge        = 30 * 24 * time.Hour
+	EventsDuplicates    = time.Hour
+	DeliveriesMaxAge    = 7 * 24 * time.Hour
+	DeliveriesDuplicate = 24 * time.Hour
+	LocksTTL            = 7 * 24 * time.Hour
+)
+
+// StreamConfigs returns the desired configuration of the three streams.
+func (b *Bus) StreamConfigs() []jetstream.StreamConfig {
+	r := b.cfg.Replicas
+	return []jetstream.StreamConfig{
+		{
+			Name: StreamRequests, Description: "agentwork work requests (heartbeat, cron, task)",
+			Subjects: []string{b.Subjects.Requests()}, Retention: jetstream.LimitsPolicy,
+			MaxAge: RequestsMaxAge, Duplicates: RequestsDuplicates, Storage: jetstream.FileStorage, Replicas: r,
+		},
+		{
+			Name: StreamEvents, Description: "agentwork run outcomes (done/skip/error) and delivery results",
+			Subjects: []string{b.Subjects.Events()}, Retention: jetstream.LimitsPolicy,
+			MaxAge: EventsMaxAge, Duplicates: EventsDuplicates, Storage: jetstream.FileStorage, Replicas: r,
+		},
+		{
+			Name: StreamDeliveries, Description: "agentwork notifications queued per connector",
+			Subjects: []string{b.Subjects.Deliveries()}, Retention: jetstream.LimitsPolicy,
+			MaxAge: DeliveriesMaxAge, Duplicates: DeliveriesDuplicate, Storage: jetstream.FileStorage, Replicas: r,
+		},
+	}
+}
+
+func (b *Bus) bucketConfigs() []jetstream.KeyValueConfig {
+	r := b.cfg.Replicas
+	return []jetstream.KeyValueConfig{
+		{Bucket: BucketJobs, Description: "cron job definitions", History: 5, Storage: jetstream.FileStorage, Replicas: r},
+		{Bucket: BucketState, Description: "heartbeat and cron state", History: 1, Storage: jetstream.FileStorage, Replicas: r},
+		{Bucket: BucketDedup, Description: "notification dedup keys (per-key TTL)", History: 1, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: time.Minute},
+		{Bucket: BucketLocks, Description: "leases and run claims", History: 1, TTL: LocksTTL, Storage: jetstream.FileStorage, Replicas: r},
+	}
+}
+
+// provision creates or updates the streams and buckets. A stream whose
+// existing configuration cannot be updated in place (for example another
+// retention) is reported with what differs.
+func (b *Bus) provision(ctx context.Context) error {
+	for _, sc := range b.StreamConfigs() {
+		if err := retry(ctx, func() error {
+			_, err := b.js.CreateOrUpdateStream(ctx, sc)
+			return err
+		}); err != nil {
+			if existing, gerr := b.js.Stream(ctx, sc.Name); gerr == nil {
+				have := existing.CachedInfo().Config
+				return fmt.Errorf("bus: stream %s exists with a configuration that cannot be updated (retention %s, subjects %v; want %s, %v): %w",
+					sc.Name, have.Retention, have.Subjects, sc.Retention, sc.Subjects, err)
+			}
+			return fmt.Errorf("bus: create stream %s: %w", sc.Name, err)
+		}
+	}
+	for _, kc := range b.bucketConfigs() {
+		if err := retry(ctx, func() error {
+			_, err := b.js.CreateOrUpdateKeyValue(ctx, kc)
+			return err
+		}); err != nil {
+			return fmt.Errorf("bus: create bucket %s: %w", kc.Bucket, err)
+		}
+	}
+	b.log.Debug("bus provisioned", zap.Int("replicas", b.cfg.Replicas))
+	return b.bindBuckets(ctx)
+}
+
+func (b *Bus) bindBuckets(ctx context.Context) error {
+	var err error
+	bind := func(name string) jetstream.KeyValue {
+		if err != nil {
+			return nil
+		}
+		var kv jetstream.KeyValue
+		kv, err = b.js.KeyValue(ctx, name)
+		if err != nil {
+			err = fmt.Errorf("bus: bucket %s: %w (was the bus provisioned?)", name, err)
+		}
+		return kv
+	}
+	b.Jobs, b.State, b.Dedup, b.Locks = bind(BucketJobs), bind(BucketState), bind(BucketDedup), bind(BucketLocks)
+	return err
+}
+
+// retry runs fn until it succeeds or ctx ends: on a cluster the JetStream
+// meta leader may not be elected yet right after start.
+func retry(ctx context.Context, fn func() error) error {
+	delay := 50 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || !retryable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+func retryable(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) ||
+		errors.Is(err, errTimeout)
+}
+
+var errTimeout = errors.New("nats: timeout")
+
+func jsonMarshal(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("bus: marshal: %w", err)
+	}
+	return b, nil
+}
