@@ -1,0 +1,123 @@
+package agentwork
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Claim states.
+const (
+	claimRunning = "running"
+	claimRetry   = "retry"
+	claimDone    = "done"
+)
+
+// claim is the KV record run.<request id> in agentwork_locks. It makes a
+// request run once across instances and redeliveries: a done claim acks the
+// redelivery without running; a running claim held by a live instance is
+// left alone until it expires; an expired one (its owner crashed) is taken
+// over by CAS and run again with the same run id.
+type claim struct {
+	State    string    `json:"state"`
+	RunID    string    `json:"run_id"`
+	Owner    string    `json:"owner"`
+	Expires  time.Time `json:"expires"`
+	Attempts int       `json:"attempts"`
+	Outcome  string    `json:"outcome,omitempty"`
+	rev      uint64
+}
+
+func claimKey(requestID string) string { return "run." + requestID }
+
+type claimResult struct {
+	claim   claim
+	proceed bool
+	// wait: another live instance runs it; look again after this.
+	wait time.Duration
+}
+
+func (r *Runner) takeClaim(ctx context.Context, requestID string, ttl time.Duration) (claimResult, error) {
+	kv, key := r.bus.Locks, claimKey(requestID)
+	now := r.now()
+	for range 3 {
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			c := claim{State: claimRunning, RunID: newRunID(), Owner: r.bus.Instance(), Expires: now.Add(ttl), Attempts: 1}
+			rev, err := kv.Create(ctx, key, mustJSON(c))
+			if errors.Is(err, jetstream.ErrKeyExists) {
+				continue
+			}
+			if err != nil {
+				return claimResult{}, fmt.Errorf("claim: %w", err)
+			}
+			c.rev = rev
+			return claimResult{claim: c, proceed: true}, nil
+		}
+		if err != nil {
+			return claimResult{}, fmt.Errorf("claim: %w", err)
+		}
+		var c claim
+		if err := json.Unmarshal(e.Value(), &c); err != nil {
+			return claimResult{}, fmt.Errorf("claim %s: %w", key, err)
+		}
+		switch {
+		case c.State == claimDone:
+			return claimResult{claim: c}, nil
+		case c.State == claimRunning && now.Before(c.Expires):
+			return claimResult{claim: c, wait: c.Expires.Sub(now)}, nil
+		}
+		// A retry, or a running claim whose owner died: take it over.
+		if c.State == claimRetry {
+			c.Attempts++
+		}
+		c.State, c.Owner, c.Expires = claimRunning, r.bus.Instance(), now.Add(ttl)
+		if c.RunID == "" {
+			c.RunID = newRunID()
+		}
+		rev, err := kv.Update(ctx, key, mustJSON(c), e.Revision())
+		if errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err) {
+			continue
+		}
+		if err != nil {
+			return claimResult{}, fmt.Errorf("claim: %w", err)
+		}
+		c.rev = rev
+		return claimResult{claim: c, proceed: true}, nil
+	}
+	return claimResult{wait: time.Second}, nil
+}
+
+func (r *Runner) settleClaim(ctx context.Context, requestID string, c claim, state, outcome string) error {
+	c.State, c.Outcome = state, outcome
+	if state != claimRunning {
+		c.Expires = time.Time{}
+	}
+	if state == claimRunning && c.rev == 0 {
+		return nil
+	}
+	_, err := r.bus.Locks.Update(ctx, claimKey(requestID), mustJSON(c), c.rev)
+	if err != nil && (errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err)) {
+		// Someone took the claim over (our run outlived its lease). Record
+		// our outcome anyway: the run did happen.
+		_, err = r.bus.Locks.Put(ctx, claimKey(requestID), mustJSON(c))
+	}
+	return err
+}
+
+func isWrongSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

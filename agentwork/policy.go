@@ -1,0 +1,41 @@
+package agentwork
+
+import (
+	"time"
+)
+
+// Policy is how the runner treats the requests of one source.
+type Policy struct {
+	// Input gates run in order before the model; the first skip ends the run.
+	Input []InputGate
+	// Output gates run in order after the model. Default: ModeGate{reply}.
+	Output []OutputGate
+	// Targets are the default connector names. Empty: the runner's defaults.
+	Targets []string
+	// Tools are the tool names in scope. Empty: every registered tool.
+	Tools []string
+	// System is the system prompt. A request's own System wins.
+	System string
+	// MaxSteps bounds the tool loop. 0: the runner's default.
+	MaxSteps int
+	// Timeout bounds one model run (the whole tool loop). 0: the runner's default.
+	Timeout time.Duration
+	// Alert sends a short notification to the targets when a run fails for
+	// good. Default (nil) true.
+	Alert *bool
+	// Observer, if set, is told every outcome (after the event was emitted):
+	// triggers use it to keep their state (last outcome, failures).
+	Observer Observer
+}
+
+// Observer learns run outcomes. Observe must not block for long and must be
+// safe for concurrent use; its errors are logged, never fatal to the run.
+type Observer interface {
+	Observe(run *Run, outcome string)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(run *Run, outcome string)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(run *Run, outcome string) { f(run, outcome) }

@@ -1,0 +1,136 @@
+package agentwork
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentwork/agentwork/bus"
+)
+
+// Delivery modes of a request: what the runner sends after the model answered.
+const (
+	// DeliverReply sends the model's final text (blank text skips "empty").
+	DeliverReply = "reply"
+	// DeliverNotify sends only what the model passed to notify_user
+	// (fail-closed: no call skips "ack").
+	DeliverNotify = "notify"
+	// DeliverNone sends nothing; the done event still carries the reply.
+	DeliverNone = "none"
+)
+
+// Request is one piece of work. It is the data of the CloudEvents envelope
+// published on <prefix>.request.<source>.<name>.
+type Request struct {
+	// ID is the envelope id (set by Publish; read from the envelope on receipt).
+	ID string `json:"-"`
+	// Source and Name also form the subject; they are filled from it on receipt.
+	Source string `json:"source"`
+	Name   string `json:"name"`
+	// Prompt is the user turn given to the model.
+	Prompt string `json:"prompt"`
+	// System, if set, replaces the source's system prompt.
+	System string `json:"system,omitempty"`
+	// Targets are connector names; empty means the source's default targets.
+	Targets []string `json:"targets,omitempty"`
+	// Deliver is reply, notify or none; empty means the source's default.
+	Deliver string `json:"deliver,omitempty"`
+	// ScheduledAt is the tick a cron or heartbeat request was fired for.
+	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
+	// Manual marks a request made by "run now" / "wake".
+	Manual bool `json:"manual,omitempty"`
+	// Metadata is passed through to events and notifications.
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// Validate checks what the runner needs.
+func (r *Request) Validate() error {
+	var errs []error
+	if err := bus.CheckToken("source", r.Source); err != nil {
+		errs = append(errs, err)
+	}
+	if err := bus.CheckToken("name", r.Name); err != nil {
+		errs = append(errs, err)
+	}
+	switch r.Deliver {
+	case "", DeliverReply, DeliverNotify, DeliverNone:
+	default:
+		errs = append(errs, fmt.Errorf("deliver: %q: want reply, notify or none", r.Deliver))
+	}
+	for _, t := range r.Targets {
+		if err := bus.CheckToken("targets", t); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PublishOptions adjust Publish.
+type PublishOptions struct {
+	// MsgID is the Nats-Msg-Id; a repeat within 24h is stored once. Default:
+	// the new event's id. Cron uses <job>:<tick>, webhooks the webhook-id.
+	MsgID string
+	// EventID, if set, is used as the envelope id (so a caller can know the
+	// request id before publishing).
+	EventID string
+	// Producer is the CloudEvents source attribute. Default "agentwork/<source>".
+	Producer string
+	// Now is the event time. Default time.Now().
+	Now time.Time
+}
+
+// Published is what Publish stored.
+type Published struct {
+	// ID is the request id (the envelope id of the stored message; on a
+	// duplicate publish, the id the caller sent).
+	ID        string
+	Sequence  uint64
+	Duplicate bool
+}
+
+// Publish validates req and publishes it, returning once JetStream stored it.
+func Publish(ctx context.Context, b *bus.Bus, req Request, o PublishOptions) (Published, error) {
+	if err := req.Validate(); err != nil {
+		return Published{}, fmt.Errorf("agentwork: request: %w", err)
+	}
+	if o.Now.IsZero() {
+		o.Now = time.Now()
+	}
+	if o.Producer == "" {
+		o.Producer = "agentwork/" + req.Source
+	}
+	ev, err := bus.NewEvent(o.Producer, bus.TypeOf(req.Source, "requested"), req.Name, o.Now, req)
+	if err != nil {
+		return Published{}, err
+	}
+	if o.EventID != "" {
+		ev.ID = o.EventID
+	}
+	ack, err := b.Publish(ctx, b.Subjects.Request(req.Source, req.Name), ev, o.MsgID)
+	if err != nil {
+		return Published{}, err
+	}
+	return Published{ID: ev.ID, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// DecodeRequest reads a request envelope received on subject.
+func DecodeRequest(b *bus.Bus, subject string, data []byte) (bus.Event, Request, error) {
+	var req Request
+	ev, err := bus.DecodeEvent(data)
+	if err != nil {
+		return ev, req, err
+	}
+	if err := ev.DecodeData(&req); err != nil {
+		return ev, req, err
+	}
+	req.ID = ev.ID
+	src, name, err := b.Subjects.ParseRequest(subject)
+	if err != nil {
+		return ev, req, err
+	}
+	// The subject is authoritative: it is what stream permissions and the
+	// webhook's source checks apply to.
+	req.Source, req.Name = src, name
+	return ev, req, req.Validate()
+}

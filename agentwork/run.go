@@ -1,0 +1,64 @@
+package agentwork
+
+import (
+	"time"
+
+	"github.com/agentwork/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/tools"
+)
+
+// Run is one execution of a request, as gates and observers see it.
+type Run struct {
+	// ID identifies the run (the runid of its events). A request retried
+	// after a crash keeps its run id.
+	ID string
+	// Request is the work asked for.
+	Request Request
+	// Envelope is the request's CloudEvents envelope.
+	Envelope bus.Event
+	// Attempt counts model attempts of this request, from 1.
+	Attempt int
+	// Started is when the run began.
+	Started time.Time
+	// Targets are the connectors the notification goes to.
+	Targets []string
+	// Notice is what the output gates decided to deliver (nil: nothing).
+	Notice *Notice
+	// Output is the model's output, once the model answered.
+	Output *Output
+	// Result is the data of the run's event, once it ended.
+	Result *Result
+}
+
+// Result is the data of every run event (agentwork.<source>.done|skip|error).
+// Fields that do not apply to an outcome are omitted.
+type Result struct {
+	Source  string `json:"source"`
+	Name    string `json:"name"`
+	Outcome string `json:"outcome"`
+
+	// skip
+	Reason string `json:"reason,omitempty"`
+	Detail string `json:"detail,omitempty"`
+
+	// error
+	Class string `json:"class,omitempty"`
+	Error string `json:"error,omitempty"`
+
+	// done: the text actually sent, where it went, and the model's side.
+	Text            string       `json:"text,omitempty"`
+	Urgency         string       `json:"urgency,omitempty"`
+	Targets         []string     `json:"targets,omitempty"`
+	NotificationIDs []string     `json:"notification_ids,omitempty"`
+	Reply           string       `json:"reply,omitempty"`
+	Model           string       `json:"model,omitempty"`
+	Usage           *model.Usage `json:"usage,omitempty"`
+	ToolCalls       []tools.Call `json:"tool_calls,omitempty"`
+
+	Attempt     int               `json:"attempt,omitempty"`
+	DurationMS  int64             `json:"duration_ms"`
+	ScheduledAt *time.Time        `json:"scheduled_at,omitempty"`
+	Manual      bool              `json:"manual,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+}

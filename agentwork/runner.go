@@ -1,0 +1,552 @@
+package agentwork
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/agentwork/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/tools"
+)
+
+// ConsumerName is the durable consumer all runners share.
+const ConsumerName = "runner"
+
+// Config configures a Runner. Zero fields take the documented defaults.
+type Config struct {
+	// Concurrency is how many runs one instance does at once. Default 4.
+	Concurrency int `yaml:"concurrency" json:"concurrency,omitempty"`
+	// MaxSteps bounds the tool loop (model calls per run). Default 8.
+	MaxSteps int `yaml:"max_steps" json:"max_steps,omitempty"`
+	// Timeout bounds one run's model work. Default 5m.
+	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
+	// MaxAttempts is how often a transient or timed-out model call is tried
+	// before the run fails with an error event. Default 4.
+	MaxAttempts int `yaml:"max_attempts" json:"max_attempts,omitempty"`
+	// Backoff between attempts (the last value repeats); a server's
+	// Retry-After wins when longer. Default 2s, 10s, 30s, 2m.
+	Backoff []time.Duration `yaml:"backoff" json:"backoff,omitempty"`
+	// AckWait is how long JetStream waits for an ack or progress signal
+	// before redelivering. Default 30s; progress is signalled every AckWait/3.
+	AckWait time.Duration `yaml:"ack_wait" json:"ack_wait,omitempty"`
+	// ShutdownGrace is how long runs in flight may finish at shutdown before
+	// they are put back for another instance. Default 10s.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace" json:"shutdown_grace,omitempty"`
+	// Targets are the default connectors of every source. Default: all.
+	Targets []string `yaml:"targets" json:"targets,omitempty"`
+}
+
+func (c Config) withDefaults() Config {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	if c.MaxSteps <= 0 {
+		c.MaxSteps = 8
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 5 * time.Minute
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 4
+	}
+	if len(c.Backoff) == 0 {
+		c.Backoff = []time.Duration{2 * time.Second, 10 * time.Second, 30 * time.Second, 2 * time.Minute}
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 10 * time.Second
+	}
+	return c
+}
+
+// Validate checks c.
+func (c Config) Validate() error {
+	if c.Concurrency < 0 || c.Concurrency > 1024 {
+		return fmt.Errorf("runner.concurrency: %d: want 1-1024", c.Concurrency)
+	}
+	if c.MaxSteps < 0 || c.MaxAttempts < 0 {
+		return errors.New("runner.max_steps/max_attempts: must not be negative")
+	}
+	if c.AckWait != 0 && c.AckWait < time.Second {
+		return fmt.Errorf("runner.ack_wait: %s: want at least 1s", c.AckWait)
+	}
+	for _, t := range c.Targets {
+		if err := bus.CheckToken("runner.targets", t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Runner runs requests from the bus. Register a Policy per source with
+// Handle, then call Run. A request of a source without a policy ends with an
+// error event.
+type Runner struct {
+	bus      *bus.Bus
+	provider model.Provider
+	tools    *tools.Registry
+	cfg      Config
+	log      *zap.Logger
+	now      func() time.Time
+
+	mu       sync.RWMutex
+	policies map[string]Policy
+	targets  []string // all connector names, for validation and the default
+
+	inflight sync.Map // request id -> struct{}
+}
+
+// Option configures a Runner.
+type Option func(*Runner)
+
+// WithLogger sets the logger (default zap.NewNop()).
+func WithLogger(l *zap.Logger) Option { return func(r *Runner) { r.log = l } }
+
+// WithClock sets the time source (default time.Now).
+func WithClock(now func() time.Time) Option { return func(r *Runner) { r.now = now } }
+
+// WithConnectors names the connectors that exist; requests may target only
+// these, and they are the default targets when Config.Targets is empty.
+func WithConnectors(names ...string) Option {
+	return func(r *Runner) { r.targets = append([]string(nil), names...) }
+}
+
+// NewRunner returns a runner. It does no I/O.
+func NewRunner(b *bus.Bus, p model.Provider, reg *tools.Registry, cfg Config, opts ...Option) *Runner {
+	r := &Runner{bus: b, provider: p, tools: reg, cfg: cfg.withDefaults(), log: zap.NewNop(), now: time.Now, policies: map[string]Policy{}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Handle sets the policy of source. Safe to call while running.
+func (r *Runner) Handle(source string, p Policy) {
+	r.mu.Lock()
+	r.policies[source] = p
+	r.mu.Unlock()
+}
+
+func (r *Runner) policy(source string) (Policy, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	p, ok := r.policies[source]
+	return p, ok
+}
+
+// Run consumes requests until ctx is done. Then it stops taking new ones,
+// lets runs in flight finish within ShutdownGrace, puts the rest back for
+// another instance, and returns.
+func (r *Runner) Run(ctx context.Context) error {
+	js := r.bus.JetStream()
+	cons, err := js.CreateOrUpdateConsumer(ctx, bus.StreamRequests, jetstream.ConsumerConfig{
+		Durable:       ConsumerName,
+		Description:   "agentwork runners (shared by all instances)",
+		FilterSubject: r.bus.Subjects.Requests(),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       r.cfg.AckWait,
+		MaxAckPending: 10000,
+	})
+	if err != nil {
+		return fmt.Errorf("runner: consumer: %w", err)
+	}
+	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRuns()
+	stopping := make(chan struct{})
+	sem := make(chan struct{}, r.cfg.Concurrency)
+	var wg sync.WaitGroup
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case sem <- struct{}{}:
+		case <-stopping:
+			_ = m.Nak()
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			r.handle(runCtx, m)
+		}()
+	}, jetstream.PullMaxMessages(r.cfg.Concurrency), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		r.log.Debug("consume", zap.Error(err))
+	}))
+	if err != nil {
+		return fmt.Errorf("runner: consume: %w", err)
+	}
+	<-ctx.Done()
+	close(stopping)
+	cc.Stop()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(r.cfg.ShutdownGrace):
+		r.log.Warn("runs still in flight at shutdown; putting them back", zap.Duration("grace", r.cfg.ShutdownGrace))
+		cancelRuns()
+		<-done
+	}
+	return nil
+}
+
+// handle runs one message to its end. It never panics out and always ends
+// with the message acked, nak'ed (retry / put back) or terminated.
+func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("run panicked", zap.Any("panic", p), zap.String("subject", m.Subject()))
+			_ = m.NakWithDelay(r.cfg.Backoff[0])
+		}
+	}()
+	ev, req, err := DecodeRequest(r.bus, m.Subject(), m.Data())
+	if err != nil {
+		source, name, _ := r.bus.Subjects.ParseRequest(m.Subject())
+		req = Request{Source: bus.Token(source), Name: bus.Token(name)}
+		if ev.ID != "" {
+			req.ID = ev.ID
+		}
+		r.fail(ctx, &Run{ID: newRunID(), Request: req, Envelope: ev, Started: r.now()}, model.ClassPermanent, fmt.Errorf("malformed request: %w", err))
+		_ = m.Term()
+		return
+	}
+	if _, busy := r.inflight.LoadOrStore(req.ID, struct{}{}); busy {
+		return // a redelivery of a run this process is doing; that run acks it
+	}
+	defer r.inflight.Delete(req.ID)
+	log := r.log.With(zap.String("source", req.Source), zap.String("name", req.Name), zap.String("request", req.ID))
+
+	pol, ok := r.policy(req.Source)
+	if !ok {
+		r.fail(ctx, &Run{ID: newRunID(), Request: req, Envelope: ev, Started: r.now(), Attempt: 1}, model.ClassPermanent,
+			fmt.Errorf("unknown source %q: no trigger handles it", req.Source))
+		_ = m.Term()
+		return
+	}
+	timeout := r.cfg.Timeout
+	if pol.Timeout > 0 {
+		timeout = pol.Timeout
+	}
+	cr, err := r.takeClaim(ctx, req.ID, timeout+time.Minute)
+	if err != nil {
+		log.Warn("claim failed; will retry", zap.Error(err))
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	if !cr.proceed {
+		if cr.claim.State == claimDone {
+			log.Debug("already finished; acking redelivery", zap.String("run", cr.claim.RunID))
+			_ = m.Ack()
+		} else {
+			_ = m.NakWithDelay(min(cr.wait, r.cfg.AckWait))
+		}
+		return
+	}
+	run := &Run{ID: cr.claim.RunID, Request: req, Envelope: ev, Attempt: cr.claim.Attempts, Started: r.now()}
+	run.Targets = r.targetsFor(req, pol)
+	outcome, retry := r.execute(ctx, log, m, run, pol, timeout)
+	switch {
+	case retry >= 0:
+		if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, cr.claim, claimRetry, ""); err != nil {
+			log.Warn("release claim", zap.Error(err))
+		}
+		_ = m.NakWithDelay(retry)
+	default:
+		if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, cr.claim, claimDone, outcome); err != nil {
+			log.Warn("settle claim", zap.Error(err))
+		}
+		if err := m.DoubleAck(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("ack", zap.Error(err))
+		}
+		if pol.Observer != nil {
+			pol.Observer.Observe(run, outcome)
+		}
+	}
+}
+
+// execute does the pipeline. It returns the outcome, or retry >= 0 when the
+// request should be redelivered after that delay without an event.
+func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, run *Run, pol Policy, timeout time.Duration) (outcome string, retry time.Duration) {
+	retry = -1
+	// 1. Input gates.
+	var taken []Releaser
+	defer func() {
+		for _, g := range taken {
+			g.Release(context.WithoutCancel(ctx), run)
+		}
+	}()
+	for _, g := range pol.Input {
+		err := g.Check(ctx, run)
+		if err == nil {
+			if rel, ok := g.(Releaser); ok {
+				taken = append(taken, rel)
+			}
+			continue
+		}
+		var d *DeferError
+		if errors.As(err, &d) {
+			log.Debug("deferred", zap.String("reason", d.Reason), zap.Duration("after", d.After))
+			return "", d.After
+		}
+		if s, ok := AsSkip(err); ok {
+			return r.skip(ctx, run, s), -1
+		}
+		if ctx.Err() != nil {
+			return "", 0
+		}
+		return r.fail(ctx, run, model.ClassPermanent, fmt.Errorf("input gate: %w", err)), -1
+	}
+
+	// 2. Model and tools, with progress signals so JetStream does not redeliver.
+	out, err := r.callModel(ctx, m, run, pol, timeout)
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("run interrupted by shutdown; putting the request back")
+			return "", 0
+		}
+		class := model.Classify(err)
+		if errors.Is(err, tools.ErrMaxSteps) {
+			class = model.ClassPermanent
+		}
+		if class != model.ClassPermanent && run.Attempt < r.cfg.MaxAttempts {
+			delay := r.cfg.Backoff[min(run.Attempt-1, len(r.cfg.Backoff)-1)]
+			delay = max(delay, model.RetryAfter(err))
+			log.Warn("model call failed; will retry", zap.String("class", string(class)), zap.Int("attempt", run.Attempt), zap.Duration("retry_in", delay), zap.Error(err))
+			return "", delay
+		}
+		return r.failWithAlert(ctx, run, pol, class, err), -1
+	}
+	run.Output = &out
+
+	// 3. Output gates.
+	gates := pol.Output
+	if len(gates) == 0 {
+		gates = []OutputGate{ModeGate{Default: DeliverReply}}
+	}
+	for _, g := range gates {
+		if err := g.Inspect(ctx, run, out); err != nil {
+			r.releaseDedup(ctx, run)
+			if s, ok := AsSkip(err); ok {
+				return r.skip(ctx, run, s), -1
+			}
+			return r.fail(ctx, run, model.ClassTransient, fmt.Errorf("output gate: %w", err)), -1
+		}
+	}
+
+	// 4. Delivery: queue one notification per target (durable).
+	var ids []string
+	if run.Notice != nil {
+		var err error
+		if ids, err = r.enqueue(ctx, run, run.Notice.Text, run.Notice.Urgency, ""); err != nil {
+			r.releaseDedup(ctx, run)
+			if run.Attempt < r.cfg.MaxAttempts && ctx.Err() == nil {
+				log.Warn("queueing notification failed; will retry", zap.Error(err))
+				return "", r.cfg.Backoff[0]
+			}
+			return r.fail(ctx, run, model.ClassTransient, fmt.Errorf("queue notification: %w", err)), -1
+		}
+	}
+
+	// 5. The done event.
+	res := r.result(run, bus.OutcomeDone)
+	res.Reply, res.Model, res.ToolCalls = out.Text, out.Model, out.Calls
+	usage := out.Usage
+	res.Usage = &usage
+	if run.Notice != nil {
+		res.Text, res.Urgency, res.Targets, res.NotificationIDs = run.Notice.Text, run.Notice.Urgency, run.Targets, ids
+	}
+	r.emit(ctx, run, res)
+	return bus.OutcomeDone, -1
+}
+
+func (r *Runner) callModel(ctx context.Context, m jetstream.Msg, run *Run, pol Policy, timeout time.Duration) (Output, error) {
+	mctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(max(r.cfg.AckWait/3, 100*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				_ = m.InProgress()
+			}
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+
+	system := pol.System
+	if run.Request.System != "" {
+		system = run.Request.System
+	}
+	specs, err := r.tools.Tools(pol.Tools...)
+	if err != nil {
+		return Output{}, &model.Error{Class: model.ClassPermanent, Message: err.Error()}
+	}
+	steps := r.cfg.MaxSteps
+	if pol.MaxSteps > 0 {
+		steps = pol.MaxSteps
+	}
+	req := model.Request{
+		System:   system,
+		Messages: []model.Message{{Role: model.RoleUser, Content: run.Request.Prompt}},
+		Tools:    specs,
+		Meta:     map[string]string{"source": run.Request.Source, "name": run.Request.Name},
+	}
+	res, err := tools.Loop(mctx, r.provider, r.scoped(pol), req, steps)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		err = &model.Error{Class: model.ClassTimeout, Message: fmt.Sprintf("run took longer than %s", timeout), Err: err}
+	}
+	return Output{Text: res.Text, Calls: res.Calls, Usage: res.Usage, Model: res.Model}, err
+}
+
+// scoped returns the registry limited to the policy's tools.
+func (r *Runner) scoped(pol Policy) *tools.Registry {
+	if len(pol.Tools) == 0 {
+		return r.tools
+	}
+	var specs []tools.Spec
+	for _, n := range pol.Tools {
+		if s, ok := r.tools.Lookup(n); ok {
+			specs = append(specs, s)
+		}
+	}
+	reg, err := tools.NewRegistry(specs...)
+	if err != nil {
+		return r.tools
+	}
+	return reg
+}
+
+func (r *Runner) targetsFor(req Request, pol Policy) []string {
+	switch {
+	case len(req.Targets) > 0:
+		return req.Targets
+	case len(pol.Targets) > 0:
+		return pol.Targets
+	case len(r.cfg.Targets) > 0:
+		return r.cfg.Targets
+	default:
+		return r.targets
+	}
+}
+
+func (r *Runner) enqueue(ctx context.Context, run *Run, text, urgency, kind string) ([]string, error) {
+	var ids []string
+	var errs []error
+	for _, t := range run.Targets {
+		if len(r.targets) > 0 && !contains(r.targets, t) {
+			errs = append(errs, fmt.Errorf("unknown target %q (connectors: %v)", t, r.targets))
+			continue
+		}
+		n := connectors.Notification{
+			ID: run.ID + kind + "." + t, RunID: run.ID, RequestID: run.Request.ID,
+			Source: run.Request.Source, Name: run.Request.Name, Text: text, Urgency: urgency,
+			Target: t, Time: r.now(), Metadata: run.Request.Metadata,
+		}
+		if run.Notice != nil && kind == "" {
+			n.DedupKey = run.Notice.DedupKey
+		}
+		if err := connectors.Enqueue(ctx, r.bus, n); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", t, err))
+			continue
+		}
+		ids = append(ids, n.ID)
+	}
+	if len(ids) == 0 && len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	for _, e := range errs {
+		r.log.Warn("notification not queued for a target", zap.String("run", run.ID), zap.Error(e))
+	}
+	return ids, nil
+}
+
+func (r *Runner) releaseDedup(ctx context.Context, run *Run) {
+	if run.Notice == nil || run.Notice.DedupKey == "" {
+		return
+	}
+	kv := r.bus.Dedup
+	if e, err := kv.Get(ctx, run.Notice.DedupKey); err == nil && string(e.Value()) == run.ID {
+		_ = kv.Delete(context.WithoutCancel(ctx), run.Notice.DedupKey, jetstream.LastRevision(e.Revision()))
+	}
+	run.Notice.DedupKey = ""
+}
+
+func (r *Runner) result(run *Run, outcome string) *Result {
+	return &Result{
+		Source: run.Request.Source, Name: run.Request.Name, Outcome: outcome,
+		Attempt: run.Attempt, DurationMS: r.now().Sub(run.Started).Milliseconds(),
+		ScheduledAt: run.Request.ScheduledAt, Manual: run.Request.Manual, Metadata: run.Request.Metadata,
+	}
+}
+
+func (r *Runner) skip(ctx context.Context, run *Run, s *SkipError) string {
+	res := r.result(run, bus.OutcomeSkip)
+	res.Reason, res.Detail = s.Reason, s.Detail
+	r.emit(ctx, run, res)
+	return bus.OutcomeSkip
+}
+
+func (r *Runner) fail(ctx context.Context, run *Run, class model.Class, err error) string {
+	res := r.result(run, bus.OutcomeError)
+	res.Class, res.Error = string(class), err.Error()
+	r.emit(ctx, run, res)
+	return bus.OutcomeError
+}
+
+func (r *Runner) failWithAlert(ctx context.Context, run *Run, pol Policy, class model.Class, err error) string {
+	out := r.fail(ctx, run, class, err)
+	if pol.Alert == nil || *pol.Alert {
+		text := fmt.Sprintf("agentwork: %s %q failed (%s) after %d attempt(s): %v", run.Request.Source, run.Request.Name, class, run.Attempt, err)
+		if _, qerr := r.enqueue(ctx, run, text, tools.UrgencyImportant, ".alert"); qerr != nil {
+			r.log.Error("alert not queued", zap.String("run", run.ID), zap.Error(qerr))
+		}
+	}
+	return out
+}
+
+// emit publishes the run's one event. Publishing is retried briefly; a
+// failure is logged and never ends the run.
+func (r *Runner) emit(ctx context.Context, run *Run, res *Result) {
+	run.Result = res
+	ev, err := bus.NewEvent("agentwork/runner", bus.TypeOf(res.Source, res.Outcome), res.Name, r.now(), res)
+	if err != nil {
+		r.log.Error("build event", zap.Error(err))
+		return
+	}
+	ev.RunID, ev.CausationID = run.ID, run.Request.ID
+	subject := r.bus.Subjects.Event(res.Source, res.Outcome)
+	ectx := context.WithoutCancel(ctx)
+	for attempt := range 3 {
+		pctx, cancel := context.WithTimeout(ectx, 5*time.Second)
+		_, err = r.bus.Publish(pctx, subject, ev, "run."+run.ID)
+		cancel()
+		if err == nil {
+			return
+		}
+		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+	}
+	r.log.Error("event not published", zap.String("run", run.ID), zap.String("subject", subject), zap.Error(err))
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func newRunID() string { return bus.NewID() }

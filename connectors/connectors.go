@@ -1,0 +1,111 @@
+// Package connectors delivers notifications to the places people read them.
+// The runner queues each notification on AGENTWORK_DELIVERIES under
+// <prefix>.delivery.<connector>; a Dispatcher runs one durable consumer per
+// connector, calls its Send, retries what the chat API says to retry, and
+// reports every notification as delivered or failed on the events stream.
+// A failing connector never blocks another.
+package connectors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Notification is one message for one connector.
+type Notification struct {
+	// ID is unique per notification and target; it is the delivery's Nats-Msg-Id.
+	ID string `json:"id"`
+	// RunID and RequestID tie the notification to the run that made it.
+	RunID     string `json:"run_id"`
+	RequestID string `json:"request_id,omitempty"`
+	// Source and Name say which work produced it: "heartbeat"/"default", "cron"/<job>.
+	Source string `json:"source"`
+	Name   string `json:"name"`
+	// Text is what the user reads.
+	Text string `json:"text"`
+	// Urgency is "info" or "important".
+	Urgency string `json:"urgency,omitempty"`
+	// Target is the connector name it is queued for.
+	Target string    `json:"target"`
+	Time   time.Time `json:"time"`
+	// DedupKey is the agentwork_dedup key that held this text back from being
+	// sent again, if any. When no connector delivers the notification, the key
+	// is released so the next identical notification is not suppressed.
+	DedupKey string            `json:"dedup_key,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// Connector sends notifications to one destination.
+//
+// Send blocks until the destination confirmed the message, ctx is done, or
+// sending failed. It is called from one goroutine per connector at a time
+// unless the connector implements Concurrent. Return *RetryableError (with
+// the server's retry-after) for what may succeed later, *PermanentError for
+// what never will (bad token, unknown chat); other errors are retried with
+// backoff. On ctx cancel it returns promptly with ctx's error.
+type Connector interface {
+	Send(ctx context.Context, n Notification) error
+}
+
+// Concurrent is an optional capability: a connector whose Send may be called
+// from up to N goroutines at once.
+type Concurrent interface {
+	Concurrency() int
+}
+
+// RetryableError asks for another attempt after After (0: use backoff).
+type RetryableError struct {
+	After time.Duration
+	Err   error
+}
+
+func (e *RetryableError) Error() string {
+	if e.After > 0 {
+		return fmt.Sprintf("retryable (after %s): %v", e.After, e.Err)
+	}
+	return fmt.Sprintf("retryable: %v", e.Err)
+}
+func (e *RetryableError) Unwrap() error { return e.Err }
+
+// PermanentError means the notification can never be delivered as is.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return fmt.Sprintf("permanent: %v", e.Err) }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Retry wraps err as retryable after d.
+func Retry(err error, d time.Duration) error { return &RetryableError{After: d, Err: err} }
+
+// Permanent wraps err as permanent.
+func Permanent(err error) error { return &PermanentError{Err: err} }
+
+// IsPermanent reports whether err is a *PermanentError.
+func IsPermanent(err error) bool {
+	var p *PermanentError
+	return errors.As(err, &p)
+}
+
+// RetryAfter returns the delay a *RetryableError asks for, or 0.
+func RetryAfter(err error) time.Duration {
+	var r *RetryableError
+	if errors.As(err, &r) {
+		return r.After
+	}
+	return 0
+}
+
+// Registry maps connector names (the targets in config) to connectors.
+type Registry map[string]Connector
+
+// Names returns the registered names.
+func (r Registry) Names() []string {
+	out := make([]string, 0, len(r))
+	for n := range r {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
