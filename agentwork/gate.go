@@ -48,7 +48,9 @@ type DeferError struct {
 func (e *DeferError) Error() string { return fmt.Sprintf("defer %s: %s", e.After, e.Reason) }
 
 // Defer returns a *DeferError.
-func Defer(after time.Duration, reason string) error { return &DeferError{After: after, Reason: reason} }
+func Defer(after time.Duration, reason string) error {
+	return &DeferError{After: after, Reason: reason}
+}
 
 // AsSkip returns the *SkipError in err's chain.
 func AsSkip(err error) (*SkipError, bool) {
