@@ -183,7 +183,7 @@ func (c *Client) Complete(ctx context.Context, req model.Request) (model.Reply, 
 func (c *Client) do(ctx context.Context, hreq *http.Request) (model.Reply, int, error) {
 	resp, err := c.hc.Do(hreq)
 	if err != nil {
-		return model.Reply{}, 0, c.transportError(ctx, err)
+		return model.Reply{}, 0, c.transportError(ctx, err, false)
 	}
 	defer func() {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBytes))
@@ -195,7 +195,7 @@ func (c *Client) do(ctx context.Context, hreq *http.Request) (model.Reply, int, 
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes+1))
 	if err != nil {
-		return model.Reply{}, resp.StatusCode, c.transportError(ctx, err)
+		return model.Reply{}, resp.StatusCode, c.transportError(ctx, err, true)
 	}
 	if len(b) > maxReplyBytes {
 		return model.Reply{}, resp.StatusCode, &model.Error{Class: model.ClassPermanent, Status: resp.StatusCode,

@@ -74,8 +74,9 @@ func (c *Client) hint(status int) string {
 	return "check model.base_url and model.model"
 }
 
-// transportError classifies a failure to get a reply at all.
-func (c *Client) transportError(ctx context.Context, err error) *model.Error {
+// transportError classifies a failure to get a whole reply; reading says
+// whether the reply had begun.
+func (c *Client) transportError(ctx context.Context, err error, reading bool) *model.Error {
 	// The *url.Error around err repeats the request URL; c.where is enough.
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -93,6 +94,10 @@ func (c *Client) transportError(ctx context.Context, err error) *model.Error {
 	case isTLSError(err):
 		return &model.Error{Class: model.ClassPermanent, Err: err,
 			Message: fmt.Sprintf("openai: TLS with %s failed; check model.base_url (http or https?) and the server's certificate", c.where)}
+	}
+	if reading {
+		return &model.Error{Class: model.ClassTransient, Err: err,
+			Message: fmt.Sprintf("openai: reply from %s was cut short", c.where)}
 	}
 	return &model.Error{Class: model.ClassTransient, Err: err,
 		Message: fmt.Sprintf("openai: cannot reach %s (is the server running? check model.base_url)", c.where)}

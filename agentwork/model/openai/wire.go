@@ -158,7 +158,9 @@ var errMalformed = errors.New("malformed reply")
 // serverError is an error object in a 200 body (some gateways do that).
 type serverError struct{ status int }
 
-func (e *serverError) Error() string { return fmt.Sprintf("server reported an error (code %d)", e.status) }
+func (e *serverError) Error() string {
+	return fmt.Sprintf("server reported an error (code %d)", e.status)
+}
 
 // decodeReply reads a chat completion body. It never panics: it returns a
 // Reply, an error wrapping errMalformed, or a *serverError.
