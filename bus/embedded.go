@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+	"golang.org/x/crypto/bcrypt"
 )
 
 const (
@@ -52,6 +53,11 @@ func (b *Bus) startEmbedded(ctx context.Context) error {
 		return err
 	}
 	b.pass = info.Password
+	hashed, err := bcrypt.GenerateFromPassword([]byte(info.Password), bcrypt.MinCost)
+	if err != nil {
+		return fmt.Errorf("bus: hash credentials: %w", err)
+	}
+	hash := string(hashed)
 	opts := &server.Options{
 		ServerName:         "agentwork-" + b.instance,
 		JetStream:          true,
@@ -62,7 +68,7 @@ func (b *Bus) startEmbedded(ctx context.Context) error {
 		SyncInterval:       b.cfg.SyncInterval,
 		NoSigs:             true,
 		NoLog:              true,
-		Users:              []*server.User{{Username: embeddedUser, Password: info.Password}},
+		Users:              []*server.User{{Username: embeddedUser, Password: hash}},
 		MaxPayload:         8 << 20,
 	}
 	if b.cfg.Listen == "off" {

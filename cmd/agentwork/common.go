@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/config"
+)
+
+// DefaultConfigFile is read when --config is not given and the file exists.
+const DefaultConfigFile = "agentwork.yaml"
+
+// connFlags are the flags of every client command.
+type connFlags struct {
+	config  string
+	dataDir string
+	url     string
+}
+
+func (c *connFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.config, "config", "", "config file (default ./agentwork.yaml if it exists); its bus section says where the server is")
+	fs.StringVar(&c.dataDir, "data-dir", "", "data dir of the running server (default from config, else .agentwork)")
+	fs.StringVar(&c.url, "url", "", "NATS URL of an external cluster (default from config)")
+}
+
+// busConfig returns the bus config a client uses to reach the server.
+func (c *connFlags) busConfig() (bus.Config, error) {
+	f, err := loadConfig(c.config)
+	if err != nil {
+		return bus.Config{}, err
+	}
+	bc := f.Bus
+	if c.dataDir != "" {
+		bc.DataDir = c.dataDir
+	} else if bc.DataDir != "" {
+		bc.DataDir = f.Resolve(bc.DataDir)
+	}
+	if c.url != "" {
+		bc.URL = c.url
+	}
+	return bc, nil
+}
+
+func (c *connFlags) dial(ctx context.Context) (*bus.Bus, error) {
+	bc, err := c.busConfig()
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return bus.Dial(dctx, bc)
+}
+
+// loadConfig loads path, or ./agentwork.yaml when path is empty and it
+// exists, or the defaults.
+func loadConfig(path string) (*config.File, error) {
+	if path == "" {
+		if _, err := os.Stat(DefaultConfigFile); err == nil {
+			path = DefaultConfigFile
+		}
+	}
+	return config.Load(path)
+}
+
+func newFlagSet(name string, e *env) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	return fs
+}
+
+// parseFlags parses args, allowing flags after positional arguments
+// (agentwork task send "hello" --wait).
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err.Error()}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// newLogger builds the service logger: console encoding on a terminal,
+// JSON otherwise.
+func newLogger(w io.Writer, level, format string) (*zap.Logger, error) {
+	lvl := zapcore.InfoLevel
+	if level != "" {
+		if err := lvl.UnmarshalText([]byte(level)); err != nil {
+			return nil, fmt.Errorf("log.level: %w", err)
+		}
+	}
+	if format == "" {
+		format = "json"
+		if f, ok := w.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				format = "console"
+			}
+		}
+	}
+	ec := zap.NewProductionEncoderConfig()
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	var enc zapcore.Encoder
+	if format == "console" {
+		ec.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		enc = zapcore.NewConsoleEncoder(ec)
+	} else {
+		enc = zapcore.NewJSONEncoder(ec)
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
+}

@@ -1,0 +1,80 @@
+// Command agentwork runs the agentwork runtime (serve) and talks to a running
+// one (task, events, heartbeat, cron), and checks configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		var u usageError
+		if errors.As(err, &u) {
+			fmt.Fprintln(os.Stderr, "agentwork:", err)
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "agentwork:", err)
+		os.Exit(1)
+	}
+}
+
+// env is what every subcommand gets.
+type env struct {
+	stdout, stderr io.Writer
+}
+
+// command is one subcommand: it parses its own flags from args.
+type command struct {
+	summary string
+	run     func(ctx context.Context, e *env, args []string) error
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"serve":     {"run the runtime: bus, runner, triggers, connectors, HTTP API", cmdServe},
+		"task":      {"send a task request (task send \"prompt\" [--wait])", cmdTask},
+		"events":    {"follow run events (events tail [--source s] [--outcome o])", cmdEvents},
+		"heartbeat": {"heartbeat status|wake|history", cmdHeartbeat},
+		"cron":      {"cron list|add|show|pause|resume|run|delete|history", cmdCron},
+		"config":    {"config check|schema", cmdConfig},
+		"version":   {"print the version", cmdVersion},
+	}
+}
+
+type usageError struct{ msg string }
+
+func (u usageError) Error() string { return u.msg }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	e := &env{stdout: stdout, stderr: stderr}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return usageError{"no command given"}
+		}
+		return nil
+	}
+	c, ok := commands()[args[0]]
+	if !ok {
+		usage(stderr)
+		return usageError{fmt.Sprintf("unknown command %q", args[0])}
+	}
+	return c.run(ctx, e, args[1:])
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: agentwork <command> [flags]\n\ncommands:")
+	for _, name := range []string{"serve", "task", "events", "heartbeat", "cron", "config", "version"} {
+		fmt.Fprintf(w, "  %-10s %s\n", name, commands()[name].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'agentwork <command> -h' for its flags.")
+}

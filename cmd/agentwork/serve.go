@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/config"
+	"github.com/agentwork/agentwork/tools"
+)
+
+func cmdServe(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet("serve", e)
+	path := fs.String("config", "", "config file (default ./agentwork.yaml if it exists, else built-in defaults)")
+	dataDir := fs.String("data-dir", "", "data dir (overrides bus.data_dir)")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	f, err := loadConfig(*path)
+	if err != nil {
+		return err
+	}
+	if *dataDir != "" {
+		f.Bus.DataDir = *dataDir
+	} else if f.Bus.DataDir != "" {
+		f.Bus.DataDir = f.Resolve(f.Bus.DataDir)
+	}
+	log, err := newLogger(e.stderr, f.Log.Level, f.Log.Format)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	return serve(ctx, e, f, log)
+}
+
+// serve wires the runtime and runs it until ctx is done. Shutdown order:
+// triggers stop, the runner and connectors drain (runs in flight finish
+// within the grace period), then the bus drains and the server stops.
+func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
+	start := time.Now()
+	b, err := bus.Open(ctx, f.Bus, bus.WithLogger(log))
+	if err != nil {
+		if errors.Is(err, bus.ErrLocked) {
+			return fmt.Errorf("%w\n(another `agentwork serve` uses this data dir)", err)
+		}
+		return err
+	}
+	defer func() {
+		if err := b.Close(); err != nil {
+			log.Warn("bus close", zap.Error(err))
+		}
+		log.Info("stopped")
+	}()
+
+	provider, err := newProvider(f, log)
+	if err != nil {
+		return err
+	}
+	reg, err := tools.NewRegistry(tools.Notify())
+	if err != nil {
+		return err
+	}
+	w, err := wire(ctx, e, f, b, log)
+	if err != nil {
+		return err
+	}
+	runner := agentwork.NewRunner(b, provider, reg, f.Runner,
+		agentwork.WithLogger(log.Named("runner")), agentwork.WithConnectors(w.connectorNames...))
+	for source, p := range w.policies {
+		runner.Handle(source, p)
+	}
+
+	// Consumers (runner, connectors) live until the triggers have stopped.
+	consumeCtx, stopConsumers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopConsumers()
+	var consumers errgroup.Group
+	consumers.Go(func() error { return runner.Run(consumeCtx) })
+	for _, c := range w.consumers {
+		consumers.Go(func() error { return c(consumeCtx) })
+	}
+	triggers, tctx := errgroup.WithContext(ctx)
+	triggers.Go(func() error { <-tctx.Done(); return nil }) // serve until stopped
+	for _, t := range w.triggers {
+		triggers.Go(func() error { return t(tctx) })
+	}
+	log.Info("agentwork ready",
+		zap.String("data_dir", b.Config().DataDir), zap.String("model", providerName(provider)),
+		zap.Strings("connectors", w.connectorNames), zap.Duration("startup", time.Since(start)))
+	fmt.Fprintf(e.stderr, "agentwork is running. Try: agentwork task send \"hello\" --wait   (Ctrl-C to stop)\n")
+
+	terr := triggers.Wait()
+	if terr != nil && ctx.Err() == nil {
+		log.Error("a trigger failed; shutting down", zap.Error(terr))
+	}
+	log.Info("shutting down")
+	stopConsumers()
+	cerr := consumers.Wait()
+	if ctx.Err() != nil {
+		terr = nil // a clean stop
+	}
+	return errors.Join(terr, cerr)
+}
+
+// wiring is what the config asks for beyond the bus and the runner.
+type wiring struct {
+	policies       map[string]agentwork.Policy
+	connectorNames []string
+	consumers      []func(context.Context) error // stopped after triggers
+	triggers       []func(context.Context) error // stopped first
+}
+
+func providerName(p any) string {
+	if n, ok := p.(interface{ Name() string }); ok {
+		return n.Name()
+	}
+	return fmt.Sprintf("%T", p)
+}
+

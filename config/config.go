@@ -1,0 +1,254 @@
+// Package config loads agentwork.yaml: one YAML file whose sections are the
+// Config types of the packages they configure. Unknown keys are errors with
+// file:line, secrets are written as ${ENV} references and expanded at load,
+// and Schema returns the file's JSON Schema.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/agentwork/model/script"
+	"github.com/agentwork/agentwork/bus"
+)
+
+// File is agentwork.yaml.
+type File struct {
+	// Bus: the embedded NATS server or an external cluster.
+	Bus bus.Config `yaml:"bus" json:"bus,omitempty"`
+	// Model: the model provider.
+	Model Model `yaml:"model" json:"model,omitempty"`
+	// Runner: concurrency, retries, timeouts of runs.
+	Runner agentwork.Config `yaml:"runner" json:"runner,omitempty"`
+	// Log: level and format of the service's own log.
+	Log Log `yaml:"log" json:"log,omitempty"`
+
+	// path and dir of the file, for relative paths (checklists).
+	path string
+}
+
+// Model is the model section: the shared provider fields plus the script
+// provider's rules.
+type Model struct {
+	model.Config `yaml:",inline"`
+	// Script holds the rules of the script provider.
+	Script script.Config `yaml:"script" json:"script,omitempty"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `yaml:"level" json:"level,omitempty" jsonschema:"enum=debug,enum=info,enum=warn,enum=error"`
+	// Format is console or json. Default: console on a terminal, json otherwise.
+	Format string `yaml:"format" json:"format,omitempty" jsonschema:"enum=console,enum=json"`
+}
+
+// Path is the file the config was loaded from ("" for defaults).
+func (f *File) Path() string { return f.path }
+
+// Dir is the directory relative paths in the file are resolved against.
+func (f *File) Dir() string {
+	if f.path == "" {
+		return "."
+	}
+	return filepath.Dir(f.path)
+}
+
+// Resolve returns p relative to the config file's directory (absolute p as is).
+func (f *File) Resolve(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(f.Dir(), p)
+}
+
+// Validate checks every section.
+func (f *File) Validate() error {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	add(f.Bus.Validate())
+	add(f.Model.Config.Validate())
+	add(f.Model.Script.Validate())
+	add(f.Runner.Validate())
+	switch f.Log.Level {
+	case "", "debug", "info", "warn", "error":
+	default:
+		add(fmt.Errorf("log.level: %q: want debug, info, warn or error", f.Log.Level))
+	}
+	switch f.Log.Format {
+	case "", "console", "json":
+	default:
+		add(fmt.Errorf("log.format: %q: want console or json", f.Log.Format))
+	}
+	add(f.validateMore())
+	return errors.Join(errs...)
+}
+
+// Error is a load error at a place in the file.
+type Error struct {
+	File string
+	Line int
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+// Load reads, expands and validates the file at path. An empty path loads
+// the defaults (an embedded bus, the script provider, the console connector).
+func Load(path string) (*File, error) {
+	if path == "" {
+		f := &File{}
+		f.applyDefaults()
+		return f, f.Validate()
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	f, err := Parse(path, raw, os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Parse decodes raw (named name in errors), expanding ${VAR} references with
+// lookup. It does not validate.
+func Parse(name string, raw []byte, lookup func(string) (string, bool)) (*File, error) {
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&root); err != nil {
+		if err.Error() == "EOF" {
+			f := &File{path: name}
+			f.applyDefaults()
+			return f, nil
+		}
+		return nil, yamlError(name, err)
+	}
+	if err := expandEnv(name, &root, lookup); err != nil {
+		return nil, err
+	}
+	// Unknown keys are found on the original text (Node.Decode does not
+	// report them); values are decoded from the expanded tree.
+	f := &File{path: name}
+	if err := checkKnown(name, raw); err != nil {
+		return nil, err
+	}
+	if err := root.Decode(f); err != nil {
+		return nil, yamlError(name, err)
+	}
+	f.path = name
+	f.applyDefaults()
+	return f, nil
+}
+
+// checkKnown decodes the original text with KnownFields so an unknown key
+// is reported with its line. ${VAR} references are replaced by a harmless
+// placeholder first so that typed fields still decode.
+func checkKnown(name string, raw []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(envRef.ReplaceAll(raw, []byte("0"))))
+	dec.KnownFields(true)
+	var f File
+	err := dec.Decode(&f)
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		for _, msg := range te.Errors {
+			if strings.Contains(msg, "not found in type") {
+				return yamlError(name, err)
+			}
+		}
+		return nil // type errors are reported by the real decode, with the expanded values
+	}
+	return nil
+}
+
+var lineRE = regexp.MustCompile(`line (\d+): (.*)`)
+var fieldRE = regexp.MustCompile(`field (\S+) not found in type (\S+)`)
+
+func yamlError(name string, err error) error {
+	var te *yaml.TypeError
+	var msgs []string
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	} else {
+		msgs = []string{strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	var errs []error
+	for _, m := range msgs {
+		line := 0
+		if sm := lineRE.FindStringSubmatch(m); sm != nil {
+			fmt.Sscan(sm[1], &line)
+			m = sm[2]
+		}
+		if fm := fieldRE.FindStringSubmatch(m); fm != nil {
+			m = fmt.Sprintf("unknown key %q in %s (see `agentwork config schema`)", fm[1], section(fm[2]))
+		}
+		errs = append(errs, &Error{File: name, Line: line, Msg: m})
+	}
+	return errors.Join(errs...)
+}
+
+func section(goType string) string {
+	t := goType
+	if i := strings.LastIndex(t, "."); i >= 0 {
+		t = t[i+1:]
+	}
+	return t
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandEnv replaces ${VAR} in every scalar. A reference to an unset
+// variable is an error naming the line: a secret must never silently be "".
+func expandEnv(name string, n *yaml.Node, lookup func(string) (string, bool)) error {
+	var errs []error
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
+			n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+				v := envRef.FindStringSubmatch(ref)[1]
+				val, ok := lookup(v)
+				if !ok {
+					errs = append(errs, &Error{File: name, Line: n.Line, Msg: fmt.Sprintf("environment variable %s is not set (referenced as ${%s})", v, v)})
+				}
+				return val
+			})
+			if n.Tag == "!!null" || n.Tag == "" {
+				n.Tag = "!!str"
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(n)
+	return errors.Join(errs...)
+}
+
+func (f *File) applyDefaults() {
+	if f.Model.Provider == "" {
+		f.Model.Provider = "script"
+	}
+	f.applyMoreDefaults()
+}
