@@ -121,4 +121,3 @@ func providerName(p any) string {
 	}
 	return fmt.Sprintf("%T", p)
 }
-
