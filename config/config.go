@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -152,8 +153,8 @@ func Parse(name string, raw []byte, lookup func(string) (string, bool)) (*File, 
 	// Unknown keys are found on the original text (Node.Decode does not
 	// report them); values are decoded from the expanded tree.
 	f := &File{path: name}
-	if err := checkKnown(name, raw); err != nil {
-		return nil, err
+	if errs := unknownKeys(name, &root, reflect.TypeFor[File](), ""); len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if err := root.Decode(f); err != nil {
 		return nil, yamlError(name, err)
@@ -163,28 +164,7 @@ func Parse(name string, raw []byte, lookup func(string) (string, bool)) (*File, 
 	return f, nil
 }
 
-// checkKnown decodes the original text with KnownFields so an unknown key
-// is reported with its line. ${VAR} references are replaced by a harmless
-// placeholder first so that typed fields still decode.
-func checkKnown(name string, raw []byte) error {
-	dec := yaml.NewDecoder(bytes.NewReader(envRef.ReplaceAll(raw, []byte("0"))))
-	dec.KnownFields(true)
-	var f File
-	err := dec.Decode(&f)
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		for _, msg := range te.Errors {
-			if strings.Contains(msg, "not found in type") {
-				return yamlError(name, err)
-			}
-		}
-		return nil // type errors are reported by the real decode, with the expanded values
-	}
-	return nil
-}
-
 var lineRE = regexp.MustCompile(`line (\d+): (.*)`)
-var fieldRE = regexp.MustCompile(`field (\S+) not found in type (\S+)`)
 
 func yamlError(name string, err error) error {
 	var te *yaml.TypeError
@@ -201,20 +181,9 @@ func yamlError(name string, err error) error {
 			fmt.Sscan(sm[1], &line)
 			m = sm[2]
 		}
-		if fm := fieldRE.FindStringSubmatch(m); fm != nil {
-			m = fmt.Sprintf("unknown key %q in %s (see `agentwork config schema`)", fm[1], section(fm[2]))
-		}
 		errs = append(errs, &Error{File: name, Line: line, Msg: m})
 	}
 	return errors.Join(errs...)
-}
-
-func section(goType string) string {
-	t := goType
-	if i := strings.LastIndex(t, "."); i >= 0 {
-		t = t[i+1:]
-	}
-	return t
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)

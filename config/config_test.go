@@ -20,7 +20,8 @@ func TestParseErrors(t *testing.T) {
 		want       []string
 	}{
 		{"unknown top-level key", "bus:\n  data_dir: x\nmodle:\n  provider: script\n", []string{"agentwork.yaml:3:", `unknown key "modle"`}},
-		{"unknown nested key", "model:\n  provider: openai\n  modle: gpt\n", []string{"agentwork.yaml:3:", `unknown key "modle"`}},
+		{"unknown nested key", "model:\n  provider: openai\n  modle: gpt\n", []string{"agentwork.yaml:3:", `unknown key "model.modle"`}},
+		{"unknown key in a list", "model:\n  script:\n    rules:\n      - mach: {source: x}\n", []string{"agentwork.yaml:4:", `"model.script.rules[0].mach"`}},
 		{"unset env", "model:\n  api_key: ${NOPE_KEY}\n", []string{"agentwork.yaml:2:", "NOPE_KEY is not set"}},
 		{"bad type", "runner:\n  concurrency: lots\n", []string{"agentwork.yaml:2:", "lots"}},
 		{"broken yaml", "bus: [\n", []string{"agentwork.yaml"}},
