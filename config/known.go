@@ -116,4 +116,3 @@ func sortedKeys(m map[string]reflect.Type) []string {
 	sort.Strings(out)
 	return out
 }
-
