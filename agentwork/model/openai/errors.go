@@ -38,6 +38,11 @@ func (c *Client) statusError(status int, h http.Header, body []byte) *model.Erro
 	case "false":
 		class = model.ClassPermanent
 	}
+	// OpenAI says "no credit left" with a 429; waiting will not help.
+	quota := status == http.StatusTooManyRequests && errorCode(body) == "insufficient_quota"
+	if quota {
+		class = model.ClassPermanent
+	}
 	e := &model.Error{Class: class, Status: status}
 	msg := fmt.Sprintf("openai: %s from %s", statusText(status), c.where)
 	if class == model.ClassTransient {
@@ -45,6 +50,8 @@ func (c *Client) statusError(status int, h http.Header, body []byte) *model.Erro
 		if e.RetryAfter > 0 {
 			msg += fmt.Sprintf(": retry after %s", e.RetryAfter)
 		}
+	} else if quota {
+		msg += ": " + c.hint(http.StatusPaymentRequired)
 	} else {
 		msg += ": " + c.hint(status)
 	}
@@ -60,6 +67,8 @@ func (c *Client) hint(status int) string {
 	switch status {
 	case http.StatusBadRequest:
 		return fmt.Sprintf("the server rejected the request; check that model.model (%q), model.max_tokens and model.temperature suit this server", c.cfg.Model)
+	case http.StatusPaymentRequired:
+		return "the account behind model.api_key has no credit or quota left; check its plan and billing"
 	case http.StatusUnauthorized:
 		return "check model.api_key (is ${OPENAI_API_KEY} set, and is the key valid for this server?)"
 	case http.StatusForbidden:
@@ -200,6 +209,20 @@ func serverMessage(body []byte) string {
 		}
 	}
 	return clip(string(body))
+}
+
+// errorCode returns error.code of an OpenAI error body, or "".
+func errorCode(body []byte) string {
+	var v struct {
+		Error struct {
+			Code any `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return ""
+	}
+	s, _ := v.Error.Code.(string)
+	return s
 }
 
 // clip returns the first line of s, at most 300 bytes of valid UTF-8.
