@@ -42,6 +42,10 @@ type Harness struct {
 type Features struct {
 	// Usage: replies report the scripted token usage.
 	Usage bool
+	// ToolCallIDs: replies carry the tool call ids the backend chose, as
+	// every HTTP API does. Without it the suite only checks that ids are set
+	// and distinct (a script provider may name its calls itself).
+	ToolCallIDs bool
 	// Requests: Backend.Requests returns what the backend received, so the
 	// suite can check the system prompt, tools and tool results sent.
 	Requests bool
@@ -216,7 +220,7 @@ func testToolCall(t *testing.T, h Harness) {
 	if got.Text != "" {
 		t.Errorf("Complete().Text = %q, want empty (no content)", got.Text)
 	}
-	checkCalls(t, got.ToolCalls, []model.ToolCall{call})
+	checkCalls(t, got.ToolCalls, []model.ToolCall{call}, h.Features.ToolCallIDs)
 }
 
 func testToolCallsPlainStop(t *testing.T, h Harness) {
@@ -226,7 +230,7 @@ func testToolCallsPlainStop(t *testing.T, h Harness) {
 	if got.Text != "Telling the user." {
 		t.Errorf("Complete().Text = %q, want %q", got.Text, "Telling the user.")
 	}
-	checkCalls(t, got.ToolCalls, []model.ToolCall{call})
+	checkCalls(t, got.ToolCalls, []model.ToolCall{call}, h.Features.ToolCallIDs)
 }
 
 func testParallelToolCalls(t *testing.T, h Harness) {
@@ -237,7 +241,7 @@ func testParallelToolCalls(t *testing.T, h Harness) {
 	}
 	b := start(t, h, Turn{Reply: model.Reply{ToolCalls: calls}})
 	got := complete(t, b.Provider, userRequest("Read both logs."))
-	checkCalls(t, got.ToolCalls, calls)
+	checkCalls(t, got.ToolCalls, calls, h.Features.ToolCallIDs)
 }
 
 func testToolCallWithoutID(t *testing.T, h Harness) {
@@ -350,7 +354,7 @@ func testRoundTrip(t *testing.T, h Harness) {
 	req := userRequest("Read /etc/hosts and /nope.")
 	req.Tools = []model.Tool{{Name: "read_file", Description: "Read a file.", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)}}
 	first := complete(t, b.Provider, req)
-	checkCalls(t, first.ToolCalls, calls)
+	checkCalls(t, first.ToolCalls, calls, h.Features.ToolCallIDs)
 
 	results := []model.Message{
 		{Role: model.RoleTool, ToolCallID: first.ToolCalls[0].ID, ToolName: "read_file", Content: "127.0.0.1 localhost\n::1 localhost"},
@@ -378,7 +382,7 @@ func testRoundTrip(t *testing.T, h Harness) {
 			sentResults = append(sentResults, m)
 		}
 	}
-	checkCalls(t, sentCalls, calls)
+	checkCalls(t, sentCalls, first.ToolCalls, true)
 	if len(sentResults) != len(results) {
 		t.Fatalf("backend got tool results %+v, want %d", sentResults, len(results))
 	}
@@ -518,15 +522,22 @@ func testDisconnect(t *testing.T, h Harness) {
 	}
 }
 
-func checkCalls(t *testing.T, got, want []model.ToolCall) {
+// checkCalls compares tool calls; ids must match when sameIDs, and must be
+// set and distinct in any case.
+func checkCalls(t *testing.T, got, want []model.ToolCall, sameIDs bool) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("tool calls = %+v, want %+v", got, want)
 	}
+	seen := map[string]bool{}
 	for i := range want {
-		if got[i].ID != want[i].ID || got[i].Name != want[i].Name || !jsonEqual(got[i].Arguments, want[i].Arguments) {
+		if got[i].Name != want[i].Name || !jsonEqual(got[i].Arguments, want[i].Arguments) || (sameIDs && got[i].ID != want[i].ID) {
 			t.Errorf("tool call %d = %+v, want %+v", i, got[i], want[i])
 		}
+		if got[i].ID == "" || seen[got[i].ID] {
+			t.Errorf("tool call %d id = %q, want a non-empty id unique in the reply", i, got[i].ID)
+		}
+		seen[got[i].ID] = true
 	}
 }
 

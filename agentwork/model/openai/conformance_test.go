@@ -16,6 +16,7 @@ func TestConformance(t *testing.T) {
 	modeltest.Run(t, modeltest.Harness{
 		Features: modeltest.Features{
 			Usage:        true,
+			ToolCallIDs:  true,
 			Requests:     true,
 			StatusErrors: true,
 			RawBodies:    true,
