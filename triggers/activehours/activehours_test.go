@@ -135,10 +135,10 @@ func TestDST(t *testing.T) {
 			name: "london spring forward, overnight window",
 			w:    activehours.Window{Start: "22:00", End: "01:30", Timezone: "Europe/London"},
 			checks: []check{
-				{time.Date(2026, 3, 28, 22, 0, 0, 0, time.UTC), true},  // 22:00 GMT
-				{time.Date(2026, 3, 29, 0, 59, 0, 0, time.UTC), true},  // 00:59 GMT
-				{time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC), false},  // 02:00 BST: jumped past the end
-				{time.Date(2026, 3, 29, 21, 0, 0, 0, time.UTC), true},  // 22:00 BST
+				{time.Date(2026, 3, 28, 22, 0, 0, 0, time.UTC), true},   // 22:00 GMT
+				{time.Date(2026, 3, 29, 0, 59, 0, 0, time.UTC), true},   // 00:59 GMT
+				{time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC), false},   // 02:00 BST: jumped past the end
+				{time.Date(2026, 3, 29, 21, 0, 0, 0, time.UTC), true},   // 22:00 BST
 				{time.Date(2026, 3, 29, 20, 59, 0, 0, time.UTC), false}, // 21:59 BST
 			},
 		},
