@@ -57,9 +57,12 @@ type Features struct {
 	StatusErrors bool
 	// RawBodies: a Turn can answer with a raw body (Turn.Body).
 	RawBodies bool
-	// Hang: a Turn can never answer (Turn.Hang), and the provider honours
-	// ctx deadlines and Setup.Timeout.
+	// Hang: a Turn can never answer (Turn.Hang); the provider then returns
+	// a timeout error at the ctx deadline.
 	Hang bool
+	// Timeout: the provider honours Setup.Timeout (model.timeout) on its own,
+	// with a timeout error. Needs Hang.
+	Timeout bool
 	// Disconnect: a Turn can drop the connection (Turn.Disconnect).
 	Disconnect bool
 }
@@ -168,7 +171,7 @@ var cases = []testCase{
 	{name: "key_not_leaked", needs: Features{StatusErrors: true}, run: testKeyNotLeaked},
 	{name: "malformed_reply", needs: Features{RawBodies: true}, run: testMalformed},
 	{name: "ctx_deadline", needs: Features{Hang: true}, run: testDeadline},
-	{name: "config_timeout", needs: Features{Hang: true}, run: testConfigTimeout},
+	{name: "config_timeout", needs: Features{Hang: true, Timeout: true}, run: testConfigTimeout},
 	{name: "disconnect", needs: Features{Disconnect: true}, run: testDisconnect},
 }
 

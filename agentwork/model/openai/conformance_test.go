@@ -21,6 +21,7 @@ func TestConformance(t *testing.T) {
 			StatusErrors: true,
 			RawBodies:    true,
 			Hang:         true,
+			Timeout:      true,
 			Disconnect:   true,
 		},
 		New: func(t *testing.T, s modeltest.Setup) modeltest.Backend {
