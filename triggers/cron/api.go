@@ -1,0 +1,373 @@
+package cron
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/bus"
+)
+
+// Error is an API error: what the NATS service replies and what HTTP
+// serves as RFC 9457 problem details. Compare with errors.Is against the
+// sentinels below (same Code).
+type Error struct {
+	Status int    `json:"status"`
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+}
+
+func (e *Error) Error() string { return "cron: " + e.Detail }
+
+// Is matches errors of the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Sentinel API errors.
+var (
+	ErrNotFound   = &Error{Status: 404, Code: "not_found", Detail: "job not found"}
+	ErrExists     = &Error{Status: 409, Code: "exists", Detail: "a job with this id exists"}
+	ErrConfigJob  = &Error{Status: 409, Code: "config_job", Detail: "the job is defined in the config file"}
+	ErrInvalid    = &Error{Status: 400, Code: "invalid", Detail: "invalid job"}
+	ErrNotReady   = &Error{Status: 503, Code: "not_ready", Detail: "the scheduler is still loading"}
+	ErrBadRequest = &Error{Status: 400, Code: "bad_request", Detail: "bad request"}
+)
+
+func apiErr(base *Error, format string, args ...any) *Error {
+	return &Error{Status: base.Status, Code: base.Code, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Status is a job with its state, as the API shows it.
+type Status struct {
+	Job   Job   `json:"job"`
+	State State `json:"state"`
+	// Status is active, paused, disabled, expired, completed or invalid.
+	Status string `json:"status"`
+	// Next is the next tick (nil when the job will not fire).
+	Next *time.Time `json:"next,omitempty"`
+	// Error says why an invalid job cannot be scheduled.
+	Error string `json:"error,omitempty"`
+}
+
+// Job statuses.
+const (
+	StatusActive    = "active"
+	StatusPaused    = "paused"
+	StatusDisabled  = "disabled"
+	StatusExpired   = "expired"
+	StatusCompleted = "completed"
+	StatusInvalid   = "invalid"
+)
+
+func (s *Scheduler) status(j Job, st State) Status {
+	out := Status{Job: j, State: st}
+	now := s.clock.Now()
+	sched, err := j.Sched()
+	if err == nil {
+		err = j.Validate()
+	}
+	e := &entry{job: j, state: st, sched: sched}
+	switch {
+	case err != nil:
+		out.Status, out.Error = StatusInvalid, err.Error()
+		return out
+	case !j.IsEnabled():
+		out.Status = StatusDisabled
+	case st.Paused:
+		out.Status = StatusPaused
+	case j.MaxRuns > 0 && st.Fires >= j.MaxRuns:
+		out.Status = StatusCompleted
+	case j.ExpiresAt != nil && !now.Before(*j.ExpiresAt):
+		out.Status = StatusExpired
+	default:
+		out.Status = StatusActive
+	}
+	if out.Status == StatusActive {
+		a := e.anchor()
+		if a.Before(now) {
+			a = now
+		}
+		if n := sched.Next(a); !n.IsZero() && (j.ExpiresAt == nil || !n.After(*j.ExpiresAt)) {
+			out.Next = ptr(n.Add(jitter(j.ID, n, time.Duration(j.Jitter))))
+		} else if j.At != nil {
+			out.Status = StatusCompleted
+		}
+	}
+	return out
+}
+
+// List returns every job with its state, sorted by id.
+func (s *Scheduler) List(ctx context.Context) ([]Status, error) {
+	select {
+	case <-s.ready:
+	default:
+		return nil, ErrNotReady
+	}
+	s.mu.Lock()
+	type pair struct {
+		j  Job
+		st State
+	}
+	all := make([]pair, 0, len(s.entries))
+	for _, e := range s.entries {
+		if e.job.ID != "" {
+			all = append(all, pair{e.job, e.state})
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(all, func(i, k int) bool { return all[i].j.ID < all[k].j.ID })
+	out := make([]Status, len(all))
+	for i, p := range all {
+		out[i] = s.status(p.j, p.st)
+	}
+	return out, ctx.Err()
+}
+
+// Get returns one job, read from the bucket.
+func (s *Scheduler) Get(ctx context.Context, id string) (Status, error) {
+	j, _, err := s.readJob(ctx, id)
+	if err != nil {
+		return Status{}, err
+	}
+	st, err := readState(ctx, s.bus.State, id)
+	if err != nil {
+		return Status{}, err
+	}
+	return s.status(j, st), nil
+}
+
+func (s *Scheduler) readJob(ctx context.Context, id string) (Job, uint64, error) {
+	var j Job
+	if !bus.ValidToken(id) {
+		return j, 0, apiErr(ErrNotFound, "job %q not found (ids are 1-64 of a-z, 0-9, _ and -)", id)
+	}
+	e, err := s.bus.Jobs.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return j, 0, apiErr(ErrNotFound, "job %q not found (agentwork cron list shows the jobs)", id)
+	}
+	if err != nil {
+		return j, 0, fmt.Errorf("cron: read job %s: %w", id, err)
+	}
+	if err := json.Unmarshal(e.Value(), &j); err != nil {
+		return j, 0, fmt.Errorf("cron: job %s is not valid JSON: %w", id, err)
+	}
+	return j, e.Revision(), nil
+}
+
+// Add creates a job. It fails with ErrExists when the id is taken.
+func (s *Scheduler) Add(ctx context.Context, j Job) (Status, error) {
+	now := s.clock.Now().UTC()
+	if err := s.check(&j, now); err != nil {
+		return Status{}, err
+	}
+	j.Origin, j.CreatedAt, j.UpdatedAt = OriginAPI, now, now
+	data, err := json.Marshal(j)
+	if err != nil {
+		return Status{}, err
+	}
+	if _, err := s.bus.Jobs.Create(ctx, j.ID, data); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return Status{}, apiErr(ErrExists, "job %q exists (use update, or delete it first)", j.ID)
+		}
+		return Status{}, fmt.Errorf("cron: add job %s: %w", j.ID, err)
+	}
+	// A new job starts with a clean state (a deleted job of the same id
+	// may have left one).
+	_ = s.bus.State.Delete(ctx, stateKey(j.ID))
+	return s.status(j, State{}), nil
+}
+
+// check validates and normalizes a job from the API.
+func (s *Scheduler) check(j *Job, now time.Time) error {
+	if err := j.Validate(); err != nil {
+		return apiErr(ErrInvalid, "%v", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	if j.At != nil && !j.At.After(now) {
+		return apiErr(ErrInvalid, "at: %s is in the past (now %s)", j.At.UTC().Format(time.RFC3339), now.Format(time.RFC3339))
+	}
+	j.normalize()
+	return nil
+}
+
+// Update applies a JSON merge patch (RFC 7396) to a job: only the fields
+// it names change; null removes a field. Config jobs cannot be changed.
+func (s *Scheduler) Update(ctx context.Context, id string, patch json.RawMessage) (Status, error) {
+	for range 5 {
+		old, rev, err := s.readJob(ctx, id)
+		if err != nil {
+			return Status{}, err
+		}
+		if old.Origin == OriginConfig {
+			return Status{}, apiErr(ErrConfigJob, "job %q is defined in the config file: change it there (pause and resume work here)", id)
+		}
+		cur, _ := json.Marshal(old)
+		merged, err := mergePatch(cur, patch)
+		if err != nil {
+			return Status{}, apiErr(ErrBadRequest, "patch: %v", err)
+		}
+		var j Job
+		dec := json.NewDecoder(bytes.NewReader(merged))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&j); err != nil {
+			return Status{}, apiErr(ErrInvalid, "%v", err)
+		}
+		if j.ID != id {
+			return Status{}, apiErr(ErrInvalid, "id: cannot be changed (add a new job and delete this one)")
+		}
+		now := s.clock.Now().UTC()
+		if err := s.check(&j, now); err != nil {
+			return Status{}, err
+		}
+		j.Origin, j.CreatedAt, j.UpdatedAt = OriginAPI, old.CreatedAt, now
+		data, _ := json.Marshal(j)
+		if _, err := s.bus.Jobs.Update(ctx, id, data, rev); err != nil {
+			if isConflict(err) {
+				continue
+			}
+			return Status{}, fmt.Errorf("cron: update job %s: %w", id, err)
+		}
+		st, err := readState(ctx, s.bus.State, id)
+		if err != nil {
+			return Status{}, err
+		}
+		return s.status(j, st), nil
+	}
+	return Status{}, fmt.Errorf("cron: update job %s: changed concurrently, try again", id)
+}
+
+// Delete removes a job and its state (its history stays in the events
+// stream). Config jobs cannot be deleted here.
+func (s *Scheduler) Delete(ctx context.Context, id string) error {
+	j, rev, err := s.readJob(ctx, id)
+	if err != nil {
+		return err
+	}
+	if j.Origin == OriginConfig {
+		return apiErr(ErrConfigJob, "job %q is defined in the config file: remove it there, or pause it", id)
+	}
+	if err := s.bus.Jobs.Delete(ctx, id, jetstream.LastRevision(rev)); err != nil {
+		return fmt.Errorf("cron: delete job %s: %w", id, err)
+	}
+	if err := s.bus.State.Delete(ctx, stateKey(id)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("cron: delete state of %s: %w", id, err)
+	}
+	return nil
+}
+
+// Pause stops a job from firing, with a reason shown in its status.
+func (s *Scheduler) Pause(ctx context.Context, id, reason string) (Status, error) {
+	j, _, err := s.readJob(ctx, id)
+	if err != nil {
+		return Status{}, err
+	}
+	if reason == "" {
+		reason = "paused by hand"
+	}
+	now := s.clock.Now().UTC()
+	st, err := updateState(ctx, s.bus.State, id, func(st *State) bool {
+		st.Paused, st.PausedReason, st.PausedAt = true, reason, &now
+		return true
+	})
+	if err != nil {
+		return Status{}, err
+	}
+	return s.status(j, st), nil
+}
+
+// Resume lets a paused job fire again from its next tick (ticks during the
+// pause are not caught up) and resets its failure count.
+func (s *Scheduler) Resume(ctx context.Context, id string) (Status, error) {
+	j, _, err := s.readJob(ctx, id)
+	if err != nil {
+		return Status{}, err
+	}
+	now := s.clock.Now().UTC()
+	st, err := updateState(ctx, s.bus.State, id, func(st *State) bool {
+		if !st.Paused {
+			return false
+		}
+		st.Paused, st.PausedReason, st.PausedAt, st.ResumedAt = false, "", nil, &now
+		st.ConsecutiveFailures = 0
+		return true
+	})
+	if err != nil {
+		return Status{}, err
+	}
+	return s.status(j, st), nil
+}
+
+// RunResult is what RunNow published.
+type RunResult struct {
+	RequestID string    `json:"request_id"`
+	Job       string    `json:"job"`
+	At        time.Time `json:"at"`
+}
+
+// RunNow fires the job now, as a manual run: its schedule does not move,
+// and it runs even when the job is paused or disabled (overlap still
+// applies).
+func (s *Scheduler) RunNow(ctx context.Context, id string) (RunResult, error) {
+	j, _, err := s.readJob(ctx, id)
+	if err != nil {
+		return RunResult{}, err
+	}
+	now := s.clock.Now().UTC()
+	req := s.request(j, now, true)
+	p, err := agentwork.Publish(ctx, s.bus, req, agentwork.PublishOptions{Producer: Producer, Now: now})
+	if err != nil {
+		return RunResult{}, fmt.Errorf("cron: run %s: %w", id, err)
+	}
+	return RunResult{RequestID: p.ID, Job: id, At: now}, nil
+}
+
+// History returns the job's latest events, newest first.
+func (s *Scheduler) History(ctx context.Context, id string, limit int) ([]Entry, error) {
+	if !bus.ValidToken(id) {
+		return nil, apiErr(ErrNotFound, "job %q not found", id)
+	}
+	return History(ctx, s.bus, bus.SourceCron, id, limit)
+}
+
+// mergePatch applies an RFC 7396 JSON merge patch to doc.
+func mergePatch(doc, patch []byte) ([]byte, error) {
+	var d, p any
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(patch, &p); err != nil {
+		return nil, fmt.Errorf("not JSON: %w", err)
+	}
+	if _, ok := p.(map[string]any); !ok {
+		return nil, errors.New("want a JSON object with the fields to change")
+	}
+	return json.Marshal(merge(d, p))
+}
+
+func merge(d, p any) any {
+	pm, ok := p.(map[string]any)
+	if !ok {
+		return p
+	}
+	dm, ok := d.(map[string]any)
+	if !ok {
+		dm = map[string]any{}
+	}
+	for k, v := range pm {
+		if v == nil {
+			delete(dm, k)
+		} else {
+			dm[k] = merge(dm[k], v)
+		}
+	}
+	return dm
+}

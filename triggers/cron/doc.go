@@ -1,0 +1,23 @@
+// Package cron is the cron trigger: jobs that run a prompt on a schedule.
+//
+// Jobs live in the agentwork_jobs KV bucket. Jobs of the config file are
+// written there at start (the config is their source of truth); jobs added
+// through the API (NATS service, HTTP, CLI) stay across restarts. Every
+// instance watches the bucket, so a change made through one instance
+// reaches all of them at once.
+//
+// robfig/cron parses the expressions; the firing loop is ours and runs on
+// an injected clock. Ticks follow the job's IANA time zone with ISC-cron DST
+// rules (see ParseSchedule). Every instance computes the same ticks; each
+// tick is claimed in agentwork_locks (tick.cron.<job>.<unix>) and published
+// as an AgentWork request with Nats-Msg-Id <job>:<tick RFC 3339 UTC>, so
+// however many instances run, it fires once. A tick older than the grace
+// period (after downtime) follows the job's catch-up policy; a tick that
+// is not run is recorded as a skip event with reason "missed", so nothing
+// disappears from the history.
+//
+// The Scheduler's Policy gates the runs (deleted, disabled, paused,
+// expired, overlap lease) and observes their outcomes: each job's state in
+// agentwork_state (key cron.<id>) shows the last run's model outcome,
+// consecutive failures, and whether the job paused itself.
+package cron

@@ -1,0 +1,171 @@
+package cron
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+)
+
+// maxBody bounds request bodies of the HTTP API.
+const maxBody = 1 << 20
+
+// Routes mounts the jobs API on mux (Go 1.22+ patterns). The caller wraps
+// mux with admin authentication.
+//
+//	GET    /v1/jobs                  list
+//	POST   /v1/jobs                  add (a Job; 201)
+//	GET    /v1/jobs/{id}             show
+//	PATCH  /v1/jobs/{id}             update (JSON merge patch)
+//	DELETE /v1/jobs/{id}             delete (204)
+//	POST   /v1/jobs/{id}/run         run now (202)
+//	POST   /v1/jobs/{id}/pause       pause ({"reason": ...} optional)
+//	POST   /v1/jobs/{id}/resume      resume
+//	GET    /v1/jobs/{id}/history     events, newest first (?limit=20)
+//
+// Errors are RFC 9457 application/problem+json.
+func (s *Scheduler) Routes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/jobs", s.httpFunc(http.StatusOK, func(r *http.Request) (any, error) {
+		return s.List(r.Context())
+	}))
+	mux.HandleFunc("POST /v1/jobs", s.httpFunc(http.StatusCreated, func(r *http.Request) (any, error) {
+		body, err := readBody(r)
+		if err != nil {
+			return nil, err
+		}
+		var j Job
+		if err := decodeStrict(body, &j); err != nil {
+			return nil, apiErr(ErrInvalid, "job: %v", err)
+		}
+		return s.Add(r.Context(), j)
+	}))
+	mux.HandleFunc("GET /v1/jobs/{id}", s.httpFunc(http.StatusOK, func(r *http.Request) (any, error) {
+		return s.Get(r.Context(), r.PathValue("id"))
+	}))
+	mux.HandleFunc("PATCH /v1/jobs/{id}", s.httpFunc(http.StatusOK, func(r *http.Request) (any, error) {
+		body, err := readBody(r)
+		if err != nil {
+			return nil, err
+		}
+		return s.Update(r.Context(), r.PathValue("id"), body)
+	}))
+	mux.HandleFunc("DELETE /v1/jobs/{id}", s.httpFunc(http.StatusNoContent, func(r *http.Request) (any, error) {
+		return nil, s.Delete(r.Context(), r.PathValue("id"))
+	}))
+	mux.HandleFunc("POST /v1/jobs/{id}/run", s.httpFunc(http.StatusAccepted, func(r *http.Request) (any, error) {
+		return s.RunNow(r.Context(), r.PathValue("id"))
+	}))
+	mux.HandleFunc("POST /v1/jobs/{id}/pause", s.httpFunc(http.StatusOK, func(r *http.Request) (any, error) {
+		var in struct {
+			Reason string `json:"reason"`
+		}
+		body, err := readBody(r)
+		if err != nil {
+			return nil, err
+		}
+		if len(bytes.TrimSpace(body)) > 0 {
+			if err := decodeStrict(body, &in); err != nil {
+				return nil, apiErr(ErrBadRequest, "body: %v (want {\"reason\": \"...\"})", err)
+			}
+		}
+		return s.Pause(r.Context(), r.PathValue("id"), in.Reason)
+	}))
+	mux.HandleFunc("POST /v1/jobs/{id}/resume", s.httpFunc(http.StatusOK, func(r *http.Request) (any, error) {
+		return s.Resume(r.Context(), r.PathValue("id"))
+	}))
+	mux.HandleFunc("GET /v1/jobs/{id}/history", s.httpFunc(http.StatusOK, func(r *http.Request) (any, error) {
+		limit := 0
+		if v := r.URL.Query().Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 1000 {
+				return nil, apiErr(ErrBadRequest, "limit: %q: want 1-1000", v)
+			}
+			limit = n
+		}
+		out, err := s.History(r.Context(), r.PathValue("id"), limit)
+		if out == nil {
+			out = []Entry{}
+		}
+		return out, err
+	}))
+}
+
+func (s *Scheduler) httpFunc(okStatus int, fn func(r *http.Request) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		out, err := fn(r)
+		if err != nil {
+			writeProblem(w, r, toAPIError(err))
+			return
+		}
+		if okStatus == http.StatusNoContent {
+			w.WriteHeader(okStatus)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(okStatus)
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(out)
+	}
+}
+
+// problem is an RFC 9457 problem details object.
+type problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	Code     string `json:"code,omitempty"`
+}
+
+func writeProblem(w http.ResponseWriter, r *http.Request, e *Error) {
+	status := e.Status
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(problem{
+		Type: "about:blank", Title: http.StatusText(status), Status: status,
+		Detail: e.Detail, Instance: r.URL.Path, Code: e.Code,
+	})
+}
+
+var errUnsupportedMedia = &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type"}
+
+func readBody(r *http.Request) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && mt != "application/merge-patch+json") {
+			return nil, apiErr(errUnsupportedMedia, "Content-Type %q: send application/json", ct)
+		}
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return nil, apiErr(ErrBadRequest, "body: %v", err)
+	}
+	if len(body) > maxBody {
+		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Detail: fmt.Sprintf("body over %d bytes", maxBody)}
+	}
+	return body, nil
+}
+
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
