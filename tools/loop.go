@@ -64,15 +64,19 @@ func Loop(ctx context.Context, p model.Provider, reg *Registry, req model.Reques
 			res.Model = reply.Model
 		}
 		res.Text = reply.Text
+		// Give every call an id before it enters the history: the tool result
+		// must answer the same id the assistant turn carries.
+		for i := range reply.ToolCalls {
+			if reply.ToolCalls[i].ID == "" {
+				reply.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", res.Steps, i)
+			}
+		}
 		msgs = append(msgs, model.Message{Role: model.RoleAssistant, Content: reply.Text, ToolCalls: reply.ToolCalls})
 		if len(reply.ToolCalls) == 0 {
 			res.Messages = msgs
 			return res, nil
 		}
-		for i, tc := range reply.ToolCalls {
-			if tc.ID == "" {
-				tc.ID = fmt.Sprintf("call_%d_%d", res.Steps, i)
-			}
+		for _, tc := range reply.ToolCalls {
 			call := runCall(ctx, reg, tc)
 			res.Calls = append(res.Calls, call)
 			content, isErr := call.Result, call.Error != ""
