@@ -8,15 +8,21 @@ import (
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/agentwork/model/anthropic"
+	"github.com/agentwork/agentwork/agentwork/model/openai"
 	"github.com/agentwork/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/config"
 )
 
-func newProvider(f *config.File, _ *zap.Logger) (model.Provider, error) {
+func newProvider(f *config.File, log *zap.Logger) (model.Provider, error) {
 	switch f.Model.Provider {
 	case "", "script":
 		return script.New(f.Model.Script)
+	case "openai":
+		return openai.New(f.Model.Config, openai.WithLogger(log.Named("model")))
+	case "anthropic":
+		return anthropic.New(f.Model.Config, anthropic.WithLogger(log.Named("model")))
 	default:
 		return nil, fmt.Errorf("model.provider: %s is not available in this build", f.Model.Provider)
 	}
