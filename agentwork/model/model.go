@@ -96,7 +96,9 @@ type Reply struct {
 // It makes exactly one attempt: retries are the runner's job (it retries
 // transient errors through JetStream redelivery, not by sleeping in a call).
 // Errors should be *Error so the runner can classify them; other errors are
-// treated as transient, and a ctx deadline as ClassTimeout.
+// treated as transient, and a ctx deadline as ClassTimeout. When ctx is
+// cancelled the returned error wraps ctx.Err().
+// Every returned ToolCall has a non-empty ID, unique within the reply.
 // Implementations must be safe for concurrent use.
 type Provider interface {
 	Complete(ctx context.Context, req Request) (Reply, error)
