@@ -17,8 +17,10 @@ import (
 )
 
 // NotifyGate is the fail-closed heartbeat gate: only what the model passed
-// to notify_user is delivered. No valid call skips "ack"; a blank text skips
-// "empty"; when the model called it more than once, the first valid call wins.
+// to notify_user is delivered. No call skips "ack"; calls without usable
+// text (blank, or arguments the tool rejected and the model was told so)
+// skip "empty"; when the model called it more than once, the first call the
+// tool accepted wins.
 type NotifyGate struct{}
 
 var _ OutputGate = NotifyGate{}
@@ -32,6 +34,11 @@ func (NotifyGate) Inspect(_ context.Context, run *Run, out Output) error {
 			continue
 		}
 		sawCall = true
+		if c.Error != "" {
+			// The model was told this call failed: delivering it would send
+			// what the model believes was not sent.
+			continue
+		}
 		a, err := tools.DecodeNotify(c.Arguments)
 		if err != nil {
 			continue

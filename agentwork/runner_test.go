@@ -216,6 +216,16 @@ func TestNotifyUserFailClosed(t *testing.T) {
 			reply:   script.Reply{ToolCalls: []script.Call{notifyCall(map[string]any{"text": "x", "urgency": "critical"})}},
 			outcome: bus.OutcomeSkip, reason: agentwork.ReasonEmpty, toolErr: "urgency",
 		},
+		{
+			// The model was told the first call failed; delivering it anyway
+			// would send what the model believes was not sent.
+			name: "a call the tool rejected does not count; the valid one after it wins",
+			reply: script.Reply{ToolCalls: []script.Call{
+				notifyCall(map[string]any{"text": "rejected", "colour": "red"}),
+				notifyCall(map[string]any{"text": "accepted"}),
+			}},
+			outcome: bus.OutcomeDone, text: "accepted", urgency: tools.UrgencyInfo, toolErr: "unknown field",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
