@@ -116,6 +116,12 @@ func (g *DedupGate) Inspect(ctx context.Context, run *Run, _ Output) error {
 		run.Notice.DedupKey = key
 		return nil
 	case errors.Is(err, jetstream.ErrKeyExists):
+		// The same run may have taken the key before: a run retried after a
+		// crash keeps its run id and must not find itself a duplicate.
+		if e, gerr := g.KV.Get(ctx, key); gerr == nil && string(e.Value()) == run.ID {
+			run.Notice.DedupKey = key
+			return nil
+		}
 		return Skip(ReasonDuplicate, preview(run.Notice.Text, 80))
 	default:
 		return fmt.Errorf("dedup: %w", err)

@@ -716,6 +716,32 @@ func TestRedeliveryAfterCrash(t *testing.T) {
 			calls: 1, events: 1, runID: crashedRun, outcome: bus.OutcomeDone, queued: 1, attempt: 1,
 		},
 		{
+			name: "crash after the dedup key was taken: its own key is not a duplicate",
+			before: func(t *testing.T, s setup) {
+				putClaim(t, s.b, s.reqID, claimRecord{State: "running", RunID: crashedRun, Owner: "gone", Expires: time.Now().Add(-time.Second), Attempts: 1})
+				if _, err := s.b.Dedup.Create(t.Context(), agentwork.DedupKey("heartbeat", "disk full"), []byte(crashedRun), jetstream.KeyTTL(time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			calls: 1, events: 1, runID: crashedRun, outcome: bus.OutcomeDone, queued: 1, attempt: 1,
+		},
+		{
+			name: "crash after the notification was queued: queued once",
+			before: func(t *testing.T, s setup) {
+				putClaim(t, s.b, s.reqID, claimRecord{State: "running", RunID: crashedRun, Owner: "gone", Expires: time.Now().Add(-time.Second), Attempts: 1})
+				if _, err := s.b.Dedup.Create(t.Context(), agentwork.DedupKey("heartbeat", "disk full"), []byte(crashedRun), jetstream.KeyTTL(time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+				if err := connectors.Enqueue(t.Context(), s.b, connectors.Notification{
+					ID: crashedRun + ".rec", RunID: crashedRun, RequestID: s.reqID, Source: "heartbeat", Name: "default",
+					Text: "disk full", Urgency: tools.UrgencyInfo, Target: "rec", Time: time.Now(),
+				}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			calls: 1, events: 1, runID: crashedRun, outcome: bus.OutcomeDone, queued: 1, attempt: 1,
+		},
+		{
 			name: "a live instance's claim is left alone until its lease ends",
 			before: func(t *testing.T, s setup) {
 				putClaim(t, s.b, s.reqID, claimRecord{State: "running", RunID: crashedRun, Owner: "alive", Expires: time.Now().Add(time.Second), Attempts: 1})
