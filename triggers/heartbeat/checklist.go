@@ -1,0 +1,151 @@
+package heartbeat
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"unicode"
+)
+
+// MaxChecklistBytes is the largest checklist read; a larger file skips the
+// run (no-checklist) instead of sending a huge prompt.
+const MaxChecklistBytes = 256 << 10
+
+// Checklist is a parsed HEARTBEAT.md.
+type Checklist struct {
+	// Text is the checklist as the model sees it: HTML comments removed,
+	// trailing blanks trimmed.
+	Text string
+	// Items counts the lines that say something: not blank, not a heading,
+	// not a rule, not an empty list item.
+	Items int
+}
+
+// Empty reports whether the checklist is effectively empty: only headings,
+// blank lines, HTML comments, horizontal rules and list items without text
+// ("- [ ]"). An empty checklist skips the run without calling the model.
+func (c Checklist) Empty() bool { return c.Items == 0 }
+
+// ParseChecklist parses the text of a checklist. It accepts any bytes;
+// invalid UTF-8 is replaced.
+func ParseChecklist(data []byte) Checklist {
+	text := stripComments(strings.ToValidUTF8(string(data), "\uFFFD"))
+	text = strings.ReplaceAll(text, "\r\n", "\n")
+	lines := strings.Split(text, "\n")
+	items := 0
+	for i, l := range lines {
+		lines[i] = strings.TrimRightFunc(l, unicode.IsSpace)
+		if !blankLine(strings.TrimSpace(l)) {
+			items++
+		}
+	}
+	return Checklist{Text: strings.TrimSpace(strings.Join(lines, "\n")), Items: items}
+}
+
+// stripComments removes <!-- ... --> comments; an unclosed comment runs to
+// the end, as in HTML. It repeats until no opener is left, so removing one
+// comment cannot leave a new one behind ("<!-<!-- -->-").
+func stripComments(s string) string {
+	for strings.Contains(s, "<!--") {
+		s = stripOnce(s)
+	}
+	return s
+}
+
+func stripOnce(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "<!--")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i])
+		j := strings.Index(s[i+4:], "-->")
+		if j < 0 {
+			return b.String()
+		}
+		s = s[i+4+j+3:]
+	}
+}
+
+// blankLine reports whether a trimmed line carries no content.
+func blankLine(t string) bool {
+	if t == "" {
+		return true
+	}
+	// ATX heading: 1-6 '#' then a space or nothing.
+	if h := strings.TrimLeft(t, "#"); len(t)-len(h) >= 1 && len(t)-len(h) <= 6 && (h == "" || h[0] == ' ' || h[0] == '\t') {
+		return true
+	}
+	// Horizontal rule or setext underline: only -, *, _, = (and spaces).
+	if strings.Trim(t, "-*_= \t") == "" {
+		return true
+	}
+	// Empty list item: a marker, an optional task box, nothing else.
+	rest, ok := cutListMarker(t)
+	if !ok {
+		return false
+	}
+	rest = strings.TrimSpace(rest)
+	for _, box := range []string{"[ ]", "[x]", "[X]", "[]"} {
+		rest = strings.TrimSpace(strings.TrimPrefix(rest, box))
+	}
+	return rest == ""
+}
+
+// cutListMarker strips "-", "*", "+" or "1." / "1)" at the start of t.
+func cutListMarker(t string) (string, bool) {
+	if t[0] == '-' || t[0] == '*' || t[0] == '+' {
+		if len(t) == 1 || t[1] == ' ' || t[1] == '\t' {
+			return t[1:], true
+		}
+		return "", false
+	}
+	n := 0
+	for n < len(t) && n < 9 && t[n] >= '0' && t[n] <= '9' {
+		n++
+	}
+	if n > 0 && n < len(t) && (t[n] == '.' || t[n] == ')') && (n+1 == len(t) || t[n+1] == ' ' || t[n+1] == '\t') {
+		return t[n+1:], true
+	}
+	return "", false
+}
+
+// Checklist statuses carried by a request whose checklist cannot be used.
+const (
+	checklistEmpty   = "empty"
+	checklistMissing = "missing"
+)
+
+// ReasonNoChecklist is the skip reason when the checklist file is missing,
+// unreadable or too large.
+const ReasonNoChecklist = "no-checklist"
+
+// readChecklist reads and parses path. status is "" when the checklist is
+// usable, else checklistEmpty or checklistMissing with detail saying why.
+func readChecklist(path string) (c Checklist, status, detail string) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return c, checklistMissing, fmt.Sprintf("%s does not exist: create it (see examples/quickstart/HEARTBEAT.md) or set heartbeat.checklist", path)
+		}
+		return c, checklistMissing, fmt.Sprintf("cannot read %s: %v", path, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxChecklistBytes+1))
+	if err != nil {
+		return c, checklistMissing, fmt.Sprintf("cannot read %s: %v", path, err)
+	}
+	if len(data) > MaxChecklistBytes {
+		return c, checklistMissing, fmt.Sprintf("%s is larger than %d KiB: shorten it", path, MaxChecklistBytes>>10)
+	}
+	c = ParseChecklist(data)
+	if c.Empty() {
+		return c, checklistEmpty, fmt.Sprintf("%s has no items (only headings, comments or empty list items)", path)
+	}
+	return c, "", ""
+}

@@ -1,0 +1,149 @@
+package heartbeat
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/triggers/activehours"
+)
+
+// Output modes: how the model's answer is read.
+const (
+	// ModeNotify (default): only a notify_user call reaches the user; no call
+	// means nothing needs attention (fail-closed).
+	ModeNotify = "notify"
+	// ModeOKToken is for models without tool calling: a reply that starts or
+	// ends with HEARTBEAT_OK is an ack; any other reply is delivered.
+	ModeOKToken = "ok_token"
+)
+
+// Overlap policies: what a fire does while the previous heartbeat still runs.
+const (
+	// OverlapSkip (default) ends the new run at once with skip "busy".
+	OverlapSkip = "skip"
+	// OverlapQueue waits until the running heartbeat has finished; a queued
+	// tick that a newer tick has overtaken is skipped "busy".
+	OverlapQueue = "queue"
+)
+
+// Defaults.
+const (
+	DefaultName        = "default"
+	DefaultEvery       = 30 * time.Minute
+	DefaultChecklist   = "HEARTBEAT.md"
+	DefaultDedupWindow = 24 * time.Hour
+	DefaultTimeout     = 5 * time.Minute
+	// MinEvery is the shortest interval: every heartbeat is a model call.
+	MinEvery = time.Minute
+)
+
+// Config is the `heartbeat` section of agentwork.yaml. Zero fields take the
+// documented defaults.
+type Config struct {
+	// Name identifies the heartbeat: the last token of its request subject
+	// (agentwork.request.heartbeat.<name>), its events' subject and its state
+	// key. Default "default".
+	Name string `yaml:"name" json:"name,omitempty"`
+	// Enabled turns the schedule on. Default false: a heartbeat costs a
+	// model call every `every`. A disabled heartbeat still answers status
+	// and runs on `wake`.
+	Enabled bool `yaml:"enabled" json:"enabled,omitempty"`
+	// Every is the interval between heartbeats. Default 30m, at least 1m.
+	// The rhythm continues from the last fire across restarts.
+	Every time.Duration `yaml:"every" json:"every,omitempty"`
+	// ActiveHours limits scheduled heartbeats to a daily window (start
+	// inclusive, end exclusive, over midnight when end < start, 24:00
+	// allowed, IANA timezone, days). Unset: always. `wake` ignores it.
+	ActiveHours activehours.Window `yaml:"active_hours" json:"active_hours,omitzero"`
+	// Checklist is the path of the checklist (HEARTBEAT.md), relative to
+	// the config file's directory. Default HEARTBEAT.md. It is read at every
+	// fire, so edits apply without a restart. An effectively empty checklist
+	// skips the run ("empty-checklist") without calling the model; a missing
+	// one skips it ("no-checklist").
+	Checklist string `yaml:"checklist" json:"checklist,omitempty"`
+	// Prompt replaces the default instructions given to the model before the
+	// checklist. The default teaches notify_user (or HEARTBEAT_OK in
+	// ok_token mode): silence means nothing needs attention.
+	Prompt string `yaml:"prompt" json:"prompt,omitempty"`
+	// DedupWindow: the same notification text is not sent again within it.
+	// Default 24h.
+	DedupWindow time.Duration `yaml:"dedup_window" json:"dedup_window,omitempty"`
+	// Targets are the connectors notifications go to. Default: the runner's
+	// default targets.
+	Targets []string `yaml:"targets" json:"targets,omitempty"`
+	// Overlap is skip (default) or queue: what a fire does while the
+	// previous heartbeat still runs (on any instance).
+	Overlap string `yaml:"overlap" json:"overlap,omitempty" jsonschema:"enum=skip,enum=queue"`
+	// OutputMode is notify (default) or ok_token.
+	OutputMode string `yaml:"output_mode" json:"output_mode,omitempty" jsonschema:"enum=notify,enum=ok_token"`
+	// Timeout bounds one heartbeat run (model and tools). Default 5m. The
+	// overlap lease lasts Timeout plus a minute, so a crashed instance's
+	// lease is taken over after that.
+	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
+}
+
+// WithDefaults returns c with zero fields filled.
+func (c Config) WithDefaults() Config {
+	if c.Name == "" {
+		c.Name = DefaultName
+	}
+	if c.Every == 0 {
+		c.Every = DefaultEvery
+	}
+	if c.Checklist == "" {
+		c.Checklist = DefaultChecklist
+	}
+	if c.DedupWindow == 0 {
+		c.DedupWindow = DefaultDedupWindow
+	}
+	if c.Overlap == "" {
+		c.Overlap = OverlapSkip
+	}
+	if c.OutputMode == "" {
+		c.OutputMode = ModeNotify
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	return c
+}
+
+// Validate checks c (zero fields count as their defaults). Errors name the
+// field as it is written in agentwork.yaml.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	var errs []error
+	if err := bus.CheckToken("heartbeat.name", c.Name); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Every < MinEvery {
+		errs = append(errs, fmt.Errorf("heartbeat.every: %s: want at least %s (each heartbeat is a model call)", c.Every, MinEvery))
+	}
+	if _, err := activehours.Parse("heartbeat.active_hours", c.ActiveHours); err != nil {
+		errs = append(errs, err)
+	}
+	if c.DedupWindow < 0 {
+		errs = append(errs, fmt.Errorf("heartbeat.dedup_window: %s: must not be negative", c.DedupWindow))
+	}
+	for i, t := range c.Targets {
+		if err := bus.CheckToken(fmt.Sprintf("heartbeat.targets[%d]", i), t); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	switch c.Overlap {
+	case OverlapSkip, OverlapQueue:
+	default:
+		errs = append(errs, fmt.Errorf("heartbeat.overlap: %q: want skip or queue", c.Overlap))
+	}
+	switch c.OutputMode {
+	case ModeNotify, ModeOKToken:
+	default:
+		errs = append(errs, fmt.Errorf("heartbeat.output_mode: %q: want notify or ok_token", c.OutputMode))
+	}
+	if c.Timeout < time.Second {
+		errs = append(errs, fmt.Errorf("heartbeat.timeout: %s: want at least 1s", c.Timeout))
+	}
+	return errors.Join(errs...)
+}

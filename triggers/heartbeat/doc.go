@@ -1,0 +1,30 @@
+// Package heartbeat is the heartbeat trigger: every `every` (30m by
+// default), within its active hours, it asks the model to go through a
+// checklist (HEARTBEAT.md) and tell the user only what needs attention.
+//
+// A Heartbeat publishes one agentwork.Request per tick on
+// agentwork.request.heartbeat.<name>; the shared agentwork.Runner runs it
+// under the heartbeat's Policy:
+//
+//   - input gates: enabled, active hours, checklist (an effectively empty
+//     checklist skips "empty-checklist" without calling the model; a missing
+//     one skips "no-checklist"), and an overlap lease so that one heartbeat
+//     runs at a time across all instances (skip "busy", or wait);
+//   - output gates: fail-closed notify_user (no call: skip "ack"; blank:
+//     "empty"; the first call wins), or the HEARTBEAT_OK token for models
+//     without tool calling, then dedup of the same text within dedup_window.
+//
+// Every instance runs the same schedule; a KV claim per tick and the
+// message id heartbeat:<name>:<tick> make each tick fire once. The rhythm
+// continues from the last fire kept in the agentwork_state bucket, so a
+// restart does not reset it; missed ticks collapse into one fire.
+//
+// Outside the active hours the heartbeat does not spin: the first tick
+// after the window closes is published once (its run skips
+// "outside-active-hours", so history shows the pause), and the next fire is
+// the instant the window opens.
+//
+// Wake runs one heartbeat now without moving the schedule; Status and
+// History report it. They are served over NATS (Client, the CLI) and HTTP
+// (Routes).
+package heartbeat

@@ -1,0 +1,221 @@
+package heartbeat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"go.uber.org/zap"
+
+	"github.com/agentwork/agentwork/bus"
+)
+
+// Status is what `agentwork heartbeat status` shows.
+type Status struct {
+	Name    string `json:"name"`
+	Enabled bool   `json:"enabled"`
+	// Every is the interval, e.g. "30m0s".
+	Every string `json:"every"`
+	// ActiveHours is the window, e.g. "09:00-22:00 Europe/Berlin mon,tue", or "always".
+	ActiveHours string `json:"active_hours"`
+	// ActiveNow reports whether now is inside the active hours.
+	ActiveNow  bool     `json:"active_now"`
+	Checklist  string   `json:"checklist"`
+	OutputMode string   `json:"output_mode"`
+	Overlap    string   `json:"overlap"`
+	Targets    []string `json:"targets,omitempty"`
+	// Running is the lease of the heartbeat running now, if one is.
+	Running *Lease `json:"running,omitempty"`
+	// State: last and next fire, last run, consecutive errors.
+	State
+}
+
+// Status reports the configuration of this instance and the shared state.
+func (h *Heartbeat) Status(ctx context.Context) (Status, error) {
+	st, _, err := h.loadState(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	run, err := h.running(ctx)
+	if err != nil {
+		return Status{}, fmt.Errorf("heartbeat: read lease: %w", err)
+	}
+	if !h.cfg.Enabled {
+		st.NextFire = time.Time{}
+	}
+	return Status{
+		Name: h.cfg.Name, Enabled: h.cfg.Enabled, Every: h.cfg.Every.String(),
+		ActiveHours: h.hours.String(), ActiveNow: h.hours.Contains(h.clock.Now()),
+		Checklist: h.checklist, OutputMode: h.cfg.OutputMode, Overlap: h.cfg.Overlap, Targets: h.cfg.Targets,
+		Running: run, State: st,
+	}, nil
+}
+
+// Service verbs: <prefix>.api.heartbeat.<verb>.
+const (
+	VerbStatus  = "status"
+	VerbWake    = "wake"
+	VerbHistory = "history"
+)
+
+// ServiceRequest is the JSON body of a request to the heartbeat service.
+// Every field is optional.
+type ServiceRequest struct {
+	// Name of the heartbeat. Default "default".
+	Name string `json:"name,omitempty"`
+	// Limit of history entries. Default 20, at most 500.
+	Limit int `json:"limit,omitempty"`
+}
+
+// WakeResult is the reply to wake.
+type WakeResult struct {
+	Name string `json:"name"`
+	// ID is the request id: the causationid of the run's event.
+	ID string `json:"id"`
+}
+
+// HistoryResult is the reply to history.
+type HistoryResult struct {
+	Runs []Entry `json:"runs"`
+}
+
+// serviceTimeout bounds the work of one service request.
+const serviceTimeout = 10 * time.Second
+
+// serve registers the NATS request-reply service (status, wake, history)
+// as a NATS micro service; every instance answers in a queue group, so one
+// answers each request.
+func (h *Heartbeat) serve(ctx context.Context) (micro.Service, error) {
+	svc, err := micro.AddService(h.bus.Conn(), micro.Config{
+		Name:        "agentwork-heartbeat",
+		Version:     "1.0.0",
+		Description: "agentwork heartbeat: status, wake, history",
+		QueueGroup:  "agentwork-heartbeat-" + h.cfg.Name,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat: service: %w", err)
+	}
+	base := context.WithoutCancel(ctx)
+	handle := func(verb string, fn func(ctx context.Context, r ServiceRequest) (any, error)) micro.Handler {
+		return micro.HandlerFunc(func(req micro.Request) {
+			var r ServiceRequest
+			if len(req.Data()) > 0 {
+				if err := json.Unmarshal(req.Data(), &r); err != nil {
+					_ = req.Error("400", "the request body is not a JSON object like {\"name\":\"default\"}: "+err.Error(), nil)
+					return
+				}
+			}
+			if r.Name == "" {
+				r.Name = DefaultName
+			}
+			if r.Name != h.cfg.Name {
+				return // another heartbeat's instance answers
+			}
+			cctx, cancel := context.WithTimeout(base, serviceTimeout)
+			defer cancel()
+			out, err := fn(cctx, r)
+			if err != nil {
+				h.log.Warn("heartbeat service request failed", zap.String("verb", verb), zapErr(err))
+				_ = req.Error("503", err.Error(), nil)
+				return
+			}
+			if err := req.RespondJSON(out); err != nil {
+				h.log.Debug("respond", zapErr(err))
+			}
+		})
+	}
+	endpoints := map[string]func(ctx context.Context, r ServiceRequest) (any, error){
+		VerbStatus: func(ctx context.Context, _ ServiceRequest) (any, error) { return h.Status(ctx) },
+		VerbWake: func(ctx context.Context, _ ServiceRequest) (any, error) {
+			pub, err := h.Wake(ctx)
+			return WakeResult{Name: h.cfg.Name, ID: pub.ID}, err
+		},
+		VerbHistory: func(ctx context.Context, r ServiceRequest) (any, error) {
+			runs, err := History(ctx, h.bus, h.cfg.Name, r.Limit)
+			return HistoryResult{Runs: orEmpty(runs)}, err
+		},
+	}
+	for verb, fn := range endpoints {
+		if err := svc.AddEndpoint(verb, handle(verb, fn), micro.WithEndpointSubject(h.bus.Subjects.Service(bus.SourceHeartbeat, verb))); err != nil {
+			_ = svc.Stop()
+			return nil, fmt.Errorf("heartbeat: service endpoint %s: %w", verb, err)
+		}
+	}
+	return svc, nil
+}
+
+func orEmpty(e []Entry) []Entry {
+	if e == nil {
+		return []Entry{}
+	}
+	return e
+}
+
+// Client talks to a running heartbeat over NATS (what the CLI uses).
+type Client struct {
+	b    *bus.Bus
+	name string
+}
+
+// NewClient returns a client for the heartbeat name ("" is "default").
+func NewClient(b *bus.Bus, name string) *Client {
+	if name == "" {
+		name = DefaultName
+	}
+	return &Client{b: b, name: name}
+}
+
+// ErrNoHeartbeat means no running agentwork instance answered for the heartbeat.
+var ErrNoHeartbeat = errors.New("heartbeat: no running agentwork answered")
+
+// Status returns the heartbeat's status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var s Status
+	return s, c.call(ctx, VerbStatus, ServiceRequest{Name: c.name}, &s)
+}
+
+// Wake asks for a heartbeat now and returns its request id.
+func (c *Client) Wake(ctx context.Context) (WakeResult, error) {
+	var w WakeResult
+	return w, c.call(ctx, VerbWake, ServiceRequest{Name: c.name}, &w)
+}
+
+// History returns the last limit runs, newest first.
+func (c *Client) History(ctx context.Context, limit int) ([]Entry, error) {
+	var h HistoryResult
+	err := c.call(ctx, VerbHistory, ServiceRequest{Name: c.name, Limit: limit}, &h)
+	return h.Runs, err
+}
+
+func (c *Client) call(ctx context.Context, verb string, in ServiceRequest, out any) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, serviceTimeout+5*time.Second)
+		defer cancel()
+	}
+	data, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	subject := c.b.Subjects.Service(bus.SourceHeartbeat, verb)
+	m, err := c.b.Conn().RequestWithContext(ctx, subject, data)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return fmt.Errorf("%w on %s: is `agentwork serve` running with a heartbeat section?", ErrNoHeartbeat, subject)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w for heartbeat %q within the timeout: is a heartbeat with heartbeat.name %q configured?", ErrNoHeartbeat, c.name, c.name)
+	case err != nil:
+		return fmt.Errorf("heartbeat %s: %w", verb, err)
+	}
+	if msg := m.Header.Get(micro.ErrorHeader); msg != "" {
+		return fmt.Errorf("heartbeat %s: %s (code %s)", verb, msg, m.Header.Get(micro.ErrorCodeHeader))
+	}
+	if err := json.Unmarshal(m.Data, out); err != nil {
+		return fmt.Errorf("heartbeat %s: bad reply: %w", verb, err)
+	}
+	return nil
+}

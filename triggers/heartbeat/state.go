@@ -1,0 +1,102 @@
+package heartbeat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// State is what the heartbeat remembers in the agentwork_state bucket under
+// heartbeat.<name>. Every instance reads and writes it (compare-and-set), so
+// the rhythm and the last outcome survive restarts and are the same for all.
+type State struct {
+	// LastFire is the scheduled time of the last tick that was published.
+	LastFire time.Time `json:"last_fire,omitzero"`
+	// NextFire is when the next tick is due (zero when disabled).
+	NextFire time.Time `json:"next_fire,omitzero"`
+	// LastRun is the outcome of the last run that ended (scheduled or wake).
+	LastRun *LastRun `json:"last_run,omitempty"`
+	// ConsecutiveErrors counts runs that ended in an error since the last
+	// run in which the model answered.
+	ConsecutiveErrors int `json:"consecutive_errors"`
+}
+
+// LastRun is the outcome of one run.
+type LastRun struct {
+	RunID     string    `json:"run_id"`
+	RequestID string    `json:"request_id,omitempty"`
+	Ended     time.Time `json:"ended"`
+	// Outcome is done, skip or error.
+	Outcome string `json:"outcome"`
+	// Reason is the skip reason or the error class.
+	Reason string `json:"reason,omitempty"`
+	// Detail is the skip detail or the error message.
+	Detail string `json:"detail,omitempty"`
+	// Text is the notification sent (done).
+	Text        string     `json:"text,omitempty"`
+	Manual      bool       `json:"manual,omitempty"`
+	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
+}
+
+func (h *Heartbeat) stateKey() string { return "heartbeat." + h.cfg.Name }
+
+// loadState reads the state; a missing key is the zero State.
+func (h *Heartbeat) loadState(ctx context.Context) (State, uint64, error) {
+	var st State
+	e, err := h.bus.State.Get(ctx, h.stateKey())
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return st, 0, nil
+	}
+	if err != nil {
+		return st, 0, fmt.Errorf("heartbeat: read state %s: %w", h.stateKey(), err)
+	}
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		// A corrupt record must not stop the heartbeat: start afresh.
+		h.log.Warn("state record unreadable; starting afresh", zapErr(err))
+		return State{}, e.Revision(), nil
+	}
+	return st, e.Revision(), nil
+}
+
+// updateState applies fn to the stored state with compare-and-set, retrying
+// when another instance wrote in between. fn returns false to write nothing.
+func (h *Heartbeat) updateState(ctx context.Context, fn func(*State) bool) error {
+	for range 10 {
+		st, rev, err := h.loadState(ctx)
+		if err != nil {
+			return err
+		}
+		if !fn(&st) {
+			return nil
+		}
+		raw, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			_, err = h.bus.State.Create(ctx, h.stateKey(), raw)
+		} else {
+			_, err = h.bus.State.Update(ctx, h.stateKey(), raw, rev)
+		}
+		if err == nil {
+			return nil
+		}
+		if !isConflict(err) {
+			return fmt.Errorf("heartbeat: write state %s: %w", h.stateKey(), err)
+		}
+	}
+	return fmt.Errorf("heartbeat: write state %s: too many concurrent writers", h.stateKey())
+}
+
+// isConflict reports a failed compare-and-set.
+func isConflict(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
