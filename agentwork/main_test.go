@@ -353,25 +353,34 @@ func queued(t *testing.T, b *bus.Bus) []connectors.Notification {
 // terminated every request stored so far (nothing pending, nothing in flight).
 func waitRequestsSettled(t *testing.T, b *bus.Bus) jetstream.ConsumerInfo {
 	t.Helper()
+	st, err := b.JetStream().Stream(t.Context(), bus.StreamRequests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	si, err := st.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return waitConsumer(t, b, fmt.Sprintf("the runner to settle stream seq %d", si.State.LastSeq), func(ci *jetstream.ConsumerInfo) bool {
+		return ci.NumPending == 0 && ci.NumAckPending == 0 && ci.AckFloor.Stream >= si.State.LastSeq
+	})
+}
+
+// waitConsumer blocks until the runner consumer's state satisfies cond.
+// JetStream has no notification for consumer state, so this polls.
+func waitConsumer(t *testing.T, b *bus.Bus, what string, cond func(*jetstream.ConsumerInfo) bool) jetstream.ConsumerInfo {
+	t.Helper()
 	ctx := t.Context()
-	st, err := b.JetStream().Stream(ctx, bus.StreamRequests)
-	if err != nil {
-		t.Fatal(err)
-	}
-	si, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.NewTimer(waitTimeout)
 	defer deadline.Stop()
 	var last *jetstream.ConsumerInfo
 	for {
-		if cons, err := st.Consumer(ctx, agentwork.ConsumerName); err == nil {
+		if cons, err := b.JetStream().Consumer(ctx, bus.StreamRequests, agentwork.ConsumerName); err == nil {
 			if ci, err := cons.Info(ctx); err == nil {
 				last = ci
-				if ci.NumPending == 0 && ci.NumAckPending == 0 && ci.AckFloor.Stream >= si.State.LastSeq {
+				if cond(ci) {
 					return *ci
 				}
 			}
@@ -379,7 +388,7 @@ func waitRequestsSettled(t *testing.T, b *bus.Bus) jetstream.ConsumerInfo {
 		select {
 		case <-tick.C:
 		case <-deadline.C:
-			t.Fatalf("timed out after %s waiting for the runner to settle stream seq %d; consumer: %+v", waitTimeout, si.State.LastSeq, last)
+			t.Fatalf("timed out after %s waiting for %s; consumer: %+v", waitTimeout, what, last)
 		}
 	}
 }

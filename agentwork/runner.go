@@ -19,6 +19,10 @@ import (
 // ConsumerName is the durable consumer all runners share.
 const ConsumerName = "runner"
 
+// inflightRecheck is when a copy of a request this process is running is
+// looked at again.
+const inflightRecheck = time.Second
+
 // Config configures a Runner. Zero fields take the documented defaults.
 type Config struct {
 	// Concurrency is how many runs one instance does at once. Default 4.
@@ -218,7 +222,12 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	if _, busy := r.inflight.LoadOrStore(req.ID, struct{}{}); busy {
-		return // a redelivery of a run this process is doing; that run acks it
+		// This process is running the request already: this is a
+		// redelivery of that message, or the same request stored again
+		// under another Nats-Msg-Id. Look again shortly; once the run has
+		// settled its claim, a done claim acks this copy.
+		_ = m.NakWithDelay(inflightRecheck)
+		return
 	}
 	defer r.inflight.Delete(req.ID)
 	log := r.log.With(zap.String("source", req.Source), zap.String("name", req.Name), zap.String("request", req.ID))

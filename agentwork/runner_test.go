@@ -690,8 +690,10 @@ func TestRedeliveryAfterCrash(t *testing.T) {
 		// before runs before the runner starts; the request is published
 		// with reqID as its envelope id.
 		before func(t *testing.T, s setup)
-		// again, if set, publishes more after the first event.
-		again func(t *testing.T, s setup)
+		// republish stores the same request again (same envelope id, so
+		// the same claim; another Nats-Msg-Id, so the stream keeps both)
+		// "after" the run ended or "during" the model call.
+		republish string
 		// liveLease: the claim belongs to a live instance until it expires.
 		liveLease bool
 		calls     int64
@@ -701,6 +703,16 @@ func TestRedeliveryAfterCrash(t *testing.T) {
 		queued    int
 		attempt   int
 	}{
+		{
+			name:      "the same request stored again after it finished",
+			republish: "after",
+			calls:     1, events: 1, outcome: bus.OutcomeDone, queued: 1, attempt: 1,
+		},
+		{
+			name:      "the same request stored again while it runs",
+			republish: "during",
+			calls:     1, events: 1, outcome: bus.OutcomeDone, queued: 1, attempt: 1,
+		},
 		{
 			name: "a done claim from an earlier life",
 			before: func(t *testing.T, s setup) {
@@ -756,12 +768,29 @@ func TestRedeliveryAfterCrash(t *testing.T) {
 			events := watchEvents(t, b)
 			s := setup{b: b, reqID: bus.NewID()}
 			var firstCall atomic.Pointer[time.Time]
+			started, held := make(chan struct{}), make(chan struct{})
+			if tt.republish != "during" {
+				close(held)
+			}
 			sp := must(script.New(script.Config{Default: &script.Reply{Notify: "disk full"}}))
 			calls, p := counted(model.ProviderFunc(func(ctx context.Context, req model.Request) (model.Reply, error) {
 				now := time.Now()
-				firstCall.CompareAndSwap(nil, &now)
+				if firstCall.CompareAndSwap(nil, &now) {
+					close(started)
+				}
+				select {
+				case <-held:
+				case <-ctx.Done():
+					return model.Reply{}, ctx.Err()
+				}
 				return sp.Complete(ctx, req)
 			}))
+			republish := func() {
+				if _, err := agentwork.Publish(t.Context(), b, agentwork.Request{Source: "heartbeat", Name: "default", Prompt: "check"},
+					agentwork.PublishOptions{EventID: s.reqID, MsgID: "stored-again"}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			start := time.Now()
 			if tt.before != nil {
 				tt.before(t, s)
@@ -775,11 +804,17 @@ func TestRedeliveryAfterCrash(t *testing.T) {
 				agentwork.PublishOptions{EventID: s.reqID}); err != nil {
 				t.Fatal(err)
 			}
+			if tt.republish == "during" {
+				<-started
+				republish()
+				waitConsumer(t, b, "the copy handed to the runner", func(ci *jetstream.ConsumerInfo) bool { return ci.Delivered.Stream >= 2 })
+				close(held)
+			}
 			if tt.events > 0 {
 				events.runEvents(1)
 			}
-			if tt.again != nil {
-				tt.again(t, s)
+			if tt.republish == "after" {
+				republish()
 			}
 			waitRequestsSettled(t, b)
 			stop()
