@@ -1,0 +1,231 @@
+package webhook
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/agentwork/agentwork/bus"
+)
+
+// Defaults.
+const (
+	// DefaultTolerance is how far webhook-timestamp may be from now, either way.
+	DefaultTolerance = 5 * time.Minute
+	// DefaultMaxBody is the largest accepted request body.
+	DefaultMaxBody = 256 << 10
+	// MinSecretBytes is the shortest signing secret accepted (Standard
+	// Webhooks: "at least 24 bytes").
+	MinSecretBytes = 24
+	// MinTokenLength is the shortest bearer token accepted.
+	MinTokenLength = 16
+)
+
+// Config is the `webhook` section: who may request work through POST
+// /v1/tasks, and what. With no tokens and no secrets every request is
+// refused with 401 (secure by default).
+//
+// Secrets and tokens arrive already ${ENV}-expanded by the config loader.
+type Config struct {
+	// Tokens are bearer tokens: `Authorization: Bearer <token>`.
+	Tokens []Token `yaml:"tokens" json:"tokens,omitempty"`
+	// Secrets are Standard Webhooks signing secrets. A request passes when
+	// any of its v1 signatures matches any secret (rotation: configure the
+	// old and the new secret side by side).
+	Secrets []Secret `yaml:"secrets" json:"secrets,omitempty"`
+	// Tolerance is how far webhook-timestamp may lie from the server's
+	// clock, either way. Default 5m.
+	Tolerance time.Duration `yaml:"tolerance" json:"tolerance,omitempty"`
+	// MaxBody is the largest accepted body in bytes; larger is 413.
+	// Default 262144 (256 KiB).
+	MaxBody int64 `yaml:"max_body" json:"max_body,omitempty"`
+}
+
+// Grant is what a credential may request: sources and names, each a list of
+// exact values or path.Match globs ("deploy-*"). Sources default to
+// ["task"]; empty Names allow every name. The reserved sources heartbeat,
+// cron and delivery are never granted, whatever the patterns say.
+type Grant struct {
+	Sources []string `yaml:"sources" json:"sources,omitempty"`
+	Names   []string `yaml:"names" json:"names,omitempty"`
+}
+
+// Token is a named bearer token and its grant.
+type Token struct {
+	// Name identifies the credential in logs and in the request's
+	// CloudEvents source (agentwork/webhook/<name>). [a-z0-9_-].
+	Name string `yaml:"name" json:"name"`
+	// Token is the secret value, at least 16 characters (use ${ENV}).
+	Token string `yaml:"token" json:"token"`
+	Grant `yaml:",inline" json:",inline"`
+}
+
+// Secret is a named Standard Webhooks signing secret and its grant.
+type Secret struct {
+	// Name identifies the credential, as Token.Name.
+	Name string `yaml:"name" json:"name"`
+	// Secret is "whsec_" followed by the base64 of at least 24 random bytes.
+	Secret string `yaml:"secret" json:"secret"`
+	Grant  `yaml:",inline" json:",inline"`
+}
+
+// Reserved lists the sources no webhook credential can request: the
+// runtime's own triggers and the delivery results.
+var Reserved = []string{bus.SourceHeartbeat, bus.SourceCron, bus.SourceDelivery}
+
+func reserved(source string) bool {
+	for _, r := range Reserved {
+		if source == r {
+			return true
+		}
+	}
+	return false
+}
+
+// WithDefaults returns c with zero fields filled.
+func (c Config) WithDefaults() Config {
+	if c.Tolerance == 0 {
+		c.Tolerance = DefaultTolerance
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	return c
+}
+
+// Validate checks c. Errors name the field, e.g.
+// `webhook.secrets[1].secret: want whsec_<base64>`.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Tolerance < 0 {
+		errs = append(errs, fmt.Errorf("webhook.tolerance: %s must not be negative", c.Tolerance))
+	}
+	if c.MaxBody < 0 || c.MaxBody > 16<<20 {
+		errs = append(errs, fmt.Errorf("webhook.max_body: %d: want 1 to 16777216 bytes (default 262144)", c.MaxBody))
+	}
+	names := map[string]string{}
+	seen := func(field, name string) {
+		if name == "" {
+			return
+		}
+		if prev, dup := names[name]; dup {
+			errs = append(errs, fmt.Errorf("%s: name %q is already used by %s; give every credential its own name", field, name, prev))
+			return
+		}
+		names[name] = field
+	}
+	for i, t := range c.Tokens {
+		f := fmt.Sprintf("webhook.tokens[%d]", i)
+		if err := bus.CheckToken(f+".name", t.Name); err != nil {
+			errs = append(errs, err)
+		}
+		seen(f, t.Name)
+		switch {
+		case t.Token == "":
+			errs = append(errs, fmt.Errorf("%s.token: empty (is its ${ENV} variable set?)", f))
+		case len(t.Token) < MinTokenLength:
+			errs = append(errs, fmt.Errorf("%s.token: %d characters is too short; use at least %d random characters, e.g. `openssl rand -hex 32`", f, len(t.Token), MinTokenLength))
+		case strings.ContainsAny(t.Token, " \t\r\n"):
+			errs = append(errs, fmt.Errorf("%s.token: contains white space", f))
+		}
+		errs = append(errs, t.Grant.validate(f)...)
+	}
+	for i, s := range c.Secrets {
+		f := fmt.Sprintf("webhook.secrets[%d]", i)
+		if err := bus.CheckToken(f+".name", s.Name); err != nil {
+			errs = append(errs, err)
+		}
+		seen(f, s.Name)
+		if _, err := DecodeSecret(s.Secret); err != nil {
+			errs = append(errs, fmt.Errorf("%s.secret: %w", f, err))
+		}
+		errs = append(errs, s.Grant.validate(f)...)
+	}
+	return errors.Join(errs...)
+}
+
+func (g Grant) validate(field string) []error {
+	var errs []error
+	for j, s := range g.Sources {
+		f := fmt.Sprintf("%s.sources[%d]", field, j)
+		switch {
+		case reserved(s):
+			errs = append(errs, fmt.Errorf("%s: %q can never be requested through the webhook (reserved: %s)", f, s, strings.Join(Reserved, ", ")))
+		case !validPattern(s):
+			errs = append(errs, fmt.Errorf("%s: %q: want a source name of a-z, 0-9, _ and - or a glob such as \"deploy-*\"", f, s))
+		}
+	}
+	for j, n := range g.Names {
+		if !validPattern(n) {
+			errs = append(errs, fmt.Errorf("%s.names[%d]: %q: want a name of a-z, 0-9, _ and - or a glob such as \"report-*\"", field, j, n))
+		}
+	}
+	return errs
+}
+
+// validPattern accepts a token, or a glob whose literal characters are
+// token characters.
+func validPattern(p string) bool {
+	if p == "" || len(p) > 64 {
+		return false
+	}
+	if _, err := path.Match(p, ""); err != nil {
+		return false
+	}
+	for _, r := range p {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '_', r == '-', r == '*', r == '?', r == '[', r == ']', r == '^':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// sources are the effective source patterns (default ["task"]).
+func (g Grant) sources() []string {
+	if len(g.Sources) == 0 {
+		return []string{bus.SourceTask}
+	}
+	return g.Sources
+}
+
+// Allows reports whether g permits requesting source/name. Reserved
+// sources are never allowed.
+func (g Grant) Allows(source, name string) bool {
+	if reserved(source) {
+		return false
+	}
+	return matchAny(g.sources(), source) && (len(g.Names) == 0 || matchAny(g.Names, name))
+}
+
+func matchAny(patterns []string, s string) bool {
+	for _, p := range patterns {
+		if ok, err := path.Match(p, s); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
+// DecodeSecret returns the key bytes of a "whsec_<base64>" signing secret.
+func DecodeSecret(s string) ([]byte, error) {
+	if s == "" {
+		return nil, errors.New("empty (is its ${ENV} variable set?)")
+	}
+	raw, ok := strings.CutPrefix(s, "whsec_")
+	if !ok {
+		return nil, errors.New("want whsec_<base64>, the Standard Webhooks secret format")
+	}
+	key, err := base64.StdEncoding.DecodeString(raw)
+	if err != nil {
+		return nil, errors.New("the part after whsec_ is not standard base64")
+	}
+	if len(key) < MinSecretBytes {
+		return nil, fmt.Errorf("%d bytes is too short; use at least %d random bytes, e.g. `echo whsec_$(openssl rand -base64 32)`", len(key), MinSecretBytes)
+	}
+	return key, nil
+}

@@ -1,0 +1,388 @@
+package webhook
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/api/problem"
+	"github.com/agentwork/agentwork/bus"
+)
+
+// Header names besides the Standard Webhooks ones.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"
+	maxIdempotencyKey    = 255
+)
+
+// RetryAfter is the Retry-After of a 503 when the bus is down.
+const RetryAfter = 5 * time.Second
+
+// Handler serves POST /v1/tasks: it authenticates the caller (a Standard
+// Webhooks signature or a bearer token), validates the body, checks the
+// credential's grant, deduplicates on webhook-id / Idempotency-Key, and
+// answers 202 {"id": <request id>} once JetStream stored the request.
+// Nothing is published for a request that is refused. Safe for concurrent
+// use; it starts no goroutines.
+type Handler struct {
+	bus        *bus.Bus
+	cfg        Config
+	tokens     []namedToken
+	verifier   verifier
+	connectors []string
+	log        *zap.Logger
+	now        func() time.Time
+	timeout    time.Duration
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+type namedToken struct {
+	name  string
+	sum   [sha256.Size]byte
+	grant Grant
+}
+
+// Option configures New.
+type Option func(*Handler)
+
+// WithLogger sets the logger (default zap.NewNop()). Tokens, signatures and
+// prompts are never logged.
+func WithLogger(l *zap.Logger) Option { return func(h *Handler) { h.log = l } }
+
+// WithClock sets the time source the timestamp tolerance is checked against
+// (default time.Now).
+func WithClock(now func() time.Time) Option { return func(h *Handler) { h.now = now } }
+
+// WithConnectors names the connectors that exist: a task targeting another
+// one is refused with 400 instead of being queued for nobody.
+func WithConnectors(names ...string) Option {
+	return func(h *Handler) { h.connectors = append([]string(nil), names...) }
+}
+
+// WithTimeout bounds the bus work of one request (idempotency record and
+// publish). Default 10s; past it the caller gets 503.
+func WithTimeout(d time.Duration) Option { return func(h *Handler) { h.timeout = d } }
+
+// New returns the handler for cfg. It validates cfg and does no I/O.
+func New(b *bus.Bus, cfg Config, opts ...Option) (*Handler, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	h := &Handler{bus: b, cfg: cfg, log: zap.NewNop(), now: time.Now, timeout: 10 * time.Second}
+	for _, t := range cfg.Tokens {
+		h.tokens = append(h.tokens, namedToken{name: t.Name, sum: sha256.Sum256([]byte(t.Token)), grant: t.Grant})
+	}
+	h.verifier.tolerance = cfg.Tolerance
+	for _, s := range cfg.Secrets {
+		key, _ := DecodeSecret(s.Secret) // validated above
+		h.verifier.keys = append(h.verifier.keys, namedKey{name: s.Name, key: key, grant: s.Grant})
+	}
+	for _, o := range opts {
+		o(h)
+	}
+	return h, nil
+}
+
+// Credential is an authenticated caller: its name (also in the request's
+// CloudEvents source, agentwork/webhook/<name>) and what it may request.
+type Credential struct {
+	Name  string
+	Grant Grant
+}
+
+// ServeHTTP authenticates the request with the configured tokens and
+// secrets and serves it.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r, nil) }
+
+// ServeAs serves a request its caller already authenticated as c (the api
+// server uses it for the admin token). Signature headers, if any, are then
+// not checked, but webhook-id still deduplicates.
+func (h *Handler) ServeAs(w http.ResponseWriter, r *http.Request, c Credential) { h.serve(w, r, &c) }
+
+// Accepted is the 202 response body.
+type Accepted struct {
+	// ID is the request id: the CloudEvents id of the request, and the
+	// causationid of the run's events.
+	ID string `json:"id"`
+	// Duplicate is true when the idempotency key was seen before and no
+	// new request was queued.
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		problem.Error(w, http.StatusMethodNotAllowed, "use POST")
+		return
+	}
+	sig, isSigned, sigErr := signedHeaders(r.Header)
+	if cred == nil {
+		switch {
+		case len(h.tokens) == 0 && len(h.verifier.keys) == 0:
+			h.unauthorized(w, "this server has no webhook credentials configured (webhook.tokens, webhook.secrets), so it accepts no tasks")
+			return
+		case isSigned && sigErr != nil:
+			h.unauthorized(w, sigErr.Error())
+			return
+		case !isSigned:
+			c, detail := h.bearer(r)
+			if c == nil {
+				h.unauthorized(w, detail)
+				return
+			}
+			cred = c
+		}
+	}
+	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
+		w.Header().Set("Accept-Post", "application/json")
+		problem.Error(w, http.StatusUnsupportedMediaType, err.Error())
+		return
+	}
+	if r.ContentLength > h.cfg.MaxBody {
+		h.tooLarge(w)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			h.tooLarge(w)
+			return
+		}
+		problem.Error(w, http.StatusBadRequest, "could not read the body: "+err.Error())
+		return
+	}
+	signedID := ""
+	if cred == nil { // signed
+		if len(h.verifier.keys) == 0 {
+			h.unauthorized(w, "signed requests are not accepted: no webhook.secrets are configured")
+			return
+		}
+		k, err := h.verifier.verify(sig, body, h.now())
+		if err != nil {
+			h.log.Info("webhook signature refused", zap.String("webhook_id", truncate(sig.id, 64)), zap.Error(err))
+			h.unauthorized(w, err.Error())
+			return
+		}
+		cred = &Credential{Name: k.name, Grant: k.grant}
+		signedID = sig.id
+	}
+	key, err := idempotencyKey(r.Header, signedID)
+	if err != nil {
+		problem.Invalid(w, "the Idempotency-Key header is invalid: "+err.Error(), problem.FieldError{Field: HeaderIdempotencyKey, Detail: err.Error()})
+		return
+	}
+	task, ferrs := ParseTask(body, h.connectors)
+	if len(ferrs) > 0 {
+		problem.Invalid(w, summarize(ferrs), ferrs...)
+		return
+	}
+	if !cred.Grant.Allows(task.Source, task.Name) {
+		detail := fmt.Sprintf("credential %q may not request source %q, name %q", cred.Name, task.Source, task.Name)
+		if reserved(task.Source) {
+			detail = fmt.Sprintf("source %q can never be requested through the webhook", task.Source)
+		}
+		problem.Write(w, problem.Details{Type: problem.TypeForbidden, Status: http.StatusForbidden, Title: "Forbidden", Detail: detail})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+	defer cancel()
+	acc, err := h.enqueue(ctx, task, key, cred.Name)
+	log := h.log.With(zap.String("credential", cred.Name), zap.String("source", task.Source), zap.String("name", task.Name))
+	switch {
+	case errors.Is(err, errConflict):
+		problem.Write(w, problem.Details{Type: problem.TypeIdempotencyConflict, Title: "Idempotency key reused", Status: http.StatusUnprocessableEntity,
+			Detail: "this idempotency key (webhook-id or Idempotency-Key) was used for a different task body; use a new key for new work"})
+		return
+	case err != nil:
+		log.Warn("task not queued", zap.Error(err))
+		problem.Unavailable(w, RetryAfter, "the bus is not available, nothing was queued; retry later")
+		return
+	}
+	log.Info("task queued", zap.String("request", acc.ID), zap.Bool("duplicate", acc.Duplicate))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	_ = json.NewEncoder(w).Encode(acc)
+}
+
+func (h *Handler) unauthorized(w http.ResponseWriter, detail string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="agentwork"`)
+	problem.Write(w, problem.Details{Type: problem.TypeUnauthorized, Title: "Unauthorized", Status: http.StatusUnauthorized, Detail: detail})
+}
+
+func (h *Handler) tooLarge(w http.ResponseWriter) {
+	problem.Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes; send the large input elsewhere and reference it in the prompt", h.cfg.MaxBody))
+}
+
+// bearer finds the token credential of r, or says what is wrong.
+func (h *Handler) bearer(r *http.Request) (*Credential, string) {
+	auth := r.Header.Get("Authorization")
+	if auth == "" {
+		return nil, "missing credentials: send Authorization: Bearer <token> or Standard Webhooks signature headers (webhook-id, webhook-timestamp, webhook-signature)"
+	}
+	scheme, tok, ok := strings.Cut(auth, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+		return nil, "Authorization: want Bearer <token>"
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	var found *namedToken
+	for i := range h.tokens { // compare against all: timing does not tell which matched
+		if subtle.ConstantTimeCompare(sum[:], h.tokens[i].sum[:]) == 1 && found == nil {
+			found = &h.tokens[i]
+		}
+	}
+	if found == nil {
+		return nil, "the bearer token is not valid"
+	}
+	return &Credential{Name: found.name, Grant: found.grant}, ""
+}
+
+func checkContentType(ct string) error {
+	if ct == "" {
+		return errors.New("no Content-Type; send application/json")
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return fmt.Errorf("content type %q cannot be parsed; send application/json", ct)
+	}
+	if mt != "application/json" && !(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
+		return fmt.Errorf("content type %q is not JSON; send application/json", mt)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return fmt.Errorf("charset %q: send UTF-8", cs)
+	}
+	return nil
+}
+
+// idempotencyKey is the signed webhook-id, else the Idempotency-Key header
+// (a quoted or bare string), else an unsigned webhook-id header; "" if none.
+func idempotencyKey(h http.Header, signedID string) (string, error) {
+	key := signedID
+	if key == "" {
+		key = h.Get(HeaderIdempotencyKey)
+		if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {
+			key = key[1 : len(key)-1]
+		}
+		if key == "" && len(h.Values(HeaderIdempotencyKey)) > 0 {
+			return "", errors.New("empty; send a unique value per task, e.g. a UUID")
+		}
+	}
+	if key == "" {
+		key = h.Get(HeaderID)
+	}
+	if len(key) > maxIdempotencyKey {
+		return "", fmt.Errorf("%d characters; at most %d", len(key), maxIdempotencyKey)
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c == 0x7f {
+			return "", errors.New("contains control characters")
+		}
+	}
+	return key, nil
+}
+
+func summarize(errs []problem.FieldError) string {
+	parts := make([]string, 0, len(errs))
+	for _, e := range errs {
+		if e.Field == "" {
+			parts = append(parts, e.Detail)
+		} else {
+			parts = append(parts, e.Field+": "+e.Detail)
+		}
+	}
+	return "the task body is invalid: " + strings.Join(parts, "; ")
+}
+
+// The idempotency record, in bus.Locks under idem.<sha256(key)>.
+type record struct {
+	ID        string    `json:"id"`
+	Hash      string    `json:"hash"`
+	Published bool      `json:"published"`
+	Time      time.Time `json:"time"`
+}
+
+var errConflict = errors.New("webhook: idempotency key reused with another body")
+
+// enqueue publishes the task once per idempotency key. A key's record is
+// created (atomically, across instances) before the publish with the
+// request id it will use, so a retry, concurrent or after a failed
+// publish, reuses that id and the Nats-Msg-Id makes JetStream store it once.
+// The record outlives the stream's 24h duplicate window (bucket TTL 7d).
+func (h *Handler) enqueue(ctx context.Context, task Task, key, credential string) (Accepted, error) {
+	if nc := h.bus.Conn(); nc == nil || !nc.IsConnected() {
+		return Accepted{}, bus.ErrClosed
+	}
+	opts := agentwork.PublishOptions{Producer: "agentwork/webhook/" + credential, Now: h.now()}
+	if key == "" {
+		pub, err := agentwork.Publish(ctx, h.bus, task.Request(), opts)
+		return Accepted{ID: pub.ID}, err
+	}
+	sum := sha256.Sum256([]byte(key))
+	digest := hex.EncodeToString(sum[:])
+	kvKey := "idem." + digest
+	opts.MsgID = "webhook." + digest
+	hash := task.Hash()
+	kv := h.bus.Locks
+	for range 3 {
+		entry, err := kv.Get(ctx, kvKey)
+		if isNotFound(err) {
+			rec := record{ID: bus.NewID(), Hash: hash, Time: h.now().UTC()}
+			raw, _ := json.Marshal(rec)
+			rev, err := kv.Create(ctx, kvKey, raw)
+			if isExists(err) {
+				continue // another request with this key won the race: read its record
+			}
+			if err != nil {
+				return Accepted{}, fmt.Errorf("webhook: idempotency record: %w", err)
+			}
+			return h.publish(ctx, task, opts, kvKey, rec, rev, false)
+		}
+		if err != nil {
+			return Accepted{}, fmt.Errorf("webhook: idempotency record: %w", err)
+		}
+		var rec record
+		if err := json.Unmarshal(entry.Value(), &rec); err != nil || rec.ID == "" {
+			return Accepted{}, fmt.Errorf("webhook: idempotency record %s is corrupt: %v", kvKey, err)
+		}
+		if rec.Hash != hash {
+			return Accepted{}, errConflict
+		}
+		if rec.Published {
+			return Accepted{ID: rec.ID, Duplicate: true}, nil
+		}
+		// Created but not known to be published (in flight elsewhere, or an
+		// earlier publish failed): publish with the same id and msg id.
+		return h.publish(ctx, task, opts, kvKey, rec, entry.Revision(), true)
+	}
+	return Accepted{}, fmt.Errorf("webhook: idempotency record %s keeps changing", kvKey)
+}
+
+func (h *Handler) publish(ctx context.Context, task Task, opts agentwork.PublishOptions, kvKey string, rec record, rev uint64, seen bool) (Accepted, error) {
+	opts.EventID = rec.ID
+	pub, err := agentwork.Publish(ctx, h.bus, task.Request(), opts)
+	if err != nil {
+		return Accepted{}, err // the record stays pending: a retry reuses its id
+	}
+	rec.Published = true
+	raw, _ := json.Marshal(rec)
+	if _, err := h.bus.Locks.Update(ctx, kvKey, raw, rev); err != nil {
+		// Harmless within the stream's duplicate window (a retry publishes
+		// again and JetStream drops it); logged for the rare case beyond.
+		h.log.Debug("idempotency record not marked published", zap.String("request", rec.ID), zap.Error(err))
+	}
+	return Accepted{ID: rec.ID, Duplicate: seen || pub.Duplicate}, nil
+}

@@ -1,0 +1,226 @@
+package webhook
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/invopop/jsonschema"
+
+	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/api/problem"
+	"github.com/agentwork/agentwork/bus"
+)
+
+// Limits of a task body, besides Config.MaxBody.
+const (
+	MaxTargets     = 16
+	MaxMetadata    = 64
+	MaxMetadataKey = 128
+)
+
+// Task is the body of POST /v1/tasks, the task.requested webhook.
+type Task struct {
+	// Prompt is the work to do, given to the model as the user turn.
+	Prompt string `json:"prompt" jsonschema:"minLength=1,pattern=\\S,description=The work to do: the user turn given to the model. Required; not blank."`
+	// Name is the task name, the last subject token: agentwork.request.<source>.<name>. Default "default".
+	Name string `json:"name,omitempty" jsonschema:"pattern=^[a-z0-9_-]{1,64}$,default=default,description=Task name: 1-64 of a-z 0-9 _ -. Becomes the request subject's last token and the events' subject. Your credential may be limited to some names."`
+	// Source is the request source. Default "task"; heartbeat, cron and delivery are never allowed.
+	Source string `json:"source,omitempty" jsonschema:"pattern=^[a-z0-9_-]{1,64}$,default=task,description=Request source: 1-64 of a-z 0-9 _ -. Default task. heartbeat/cron/delivery are refused (403); your credential lists the sources it may use."`
+	// Targets are connector names to deliver to; empty means the source's defaults.
+	Targets []string `json:"targets,omitempty" jsonschema:"maxItems=16,uniqueItems=true,description=Connector names to deliver the result to. Empty: the source's default targets."`
+	// Deliver is what is sent: reply (the model's answer), notify (only notify_user calls) or none.
+	Deliver string `json:"deliver,omitempty" jsonschema:"enum=reply,enum=notify,enum=none,description=reply: send the model's final answer; notify: send only what the model passes to notify_user; none: send nothing (the done event still carries the reply). Empty: the source's default."`
+	// Metadata is passed through to the events and notifications of the run.
+	Metadata map[string]string `json:"metadata,omitempty" jsonschema:"maxProperties=64,description=String key/value pairs carried into the run's events and notifications."`
+}
+
+var taskFields = map[string]bool{"prompt": true, "name": true, "source": true, "targets": true, "deliver": true, "metadata": true}
+
+// ParseTask decodes and validates a task body. Unknown fields, a body that
+// is not one JSON object, wrongly typed and invalid fields are reported as
+// field errors; defaults (name "default", source "task") are applied.
+// connectors, when not empty, are the targets that exist.
+func ParseTask(body []byte, connectors []string) (Task, []problem.FieldError) {
+	var t Task
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&fields); err != nil {
+		return t, []problem.FieldError{{Field: "", Detail: "body is not a JSON object: " + jsonError(err)}}
+	}
+	if fields == nil {
+		return t, []problem.FieldError{{Field: "", Detail: "body is null; want a JSON object"}}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return t, []problem.FieldError{{Field: "", Detail: "unexpected data after the JSON object"}}
+	}
+	var errs []problem.FieldError
+	add := func(field, format string, a ...any) {
+		errs = append(errs, problem.FieldError{Field: field, Detail: fmt.Sprintf(format, a...)})
+	}
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !taskFields[k] {
+			add(k, "unknown field; want prompt, name, source, targets, deliver or metadata")
+		}
+	}
+	str := func(name string, dst *string) {
+		raw, ok := fields[name]
+		if !ok || string(raw) == "null" {
+			return
+		}
+		if err := json.Unmarshal(raw, dst); err != nil {
+			add(name, "want a string")
+		}
+	}
+	str("prompt", &t.Prompt)
+	str("name", &t.Name)
+	str("source", &t.Source)
+	str("deliver", &t.Deliver)
+	if raw, ok := fields["targets"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &t.Targets); err != nil {
+			add("targets", "want an array of connector names (strings)")
+		}
+	}
+	if raw, ok := fields["metadata"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &t.Metadata); err != nil {
+			add("metadata", "want an object of string values")
+		}
+	}
+	if len(errs) > 0 {
+		return t, errs
+	}
+	return t, t.normalize(connectors)
+}
+
+// normalize applies defaults and checks every field.
+func (t *Task) normalize(connectors []string) []problem.FieldError {
+	var errs []problem.FieldError
+	add := func(field, format string, a ...any) {
+		errs = append(errs, problem.FieldError{Field: field, Detail: fmt.Sprintf(format, a...)})
+	}
+	switch {
+	case strings.TrimSpace(t.Prompt) == "":
+		add("prompt", "required; want the work to do as a non-blank string")
+	case !utf8.ValidString(t.Prompt):
+		add("prompt", "not valid UTF-8")
+	}
+	if t.Name == "" {
+		t.Name = "default"
+	}
+	if !bus.ValidToken(t.Name) {
+		add("name", "%q: want 1-64 characters of a-z, 0-9, _ and -", t.Name)
+	}
+	if t.Source == "" {
+		t.Source = bus.SourceTask
+	}
+	if !bus.ValidToken(t.Source) {
+		add("source", "%q: want 1-64 characters of a-z, 0-9, _ and -", t.Source)
+	}
+	switch t.Deliver {
+	case "", agentwork.DeliverReply, agentwork.DeliverNotify, agentwork.DeliverNone:
+	default:
+		add("deliver", "%q: want reply, notify or none", t.Deliver)
+	}
+	if len(t.Targets) > MaxTargets {
+		add("targets", "%d targets; at most %d", len(t.Targets), MaxTargets)
+	}
+	seen := map[string]bool{}
+	for i, c := range t.Targets {
+		f := fmt.Sprintf("targets[%d]", i)
+		switch {
+		case !bus.ValidToken(c):
+			add(f, "%q: want a connector name of a-z, 0-9, _ and -", c)
+		case seen[c]:
+			add(f, "%q is listed twice", c)
+		case len(connectors) > 0 && !contains(connectors, c):
+			add(f, "%q is not a configured connector; have %s", c, strings.Join(connectors, ", "))
+		}
+		seen[c] = true
+	}
+	if len(t.Metadata) > MaxMetadata {
+		add("metadata", "%d entries; at most %d", len(t.Metadata), MaxMetadata)
+	}
+	keys := make([]string, 0, len(t.Metadata))
+	for k := range t.Metadata {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if k == "" || len(k) > MaxMetadataKey || !utf8.ValidString(k) {
+			add("metadata", "key %q: want 1-%d characters of valid UTF-8", truncate(k, 40), MaxMetadataKey)
+		}
+	}
+	return errs
+}
+
+// Request is the agentwork request the task asks for.
+func (t Task) Request() agentwork.Request {
+	return agentwork.Request{
+		Source: t.Source, Name: t.Name, Prompt: t.Prompt,
+		Targets: t.Targets, Deliver: t.Deliver, Metadata: t.Metadata,
+	}
+}
+
+// Hash is a digest of the normalized task: two bodies that ask for the same
+// work (field order, white space, explicit defaults aside) hash the same.
+// It tells a retry from an idempotency key reused for other work.
+func (t Task) Hash() string {
+	b, _ := json.Marshal(t) // map keys are sorted by encoding/json
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Schema is the JSON Schema (draft 2020-12) of the task body.
+func Schema() json.RawMessage {
+	r := &jsonschema.Reflector{DoNotReference: true, Anonymous: true}
+	s := r.Reflect(&Task{})
+	s.ID = "https://github.com/agentwork/agentwork/blob/main/docs/webhooks.md#task-body"
+	s.Title = "task.requested"
+	s.Description = "Body of POST /v1/tasks."
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		panic(fmt.Sprintf("webhook: reflect schema: %v", err)) // programmer error only
+	}
+	return b
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+func jsonError(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("%s at byte %d", se.Error(), se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("got %s", te.Value)
+	default:
+		return err.Error()
+	}
+}
