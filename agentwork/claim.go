@@ -12,9 +12,10 @@ import (
 
 // Claim states.
 const (
-	claimRunning = "running"
-	claimRetry   = "retry"
-	claimDone    = "done"
+	claimRunning  = "running"
+	claimRetry    = "retry"    // try again; the next try is another attempt
+	claimDeferred = "deferred" // try again; nothing was attempted (defer, shutdown)
+	claimDone     = "done"
 )
 
 // claim is the KV record run.<request id> in agentwork_locks. It makes a
@@ -71,7 +72,8 @@ func (r *Runner) takeClaim(ctx context.Context, requestID string, ttl time.Durat
 		case c.State == claimRunning && now.Before(c.Expires):
 			return claimResult{claim: c, wait: c.Expires.Sub(now)}, nil
 		}
-		// A retry, or a running claim whose owner died: take it over.
+		// A retry, a deferral, or a running claim whose owner died: take it
+		// over. Only a retry counts as another attempt.
 		if c.State == claimRetry {
 			c.Attempts++
 		}

@@ -260,10 +260,14 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 	}
 	run := &Run{ID: cr.claim.RunID, Request: req, Envelope: ev, Attempt: cr.claim.Attempts, Started: r.now()}
 	run.Targets = r.targetsFor(req, pol)
-	outcome, retry := r.execute(ctx, log, m, run, pol, timeout)
+	outcome, retry, spent := r.execute(ctx, log, m, run, pol, timeout)
 	switch {
 	case retry >= 0:
-		if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, cr.claim, claimRetry, ""); err != nil {
+		state := claimRetry
+		if !spent {
+			state = claimDeferred
+		}
+		if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, cr.claim, state, ""); err != nil {
 			log.Warn("release claim", zap.Error(err))
 		}
 		_ = m.NakWithDelay(retry)
@@ -281,9 +285,10 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 }
 
 // execute does the pipeline. It returns the outcome, or retry >= 0 when the
-// request should be redelivered after that delay without an event.
-func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, run *Run, pol Policy, timeout time.Duration) (outcome string, retry time.Duration) {
-	retry = -1
+// request should be redelivered after that delay without an event; spent
+// then says whether the try used up one of MaxAttempts (a model or queueing
+// failure) or not (a deferral, a shutdown).
+func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, run *Run, pol Policy, timeout time.Duration) (outcome string, retry time.Duration, spent bool) {
 	// 1. Input gates.
 	var taken []Releaser
 	defer func() {
@@ -302,15 +307,15 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 		var d *DeferError
 		if errors.As(err, &d) {
 			log.Debug("deferred", zap.String("reason", d.Reason), zap.Duration("after", d.After))
-			return "", d.After
+			return "", d.After, false
 		}
 		if s, ok := AsSkip(err); ok {
-			return r.skip(ctx, run, s), -1
+			return r.skip(ctx, run, s), -1, false
 		}
 		if ctx.Err() != nil {
-			return "", 0
+			return "", 0, false
 		}
-		return r.fail(ctx, run, model.ClassPermanent, fmt.Errorf("input gate: %w", err)), -1
+		return r.fail(ctx, run, model.ClassPermanent, fmt.Errorf("input gate: %w", err)), -1, false
 	}
 
 	// 2. Model and tools, with progress signals so JetStream does not redeliver.
@@ -318,7 +323,7 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("run interrupted by shutdown; putting the request back")
-			return "", 0
+			return "", 0, false
 		}
 		class := model.Classify(err)
 		if errors.Is(err, tools.ErrMaxSteps) {
@@ -328,9 +333,9 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 			delay := r.cfg.Backoff[min(run.Attempt-1, len(r.cfg.Backoff)-1)]
 			delay = max(delay, model.RetryAfter(err))
 			log.Warn("model call failed; will retry", zap.String("class", string(class)), zap.Int("attempt", run.Attempt), zap.Duration("retry_in", delay), zap.Error(err))
-			return "", delay
+			return "", delay, true
 		}
-		return r.failWithAlert(ctx, run, pol, class, err), -1
+		return r.failWithAlert(ctx, run, pol, class, err), -1, false
 	}
 	run.Output = &out
 
@@ -343,9 +348,9 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 		if err := g.Inspect(ctx, run, out); err != nil {
 			r.releaseDedup(ctx, run)
 			if s, ok := AsSkip(err); ok {
-				return r.skip(ctx, run, s), -1
+				return r.skip(ctx, run, s), -1, false
 			}
-			return r.fail(ctx, run, model.ClassTransient, fmt.Errorf("output gate: %w", err)), -1
+			return r.fail(ctx, run, model.ClassTransient, fmt.Errorf("output gate: %w", err)), -1, false
 		}
 	}
 
@@ -357,9 +362,9 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 			r.releaseDedup(ctx, run)
 			if run.Attempt < r.cfg.MaxAttempts && ctx.Err() == nil {
 				log.Warn("queueing notification failed; will retry", zap.Error(err))
-				return "", r.cfg.Backoff[0]
+				return "", r.cfg.Backoff[0], true
 			}
-			return r.fail(ctx, run, model.ClassTransient, fmt.Errorf("queue notification: %w", err)), -1
+			return r.fail(ctx, run, model.ClassTransient, fmt.Errorf("queue notification: %w", err)), -1, false
 		}
 	}
 
@@ -372,7 +377,7 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 		res.Text, res.Urgency, res.Targets, res.NotificationIDs = run.Notice.Text, run.Notice.Urgency, run.Targets, ids
 	}
 	r.emit(ctx, run, res)
-	return bus.OutcomeDone, -1
+	return bus.OutcomeDone, -1, false
 }
 
 func (r *Runner) callModel(ctx context.Context, m jetstream.Msg, run *Run, pol Policy, timeout time.Duration) (Output, error) {

@@ -984,3 +984,73 @@ func TestSlowModelIsNotRedelivered(t *testing.T) {
 	}
 	checkRunEvents(t, b, events.final(), id)
 }
+
+// A deferred request (an input gate asking to try later) is retried without
+// using up a model attempt.
+func TestDeferDoesNotCountAnAttempt(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watchEvents(t, b)
+	var checks atomic.Int64
+	gate := agentwork.InputGateFunc(func(context.Context, *agentwork.Run) error {
+		if checks.Add(1) <= 3 {
+			return agentwork.Defer(10*time.Millisecond, "previous run still going")
+		}
+		return nil
+	})
+	// The model fails transiently once: with MaxAttempts 2 there is room
+	// for that one retry only if the deferrals did not count.
+	calls, p := scripted(t, script.Config{Default: &script.Reply{Text: "ok", Error: &script.Fault{Class: "transient", Times: 1}}})
+	cfg := testConfig()
+	cfg.MaxAttempts = 2
+	stop := startRunner(t, b, p, cfg, map[string]agentwork.Policy{"cron": {Input: []agentwork.InputGate{gate}}})
+	id := publish(t, b, agentwork.Request{Source: "cron", Name: "queued", Prompt: "go"})
+	ev := events.runEvents(1)[0]
+	stop()
+	if ev.Run.Outcome != bus.OutcomeDone || ev.Run.Attempt != 2 || calls.Load() != 2 || checks.Load() != 5 {
+		t.Errorf("event %s attempt %d (%s), model calls %d, gate checks %d; want done at attempt 2 after 2 model calls and 5 checks",
+			ev.Run.Outcome, ev.Run.Attempt, ev.Run.Error, calls.Load(), checks.Load())
+	}
+	checkRunEvents(t, b, events.final(), id)
+}
+
+// A run cut short by shutdown goes back to the stream and is finished by
+// the next instance, once, under the same run id.
+func TestShutdownPutsRunsBack(t *testing.T) {
+	t.Parallel()
+	a := bustest.New(t)
+	b := bustest.Client(t, a)
+	events := watchEvents(t, a)
+	started := make(chan struct{}, 1)
+	var calls atomic.Int64
+	p := model.ProviderFunc(func(ctx context.Context, req model.Request) (model.Reply, error) {
+		if calls.Add(1) == 1 {
+			started <- struct{}{}
+			<-ctx.Done() // the first instance is shut down mid-call
+			return model.Reply{}, ctx.Err()
+		}
+		return model.Reply{Text: "finished"}, nil
+	})
+	cfg := testConfig()
+	cfg.ShutdownGrace = 50 * time.Millisecond
+	stopA := startRunner(t, a, p, cfg, map[string]agentwork.Policy{"task": {}})
+	id := publish(t, a, agentwork.Request{Source: "task", Name: "long", Prompt: "go"})
+	select {
+	case <-started:
+	case <-time.After(waitTimeout):
+		t.Fatal("model not called")
+	}
+	firstRun := readClaim(t, a, id).RunID
+	stopA()
+	if evs := runOnly(events.final()); len(evs) != 0 {
+		t.Fatalf("a run interrupted by shutdown emitted %s", dump(evs))
+	}
+	startRunner(t, b, p, cfg, map[string]agentwork.Policy{"task": {}})
+	ev := events.runEvents(1)[0]
+	if ev.Run.Outcome != bus.OutcomeDone || ev.Event.RunID != firstRun || ev.Run.Attempt != 1 || calls.Load() != 2 {
+		t.Errorf("event %s runid %s attempt %d, model calls %d; want done under run %s at attempt 1 after 2 calls",
+			ev.Run.Outcome, ev.Event.RunID, ev.Run.Attempt, calls.Load(), firstRun)
+	}
+	waitRequestsSettled(t, a)
+	checkRunEvents(t, a, events.final(), id)
+}
