@@ -214,8 +214,11 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 	if err != nil {
 		source, name, _ := r.bus.Subjects.ParseRequest(m.Subject())
 		req = Request{Source: bus.Token(source), Name: bus.Token(name)}
-		if ev.ID != "" {
-			req.ID = ev.ID
+		req.ID = ev.ID
+		if req.ID == "" {
+			// No envelope id to point at: the publisher's Nats-Msg-Id is
+			// what it knows the request by.
+			req.ID = m.Headers().Get(jetstream.MsgIDHeader)
 		}
 		r.fail(ctx, &Run{ID: newRunID(), Request: req, Envelope: ev, Started: r.now()}, model.ClassPermanent, fmt.Errorf("malformed request: %w", err))
 		_ = m.Term()

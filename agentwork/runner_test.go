@@ -919,6 +919,8 @@ func TestBadRequests(t *testing.T) {
 		errText string
 	}{
 		{name: "unknown source", subject: "agentwork.request.nosuch.x", data: envelope(`{"prompt":"hi"}`), source: "nosuch", cause: "0190d6a4-0000-7000-8000-0000000000aa", errText: "unknown source"},
+		{name: "not JSON", subject: "agentwork.request.task.x", data: []byte("not json"), source: "task", cause: "msg-not-json", errText: "malformed request"},
+		{name: "not an envelope", subject: "agentwork.request.task.x", data: []byte(`{"prompt":"hi"}`), source: "task", cause: "msg-not-an-envelope", errText: "malformed request"},
 		{name: "invalid request data", subject: "agentwork.request.task.x", data: envelope(`{"prompt":"hi","deliver":"fax"}`), source: "task", cause: "0190d6a4-0000-7000-8000-0000000000aa", errText: "deliver"},
 		{name: "data missing", subject: "agentwork.request.task.x", data: envelope(""), source: "task", cause: "0190d6a4-0000-7000-8000-0000000000aa", errText: "malformed request"},
 	}
@@ -936,7 +938,7 @@ func TestBadRequests(t *testing.T) {
 			calls, p := scripted(t, script.Config{})
 			stop := startRunner(t, b, p, testConfig(), map[string]agentwork.Policy{"task": {}}, agentwork.WithConnectors("rec"))
 			msg := &nats.Msg{Subject: tt.subject, Data: tt.data, Header: nats.Header{}}
-			msg.Header.Set(jetstream.MsgIDHeader, "msg-"+strings.ReplaceAll(tt.name, " ", "-"))
+			msg.Header.Set(jetstream.MsgIDHeader, "msg-"+strings.ReplaceAll(strings.ToLower(tt.name), " ", "-"))
 			if _, err := b.JetStream().PublishMsg(t.Context(), msg); err != nil {
 				t.Fatal(err)
 			}
