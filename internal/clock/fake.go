@@ -170,3 +170,28 @@ func (t *fakeTimer) drain() {
 	default:
 	}
 }
+
+// BlockUntilDue waits until at least n timers will fire once the clock
+// reaches when (the code under test is waiting for that moment), or ctx
+// ends.
+func (f *Fake) BlockUntilDue(ctx context.Context, when time.Time, n int) error {
+	for {
+		f.mu.Lock()
+		count := 0
+		for _, t := range f.timers {
+			if !t.when.After(when) {
+				count++
+			}
+		}
+		ch := f.changed
+		f.mu.Unlock()
+		if count >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}

@@ -59,8 +59,8 @@ type Scheduler struct {
 	log   *zap.Logger
 	clock clock.Clock
 
-	queuePoll time.Duration       // how soon a queued run looks again
-	onTick    func(TickResult)    // test hook, called after each handled tick
+	queuePoll time.Duration    // how soon a queued run looks again
+	onTick    func(TickResult) // test hook, called after each handled tick
 	stats     struct{ fired, missed, lost, failed atomic.Int64 }
 
 	mu      sync.Mutex
@@ -256,9 +256,9 @@ func (s *Scheduler) loop(ctx context.Context, tasks chan<- task) error {
 			}
 			s.reschedule(e)
 		}
-		wait := time.Hour
+		var next time.Time
 		if s.queue.Len() > 0 {
-			wait = s.queue[0].due.Sub(now)
+			next = s.queue[0].due
 		}
 		s.mu.Unlock()
 		for _, t := range batch {
@@ -267,6 +267,10 @@ func (s *Scheduler) loop(ctx context.Context, tasks chan<- task) error {
 			case <-ctx.Done():
 				return nil
 			}
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = next.Sub(s.clock.Now())
 		}
 		timer.Reset(wait)
 		select {

@@ -1,0 +1,201 @@
+package cron
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/internal/clock"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// t0 is a Monday, 10:00:30 UTC.
+var t0 = time.Date(2026, 5, 4, 10, 0, 30, 0, time.UTC)
+
+const waitFor = 15 * time.Second
+
+// startScheduler runs a scheduler on b until the test ends (or until the
+// returned stop is called); its tick results go to results.
+func startScheduler(t *testing.T, b *bus.Bus, clk clock.Clock, cfg Config, results chan TickResult) (*Scheduler, func()) {
+	t.Helper()
+	s, err := New(b, cfg, WithClock(clk))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	s.queuePoll = 50 * time.Millisecond
+	s.onTick = func(r TickResult) { results <- r }
+	stop := runUntil(t, s.Run)
+	t.Cleanup(stop)
+	select {
+	case <-s.Ready():
+	case <-time.After(waitFor):
+		t.Fatal("scheduler not ready")
+	}
+	return s, stop
+}
+
+// runUntil runs fn in a goroutine; the returned func cancels it and
+// waits for it (idempotent).
+func runUntil(t *testing.T, fn func(context.Context) error) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	stopped := false
+	return func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v", err)
+			}
+		case <-time.After(waitFor):
+			t.Error("Run did not return after cancel")
+		}
+	}
+}
+
+// nextResults collects n tick results.
+func nextResults(t *testing.T, results chan TickResult, n int) []TickResult {
+	t.Helper()
+	var out []TickResult
+	deadline := time.After(waitFor)
+	for len(out) < n {
+		select {
+		case <-deadline:
+			t.Fatalf("got %d tick results %v, want %d", len(out), out, n)
+		case r := <-results:
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// advanceTo waits until n schedulers wait for when, then sets the clock.
+func advanceTo(t *testing.T, clk *clock.Fake, when time.Time, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	defer cancel()
+	if err := clk.BlockUntilDue(ctx, when, n); err != nil {
+		t.Fatalf("no scheduler waits for %v: %v", when, err)
+	}
+	clk.Set(when)
+}
+
+// storedRequest is a request as stored in AGENTWORK_REQUESTS.
+type storedRequest struct {
+	MsgID string
+	Req   agentwork.Request
+}
+
+// requests reads every stored cron request.
+func requests(t *testing.T, b *bus.Bus) []storedRequest {
+	t.Helper()
+	ctx := t.Context()
+	cons, err := b.JetStream().OrderedConsumer(ctx, bus.StreamRequests, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{b.Subjects.Request(bus.SourceCron, "*")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []storedRequest
+	for {
+		batch, err := cons.FetchNoWait(100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			_, req, err := agentwork.DecodeRequest(b, m.Subject(), m.Data())
+			if err != nil {
+				t.Fatalf("stored request: %v", err)
+			}
+			out = append(out, storedRequest{MsgID: m.Headers().Get(jetstream.MsgIDHeader), Req: req})
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+// waitState waits until the job's state satisfies ok (watching the key).
+func waitState(t *testing.T, b *bus.Bus, id string, ok func(State) bool) State {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	defer cancel()
+	w, err := b.State.Watch(ctx, stateKey(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	var last State
+	for {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("state of %s never matched; last %+v", id, last)
+		case u, open := <-w.Updates():
+			if !open {
+				t.Fatalf("state watch closed; last %+v", last)
+			}
+			if u == nil || u.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			last = State{}
+			if err := json.Unmarshal(u.Value(), &last); err != nil {
+				t.Fatal(err)
+			}
+			if ok(last) {
+				return last
+			}
+		}
+	}
+}
+
+// putState writes a job's state directly (to set up a past).
+func putState(t *testing.T, b *bus.Bus, id string, st State) {
+	t.Helper()
+	data, _ := json.Marshal(st)
+	if _, err := b.State.Put(t.Context(), stateKey(id), data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tickTimes(rs []TickResult, what string) []string {
+	var out []string
+	for _, r := range rs {
+		if r.What == what {
+			out = append(out, r.Tick.UTC().Format("15:04"))
+		}
+	}
+	return out
+}
+
+func isErr(err, target error) bool { return errors.Is(err, target) }
+
+// eventually polls cond (for in-memory conditions no event announces).
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(waitFor)
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatal("condition not reached")
+		case <-tick.C:
+		}
+	}
+}
