@@ -188,9 +188,9 @@ func TestApplyCatchup(t *testing.T) {
 	}
 	s := &Scheduler{cfg: Config{}.WithDefaults()}
 	tests := []struct {
-		c             Catchup
-		fire, missed  []string
-		due           []time.Time
+		c            Catchup
+		fire, missed []string
+		due          []time.Time
 	}{
 		{Catchup{Policy: CatchupRunOnce}, []string{"10:05"}, []string{"10:01", "10:02", "10:03", "10:04"}, due},
 		{Catchup{Policy: CatchupSkip}, []string{"10:05"}, []string{"10:01", "10:02", "10:03", "10:04"}, due},

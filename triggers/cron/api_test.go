@@ -1,0 +1,164 @@
+package cron
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentwork/agentwork/bus/bustest"
+	"github.com/agentwork/agentwork/internal/clock"
+)
+
+func TestServiceClient(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	clk := clock.NewFake(t0)
+	results := make(chan TickResult, 100)
+	startScheduler(t, b, clk, Config{Jobs: []Job{minuteJob("from-config")}}, results)
+	c := NewClient(bustest.Client(t, b))
+	ctx := t.Context()
+
+	st, err := c.Add(ctx, Job{ID: "weekly", Schedule: "0 9 * * mon", Timezone: "Europe/Berlin", Prompt: "analyse"})
+	if err != nil {
+		t.Fatalf("Add: %v", err)
+	}
+	if want := time.Date(2026, 5, 11, 7, 0, 0, 0, time.UTC); st.Status != StatusActive || st.Next == nil || !st.Next.Equal(want) || st.Job.Origin != OriginAPI {
+		t.Fatalf("Add = %+v, want active, next %v", st, want)
+	}
+	if _, err := c.Add(ctx, Job{ID: "weekly", Schedule: "@daily", Prompt: "x"}); !isErr(err, ErrExists) {
+		t.Fatalf("Add(duplicate) = %v, want ErrExists", err)
+	}
+	if _, err := c.Add(ctx, Job{ID: "bad", Schedule: "61 * * * *", Prompt: "x"}); !isErr(err, ErrInvalid) || !strings.Contains(err.Error(), "schedule:") {
+		t.Fatalf("Add(invalid) = %v, want ErrInvalid naming schedule", err)
+	}
+	past := t0.Add(-time.Hour)
+	if _, err := c.Add(ctx, Job{ID: "late", At: &past, Prompt: "x"}); !isErr(err, ErrInvalid) {
+		t.Fatalf("Add(at in the past) = %v, want ErrInvalid", err)
+	}
+	if _, err := c.Get(ctx, "nope"); !isErr(err, ErrNotFound) {
+		t.Fatalf("Get(missing) = %v, want ErrNotFound", err)
+	}
+	st, err = c.Update(ctx, "weekly", json.RawMessage(`{"prompt":"analyse sales","catchup":{"policy":"run_all","max":3},"timezone":null}`))
+	if err != nil || st.Job.Prompt != "analyse sales" || st.Job.Catchup != (Catchup{CatchupRunAll, 3}) || st.Job.Timezone != "" {
+		t.Fatalf("Update = %+v, %v", st.Job, err)
+	}
+	if _, err := c.Update(ctx, "weekly", json.RawMessage(`{"id":"other"}`)); !isErr(err, ErrInvalid) {
+		t.Fatalf("Update(id) = %v, want ErrInvalid", err)
+	}
+	if _, err := c.Update(ctx, "weekly", json.RawMessage(`{"schedul":"@daily"}`)); !isErr(err, ErrInvalid) {
+		t.Fatalf("Update(unknown field) = %v, want ErrInvalid", err)
+	}
+	if _, err := c.Update(ctx, "from-config", json.RawMessage(`{"prompt":"x"}`)); !isErr(err, ErrConfigJob) {
+		t.Fatalf("Update(config job) = %v, want ErrConfigJob", err)
+	}
+	if err := c.Delete(ctx, "from-config"); !isErr(err, ErrConfigJob) {
+		t.Fatalf("Delete(config job) = %v, want ErrConfigJob", err)
+	}
+	if st, err := c.Pause(ctx, "from-config", "quiet week"); err != nil || st.Status != StatusPaused {
+		t.Fatalf("Pause(config job) = %+v, %v", st, err)
+	}
+	if st, err := c.Resume(ctx, "from-config"); err != nil || st.Status != StatusActive {
+		t.Fatalf("Resume = %+v, %v", st, err)
+	}
+	list, err := c.List(ctx)
+	if err != nil || len(list) != 2 || list[0].Job.ID != "from-config" || list[1].Job.ID != "weekly" {
+		t.Fatalf("List = %+v, %v", list, err)
+	}
+
+	rr, err := c.Run(ctx, "weekly")
+	if err != nil || rr.RequestID == "" {
+		t.Fatalf("Run = %+v, %v", rr, err)
+	}
+	reqs := requests(t, b)
+	if len(reqs) != 1 || reqs[0].Req.ID != rr.RequestID || !reqs[0].Req.Manual || reqs[0].Req.Name != "weekly" {
+		t.Fatalf("requests after Run = %+v", reqs)
+	}
+	// Run now does not move the schedule.
+	if st, _ := c.Get(ctx, "weekly"); st.Next == nil || st.State.Fires != 0 {
+		t.Fatalf("after Run: %+v", st)
+	}
+	if h, err := c.History(ctx, "weekly", 0); err != nil || len(h) != 0 {
+		t.Fatalf("History = %+v, %v", h, err)
+	}
+	if err := c.Delete(ctx, "weekly"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := c.Get(ctx, "weekly"); !isErr(err, ErrNotFound) {
+		t.Fatalf("Get after Delete = %v", err)
+	}
+}
+
+func TestClientWithoutServer(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	_, err := NewClient(b).List(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "agentwork serve") {
+		t.Fatalf("List without a server = %v, want a hint to start it", err)
+	}
+}
+
+func TestHTTPRoutes(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	clk := clock.NewFake(t0)
+	results := make(chan TickResult, 100)
+	s, _ := startScheduler(t, b, clk, Config{}, results)
+	mux := http.NewServeMux()
+	s.Routes(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	do := func(method, path, ctype, body string) (int, string, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), string(out)
+	}
+	const js = "application/json"
+	tests := []struct {
+		method, path, ctype, body string
+		status                    int
+		contains                  string
+	}{
+		{"GET", "/v1/jobs", "", "", 200, "[]"},
+		{"POST", "/v1/jobs", js, `{"id":"daily","schedule":"@daily","prompt":"sum up"}`, 201, `"status": "active"`},
+		{"POST", "/v1/jobs", js, `{"id":"daily","schedule":"@daily","prompt":"sum up"}`, 409, `"code":"exists"`},
+		{"POST", "/v1/jobs", js, `{"id":"bad","schedule":"61 * * * *","prompt":"x"}`, 400, `schedule: \"61 * * * *\"`},
+		{"POST", "/v1/jobs", js, `{"id":"x","schedule":"@daily","prompt":"x","colour":"red"}`, 400, `unknown field`},
+		{"POST", "/v1/jobs", "text/plain", `id: x`, 415, `application/json`},
+		{"GET", "/v1/jobs/daily", "", "", 200, `"id": "daily"`},
+		{"GET", "/v1/jobs/nope", "", "", 404, `"status":404`},
+		{"PATCH", "/v1/jobs/daily", "application/merge-patch+json", `{"prompt":"sum up the day"}`, 200, `"prompt": "sum up the day"`},
+		{"POST", "/v1/jobs/daily/pause", js, `{"reason":"travel"}`, 200, `"paused_reason": "travel"`},
+		{"POST", "/v1/jobs/daily/resume", "", "", 200, `"status": "active"`},
+		{"POST", "/v1/jobs/daily/run", "", "", 202, `"request_id"`},
+		{"GET", "/v1/jobs/daily/history?limit=5", "", "", 200, `[]`},
+		{"GET", "/v1/jobs/daily/history?limit=0", "", "", 400, `limit`},
+		{"DELETE", "/v1/jobs/daily", "", "", 204, ``},
+		{"DELETE", "/v1/jobs/daily", "", "", 404, `not found`},
+	}
+	for _, tt := range tests {
+		status, ctype, body := do(tt.method, tt.path, tt.ctype, tt.body)
+		if status != tt.status || !strings.Contains(body, tt.contains) {
+			t.Errorf("%s %s = %d %s, want %d containing %s", tt.method, tt.path, status, body, tt.status, tt.contains)
+		}
+		if status >= 400 && ctype != "application/problem+json" {
+			t.Errorf("%s %s: Content-Type %q, want application/problem+json", tt.method, tt.path, ctype)
+		}
+	}
+}
