@@ -170,6 +170,12 @@ func (r *Runner) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		select {
+		case <-stopping:
+			_ = m.Nak() // shutting down: another instance takes it now
+			return
+		default:
+		}
+		select {
 		case sem <- struct{}{}:
 		case <-stopping:
 			_ = m.Nak()
@@ -188,7 +194,16 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	close(stopping)
-	cc.Stop()
+	// Drain, not Stop: Stop drops the messages already pulled into the
+	// client's buffer, which JetStream then holds back for a whole AckWait.
+	// Drained, they reach the callback above and are nak'ed at once; when
+	// Closed fires no callback runs any more, so wg is complete.
+	cc.Drain()
+	select {
+	case <-cc.Closed():
+	case <-time.After(r.cfg.ShutdownGrace):
+		r.log.Warn("request consumer did not drain in time", zap.Duration("grace", r.cfg.ShutdownGrace))
+	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {

@@ -1056,3 +1056,51 @@ func TestShutdownPutsRunsBack(t *testing.T) {
 	waitRequestsSettled(t, a)
 	checkRunEvents(t, a, events.final(), id)
 }
+
+// Requests an instance had taken but not started when it shut down go back
+// at once, not after AckWait: the next instance runs them promptly.
+func TestShutdownHandsQueuedRequestsBack(t *testing.T) {
+	t.Parallel()
+	for _, concurrency := range []int{1, 4} {
+		t.Run(fmt.Sprintf("concurrency %d", concurrency), func(t *testing.T) {
+			t.Parallel()
+			n := 3 * concurrency
+			a := bustest.New(t)
+			b := bustest.Client(t, a)
+			events := watchEvents(t, a)
+			started := make(chan struct{}, n)
+			blocking := model.ProviderFunc(func(ctx context.Context, req model.Request) (model.Reply, error) {
+				started <- struct{}{}
+				<-ctx.Done()
+				return model.Reply{}, ctx.Err()
+			})
+			cfg := testConfig()
+			cfg.Concurrency, cfg.ShutdownGrace, cfg.AckWait = concurrency, 50*time.Millisecond, 30*time.Second
+			stopA := startRunner(t, a, blocking, cfg, map[string]agentwork.Policy{"task": {}})
+			var ids []string
+			for i := range n {
+				ids = append(ids, publish(t, a, agentwork.Request{Source: "task", Name: "queued", Prompt: fmt.Sprint(i)}))
+			}
+			for range concurrency {
+				select {
+				case <-started:
+				case <-time.After(waitTimeout):
+					t.Fatal("model not called")
+				}
+			}
+			waitConsumer(t, a, "the first instance to hold more than the requests it runs", func(ci *jetstream.ConsumerInfo) bool {
+				return ci.NumAckPending > concurrency
+			})
+			stopA()
+			_, p := scripted(t, script.Config{})
+			startRunner(t, b, p, cfg, map[string]agentwork.Policy{"task": {}})
+			evs := events.runEvents(n) // times out (waitTimeout < AckWait) if a request was held back
+			for _, e := range evs {
+				if e.Run.Outcome != bus.OutcomeDone {
+					t.Errorf("run of %s: %s, want done", e.Event.CausationID, e.Run.Outcome)
+				}
+			}
+			checkRunEvents(t, a, evs, ids...)
+		})
+	}
+}
