@@ -1,0 +1,16 @@
+// Package api is agentwork's HTTP server (DESIGN.md §4): the task webhook
+// (POST /v1/tasks, served by triggers/webhook), the event stream as
+// Server-Sent Events (GET /v1/events), recent runs (GET /v1/runs), health
+// and readiness probes, Prometheus metrics, and the admin routes other
+// packages mount (cron jobs, heartbeat) through the Router interface.
+//
+// Everything under /v1 except /v1/tasks needs the admin token
+// (Authorization: Bearer), generated on first start into
+// <data_dir>/admin-token unless http.admin_token sets it. /healthz and
+// /readyz are open; /metrics is open to loopback clients. Errors are RFC
+// 9457 problem details written by api/problem, which the mounted routes use
+// too. The server listens on 127.0.0.1:8080 by default and refuses a
+// non-loopback address unless http.allow_remote is set.
+//
+// See docs/http.md for every route, its parameters and its answers.
+package api

@@ -1,0 +1,479 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/agentwork/agentwork/api/problem"
+	"github.com/agentwork/agentwork/bus"
+)
+
+// Limits of the event queries.
+const (
+	DefaultRunsLimit = 50
+	MaxRunsLimit     = 1000
+	maxFilterValues  = 16
+	// resumeWindow is how far around a Last-Event-ID's time the stream is
+	// searched for it (clock skew between instances and the server).
+	resumeWindow  = 30 * time.Second
+	maxResumeHeld = 1000
+)
+
+// eventQuery is the parsed filter of /v1/events and /v1/runs.
+type eventQuery struct {
+	sources  []string
+	outcomes []string
+	names    []string // path.Match globs on the event subject attribute
+	since    time.Time
+	limit    int
+}
+
+// parseQuery reads source, outcome, name (comma-separated lists, or the
+// parameter repeated), since (a duration back from now, or RFC 3339) and,
+// when allowLimit, limit. Unknown parameters are errors.
+func parseQuery(q url.Values, now time.Time, allowLimit bool, outcomes []string) (eventQuery, []problem.FieldError) {
+	var eq eventQuery
+	var errs []problem.FieldError
+	add := func(field, format string, a ...any) {
+		errs = append(errs, problem.FieldError{Field: field, Detail: fmt.Sprintf(format, a...)})
+	}
+	list := func(name string) []string {
+		var out []string
+		for _, v := range q[name] {
+			for _, p := range strings.Split(v, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					out = append(out, p)
+				}
+			}
+		}
+		if len(out) > maxFilterValues {
+			add(name, "%d values; at most %d", len(out), maxFilterValues)
+			return nil
+		}
+		return out
+	}
+	for k := range q {
+		switch k {
+		case "source", "outcome", "name", "since":
+		case "limit":
+			if allowLimit {
+				continue
+			}
+			fallthrough
+		default:
+			add(k, "unknown parameter; want source, outcome, name, since%s", map[bool]string{true: " or limit", false: ""}[allowLimit])
+		}
+	}
+	eq.sources = list("source")
+	for _, s := range eq.sources {
+		if !bus.ValidToken(s) {
+			add("source", "%q: want a source name of a-z, 0-9, _ and -", s)
+		}
+	}
+	eq.outcomes = list("outcome")
+	for _, o := range eq.outcomes {
+		if !bus.ValidToken(o) || (outcomes != nil && !contains(outcomes, o)) {
+			want := "an outcome of a-z, 0-9, _ and - (done, skip, error, delivered, failed)"
+			if outcomes != nil {
+				want = strings.Join(outcomes, ", ")
+			}
+			add("outcome", "%q: want %s", o, want)
+		}
+	}
+	eq.names = list("name")
+	for _, n := range eq.names {
+		if _, err := path.Match(n, ""); err != nil {
+			add("name", "%q is not a valid glob", n)
+		}
+	}
+	if v := q.Get("since"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			eq.since = now.Add(-d)
+		} else if t, err := time.Parse(time.RFC3339, v); err == nil {
+			eq.since = t
+		} else {
+			add("since", "%q: want a duration such as 1h or 30m, or an RFC 3339 time such as 2026-05-04T09:00:00Z", v)
+		}
+	}
+	if allowLimit {
+		eq.limit = DefaultRunsLimit
+		if v := q.Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > MaxRunsLimit {
+				add("limit", "%q: want a number from 1 to %d", v, MaxRunsLimit)
+			} else {
+				eq.limit = n
+			}
+		}
+	}
+	return eq, errs
+}
+
+// subjects are the filter subjects of q on the events stream.
+func (q eventQuery) subjects(s bus.Subjects, defaultOutcomes []string) []string {
+	sources, outcomes := q.sources, q.outcomes
+	if len(outcomes) == 0 {
+		outcomes = defaultOutcomes
+	}
+	if len(sources) == 0 && len(outcomes) == 0 {
+		return []string{s.Events()}
+	}
+	if len(sources) == 0 {
+		sources = []string{"*"}
+	}
+	if len(outcomes) == 0 {
+		outcomes = []string{"*"}
+	}
+	out := make([]string, 0, len(sources)*len(outcomes))
+	for _, src := range sources {
+		for _, o := range outcomes {
+			out = append(out, s.Event(src, o))
+		}
+	}
+	return out
+}
+
+// match applies the filters the subjects cannot express: name and since.
+func (q eventQuery) match(ev bus.Event, stored time.Time) bool {
+	if !q.since.IsZero() && stored.Before(q.since) {
+		return false
+	}
+	if len(q.names) == 0 {
+		return true
+	}
+	for _, n := range q.names {
+		if ok, _ := path.Match(n, ev.Subject); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// events streams AGENTWORK_EVENTS as Server-Sent Events: each event is
+//
+//	id: <CloudEvents id>
+//	event: <CloudEvents type>
+//	data: <the CloudEvents JSON, one line>
+//
+// From now on by default; since=... replays from a time; a Last-Event-ID
+// header resumes after that event.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	q, errs := parseQuery(r.URL.Query(), s.now(), false, nil)
+	if len(errs) > 0 {
+		problem.Invalid(w, "invalid event filter", errs...)
+		return
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: q.subjects(s.deps.Bus.Subjects, nil), DeliverPolicy: jetstream.DeliverNewPolicy}
+	resume := newResume(r.Header.Get("Last-Event-ID"))
+	switch {
+	case resume != nil:
+		start := resume.at.Add(-resumeWindow)
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &start
+	case !q.since.IsZero():
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &q.since
+	}
+	ctx := r.Context()
+	cons, err := s.deps.Bus.JetStream().OrderedConsumer(ctx, bus.StreamEvents, cfg)
+	if err != nil {
+		problem.Unavailable(w, 5*time.Second, "cannot read the events stream: "+err.Error())
+		return
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		problem.Unavailable(w, 5*time.Second, "cannot read the events stream: "+err.Error())
+		return
+	}
+	defer it.Stop()
+
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{}) // a stream has no end
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	// A comment first, so the client knows the stream is subscribed.
+	if _, err := fmt.Fprint(w, ": agentwork events\n\n"); err != nil || rc.Flush() != nil {
+		return
+	}
+	s.metrics.streams.Add(1)
+	defer s.metrics.streams.Add(-1)
+
+	var buf bytes.Buffer
+	send := func(ev bus.Event, data []byte) error {
+		buf.Reset()
+		fmt.Fprintf(&buf, "id: %s\nevent: %s\ndata: ", oneLine(ev.ID), oneLine(ev.Type))
+		if err := json.Compact(&buf, data); err != nil {
+			return nil // not JSON: skip
+		}
+		buf.WriteString("\n\n")
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	for {
+		nctx, cancel := context.WithTimeout(ctx, s.cfg.KeepAlive)
+		m, err := it.Next(jetstream.NextContext(nctx))
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, context.DeadlineExceeded):
+			if resume != nil && resume.expired(s.now()) {
+				if resume.flush(send) != nil {
+					return
+				}
+				resume = nil
+			}
+			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+			continue
+		case err != nil:
+			s.log.Warn("event stream ended", zap.Error(err))
+			return
+		}
+		ev, derr := bus.DecodeEvent(m.Data())
+		if derr != nil {
+			continue
+		}
+		var stored time.Time
+		if md, err := m.Metadata(); err == nil {
+			stored = md.Timestamp
+		}
+		matches := q.match(ev, stored)
+		if resume != nil {
+			var err error
+			if resume, err = resume.offer(ev, m.Data(), stored, matches, send); err != nil {
+				return
+			}
+			continue
+		}
+		if matches && send(ev, m.Data()) != nil {
+			return
+		}
+	}
+}
+
+// resumeState finds the Last-Event-ID in the stream. The id is a UUIDv7,
+// so it tells when the event was made; the stream is read from a little
+// before that. Events up to and including the id were sent before and are
+// dropped. If the id is not found (filtered out, aged out) the events held
+// back meanwhile are sent, so nothing is lost.
+type resumeState struct {
+	id   string
+	at   time.Time
+	held []heldEvent
+}
+
+type heldEvent struct {
+	ev   bus.Event
+	data []byte
+}
+
+func newResume(id string) *resumeState {
+	at, ok := uuidV7Time(id)
+	if !ok {
+		return nil
+	}
+	return &resumeState{id: id, at: at}
+}
+
+// offer handles one event while resuming (matches: it passes the filters);
+// it returns nil once resumed.
+func (rs *resumeState) offer(ev bus.Event, data []byte, stored time.Time, matches bool, send func(bus.Event, []byte) error) (*resumeState, error) {
+	if ev.ID == rs.id {
+		return nil, nil // found: what came before was sent before, what follows is new
+	}
+	if stored.After(rs.at.Add(resumeWindow)) || len(rs.held) >= maxResumeHeld {
+		if err := rs.flush(send); err != nil {
+			return nil, err
+		}
+		if matches {
+			return nil, send(ev, data)
+		}
+		return nil, nil
+	}
+	if matches {
+		rs.held = append(rs.held, heldEvent{ev, append([]byte(nil), data...)})
+	}
+	return rs, nil
+}
+
+// expired reports whether the id can no longer turn up.
+func (rs *resumeState) expired(now time.Time) bool { return now.After(rs.at.Add(resumeWindow)) }
+
+func (rs *resumeState) flush(send func(bus.Event, []byte) error) error {
+	for _, h := range rs.held {
+		if err := send(h.ev, h.data); err != nil {
+			return err
+		}
+	}
+	rs.held = nil
+	return nil
+}
+
+// uuidV7Time is the millisecond timestamp in the first 48 bits of a UUIDv7.
+func uuidV7Time(id string) (time.Time, bool) {
+	raw, err := hex.DecodeString(strings.ReplaceAll(id, "-", ""))
+	if err != nil || len(raw) != 16 || raw[6]>>4 != 7 {
+		return time.Time{}, false
+	}
+	var b [8]byte
+	copy(b[2:], raw[:6])
+	return time.UnixMilli(int64(binary.BigEndian.Uint64(b[:]))), true
+}
+
+func oneLine(s string) string { return strings.NewReplacer("\r", " ", "\n", " ").Replace(s) }
+
+// runs answers the recent run events (done, skip, error), newest first:
+// {"runs": [<CloudEvents>...]}.
+func (s *Server) runs(w http.ResponseWriter, r *http.Request) {
+	outcomes := []string{bus.OutcomeDone, bus.OutcomeSkip, bus.OutcomeError}
+	q, errs := parseQuery(r.URL.Query(), s.now(), true, outcomes)
+	if len(errs) > 0 {
+		problem.Invalid(w, "invalid run filter", errs...)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
+	defer cancel()
+	evs, err := recentEvents(ctx, s.deps.Bus, q.subjects(s.deps.Bus.Subjects, outcomes), q)
+	if err != nil {
+		problem.Unavailable(w, 5*time.Second, "cannot read the events stream: "+err.Error())
+		return
+	}
+	if evs == nil {
+		evs = []json.RawMessage{}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Runs []json.RawMessage `json:"runs"`
+	}{evs})
+}
+
+// recentEvents returns up to q.limit events matching q, newest first. It
+// reads the stream backwards in growing windows of sequence numbers (a
+// JetStream consumer only reads forwards), so a query for the last few runs
+// reads about that many messages however long the history is.
+func recentEvents(ctx context.Context, b *bus.Bus, subjects []string, q eventQuery) ([]json.RawMessage, error) {
+	js := b.JetStream()
+	stream, err := js.Stream(ctx, bus.StreamEvents)
+	if err != nil {
+		return nil, err
+	}
+	st := stream.CachedInfo().State
+	if st.Msgs == 0 {
+		return nil, nil
+	}
+	first, last := st.FirstSeq, st.LastSeq
+	span := uint64(max(4*q.limit, 256))
+	for {
+		start := first
+		if last-first+1 > span {
+			start = last - span + 1
+		}
+		found, oldest, err := scanEvents(ctx, js, subjects, start, last, q)
+		if err != nil {
+			return nil, err
+		}
+		older := start == first || (!q.since.IsZero() && !oldest.IsZero() && oldest.Before(q.since))
+		if len(found) >= q.limit || older {
+			n := min(len(found), q.limit)
+			out := make([]json.RawMessage, 0, n)
+			for i := len(found) - 1; i >= len(found)-n; i-- {
+				out = append(out, found[i])
+			}
+			return out, nil
+		}
+		span *= 4
+	}
+}
+
+// scanEvents reads the matching events of sequences [start, last] in order
+// with a short-lived consumer. oldest is the stored time of the first
+// message read (zero if none).
+func scanEvents(ctx context.Context, js jetstream.JetStream, subjects []string, start, last uint64, q eventQuery) (found []json.RawMessage, oldest time.Time, err error) {
+	cons, err := js.CreateConsumer(ctx, bus.StreamEvents, jetstream.ConsumerConfig{
+		FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start,
+		AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute, MemoryStorage: true,
+	})
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = js.DeleteConsumer(dctx, bus.StreamEvents, cons.CachedInfo().Name)
+		cancel()
+	}()
+	pending := cons.CachedInfo().NumPending
+	for pending > 0 {
+		batch, err := cons.Fetch(int(min(pending, 256)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			if oldest.IsZero() {
+				oldest = md.Timestamp
+			}
+			if md.Sequence.Stream > last {
+				return found, oldest, nil
+			}
+			ev, err := bus.DecodeEvent(m.Data())
+			if err != nil || !q.match(ev, md.Timestamp) {
+				continue
+			}
+			found = append(found, json.RawMessage(m.Data()))
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return nil, time.Time{}, err
+		}
+		if n == 0 {
+			break // the rest aged out meanwhile
+		}
+		pending -= min(uint64(n), pending)
+	}
+	return found, oldest, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		problem.Error(w, http.StatusInternalServerError, "encode response: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+func problemUnauthorized(w http.ResponseWriter, detail string) {
+	problem.Write(w, problem.Details{Type: problem.TypeUnauthorized, Title: "Unauthorized", Status: http.StatusUnauthorized, Detail: detail})
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

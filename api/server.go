@@ -1,0 +1,405 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/agentwork/agentwork/api/problem"
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/triggers/webhook"
+)
+
+// Router is a set of admin routes another package provides (cron jobs,
+// heartbeat). Routes registers them on mux with Go 1.22 patterns, e.g.
+// "GET /v1/jobs/{id}". The server mounts them behind admin auth, so the
+// handlers need not check the token. Errors should be written with
+// api/problem.
+type Router interface {
+	Routes(mux *http.ServeMux)
+}
+
+// Deps are what the server serves.
+type Deps struct {
+	// Bus is required: events, runs, readiness.
+	Bus *bus.Bus
+	// Tasks serves POST /v1/tasks. Nil: the route answers 404.
+	Tasks *webhook.Handler
+	// Routes are mounted behind admin auth.
+	Routes []Router
+	// Ready reports readiness for /readyz. Default: Bus.Ready.
+	Ready func(context.Context) error
+	// DataDir holds the generated admin token. Default: the bus's data dir.
+	DataDir string
+}
+
+// Server is agentwork's HTTP API. Safe for concurrent use.
+type Server struct {
+	cfg     Config
+	deps    Deps
+	log     *zap.Logger
+	now     func() time.Time
+	version string
+
+	handler http.Handler
+	admin   atomic.Pointer[[sha256.Size]byte] // sha256 of the admin token
+	metrics *metrics
+
+	mu      sync.Mutex
+	addr    net.Addr
+	started chan struct{}
+}
+
+// Option configures New.
+type Option func(*Server)
+
+// WithLogger sets the logger (default zap.NewNop()).
+func WithLogger(l *zap.Logger) Option { return func(s *Server) { s.log = l } }
+
+// WithClock sets the time source of relative filters such as since=1h
+// (default time.Now).
+func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+
+// WithVersion sets the version reported by agentwork_build_info.
+func WithVersion(v string) Option { return func(s *Server) { s.version = v } }
+
+// New builds the server and its routes. It does no I/O and starts nothing:
+// Run listens. Handler serves without listening (tests). An admin token
+// given in cfg is effective at once; a generated one once Run has read or
+// created it.
+func New(cfg Config, deps Deps, opts ...Option) *Server {
+	s := &Server{cfg: cfg.WithDefaults(), deps: deps, log: zap.NewNop(), now: time.Now, version: "dev", started: make(chan struct{})}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.deps.Ready == nil {
+		s.deps.Ready = func(ctx context.Context) error {
+			if deps.Bus == nil {
+				return errors.New("api: no bus")
+			}
+			return deps.Bus.Ready(ctx)
+		}
+	}
+	if s.deps.DataDir == "" && deps.Bus != nil {
+		s.deps.DataDir = deps.Bus.Config().DataDir
+	}
+	if s.cfg.AdminToken != "" {
+		s.setAdminToken(s.cfg.AdminToken)
+	}
+	s.metrics = newMetrics(s.version)
+	s.handler = s.routes()
+	return s
+}
+
+// Handler is the server's root handler, with every route and middleware.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Started is closed once Run listens; Addr is valid from then on.
+func (s *Server) Started() <-chan struct{} { return s.started }
+
+// Addr is the address Run listens on (nil before).
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Run validates the config, reads or generates the admin token, counts run
+// events for /metrics and serves HTTP until ctx is done; then it stops
+// accepting connections, ends event streams, lets requests in flight
+// finish within ShutdownTimeout, and returns nil. With listen: off it
+// waits for ctx and returns nil.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.cfg.Validate(); err != nil {
+		return err
+	}
+	if s.deps.Bus == nil {
+		return errors.New("api: no bus")
+	}
+	if s.cfg.Off() {
+		<-ctx.Done()
+		return nil
+	}
+	if s.admin.Load() == nil {
+		tok, err := EnsureAdminToken(s.deps.DataDir)
+		if err != nil {
+			return err
+		}
+		s.setAdminToken(tok)
+	}
+	unsub, err := s.metrics.countEvents(s.deps.Bus)
+	if err != nil {
+		return err
+	}
+	defer unsub()
+
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("api: listen on %s: %w (is another agentwork or program using the port? set http.listen)", s.cfg.Listen, err)
+	}
+	// Requests' contexts end when shutdown begins, so event streams return
+	// instead of holding Shutdown until its timeout.
+	base, stopStreams := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopStreams()
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
+	}
+	s.mu.Lock()
+	s.addr = ln.Addr()
+	s.mu.Unlock()
+	close(s.started)
+	s.log.Info("http listening", zap.String("addr", ln.Addr().String()))
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("api: serve: %w", err)
+	case <-ctx.Done():
+	}
+	stopStreams()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("api: shutdown: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) setAdminToken(tok string) {
+	sum := sha256.Sum256([]byte(tok))
+	s.admin.Store(&sum)
+}
+
+// isAdmin reports whether r carries the admin token.
+func (s *Server) isAdmin(r *http.Request) bool {
+	want := s.admin.Load()
+	if want == nil {
+		return false
+	}
+	tok, ok := bearerToken(r)
+	if !ok {
+		return false
+	}
+	sum := sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(sum[:], want[:]) == 1
+}
+
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	tok = strings.TrimSpace(tok)
+	return tok, ok && strings.EqualFold(scheme, "Bearer") && tok != ""
+}
+
+func (s *Server) requireAdmin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.isAdmin(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agentwork admin"`)
+			detail := "send Authorization: Bearer <admin token> (http.admin_token, or the admin-token file in the data dir)"
+			if _, ok := bearerToken(r); ok {
+				detail = "the bearer token is not the admin token"
+			}
+			problem.Write(w, problem.Details{Type: problem.TypeUnauthorized, Title: "Unauthorized", Status: http.StatusUnauthorized, Detail: detail})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// routes builds the handler tree:
+//
+//	POST /v1/tasks           webhook auth (or the admin token)
+//	GET  /healthz, /readyz   open
+//	GET  /metrics            open from loopback, else admin
+//	/v1/...                  admin: events, runs, and the mounted Routes
+func (s *Server) routes() http.Handler {
+	admin := http.NewServeMux()
+	admin.HandleFunc("GET /v1/events", s.events)
+	admin.HandleFunc("GET /v1/runs", s.runs)
+	for _, r := range s.deps.Routes {
+		r.Routes(admin)
+	}
+
+	root := http.NewServeMux()
+	root.HandleFunc("POST /v1/tasks", s.tasks)
+	root.HandleFunc("/v1/tasks", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Allow", http.MethodPost)
+		problem.Error(w, http.StatusMethodNotAllowed, "POST a task to /v1/tasks")
+	})
+	root.HandleFunc("GET /healthz", s.healthz)
+	root.HandleFunc("GET /readyz", s.readyz)
+	root.HandleFunc("GET /metrics", s.metricsHandler)
+	root.Handle("/v1/", s.requireAdmin(problemMux(admin)))
+	return s.middleware(problemMux(root))
+}
+
+func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
+	if s.deps.Tasks == nil {
+		problem.Error(w, http.StatusNotFound, "the task webhook is not enabled on this server")
+		return
+	}
+	if s.isAdmin(r) {
+		s.deps.Tasks.ServeAs(w, r, webhook.Credential{Name: "admin", Grant: webhook.Grant{Sources: []string{"*"}}})
+		return
+	}
+	s.deps.Tasks.ServeHTTP(w, r)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	if err := s.deps.Ready(ctx); err != nil {
+		problem.Unavailable(w, 5*time.Second, "not ready: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// problemMux serves mux, answering its own 404 and 405 with problem details
+// (keeping Allow), and records the matched pattern for the metrics.
+func problemMux(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			if ri, ok := r.Context().Value(routeKey{}).(*routeInfo); ok {
+				ri.pattern = pattern
+			}
+			mux.ServeHTTP(w, r) // sets the path values
+			return
+		}
+		rec := &statusOnly{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		if allow := rec.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		status := rec.status
+		if status == 0 || status == http.StatusOK {
+			status = http.StatusNotFound
+		}
+		detail := "no such endpoint: " + r.URL.Path
+		if status == http.StatusMethodNotAllowed {
+			detail = fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, rec.header.Get("Allow"))
+		}
+		problem.Error(w, status, detail)
+	})
+}
+
+// statusOnly records the status and headers of the mux's 404/405 handler.
+type statusOnly struct {
+	header http.Header
+	status int
+}
+
+func (s *statusOnly) Header() http.Header         { return s.header }
+func (s *statusOnly) Write(p []byte) (int, error) { return len(p), nil }
+func (s *statusOnly) WriteHeader(code int)        { s.status = code }
+
+type routeKey struct{}
+
+type routeInfo struct{ pattern string }
+
+// middleware counts requests by route and status, recovers panics as 500
+// problems and sets headers every response gets.
+func (s *Server) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ri := &routeInfo{}
+		r = r.WithContext(context.WithValue(r.Context(), routeKey{}, ri))
+		sw := &statusWriter{ResponseWriter: w}
+		h := sw.Header()
+		h.Set("Cache-Control", "no-store")
+		h.Set("X-Content-Type-Options", "nosniff")
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("http handler panicked", zap.Any("panic", p), zap.String("path", r.URL.Path))
+				if !sw.wrote {
+					problem.Error(sw, http.StatusInternalServerError, "internal error; see the server log")
+				}
+			}
+			route := ri.pattern
+			if route == "" {
+				route = "unmatched"
+			}
+			s.metrics.request(route, sw.code())
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// statusWriter remembers the status code; Unwrap lets
+// http.ResponseController reach Flush and the deadlines.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Flush() {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) code() int {
+	if !w.wrote {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+// fromLoopback reports whether r came from this machine.
+func fromLoopback(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
