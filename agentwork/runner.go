@@ -278,6 +278,29 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 	}
 	run := &Run{ID: cr.claim.RunID, Request: req, Envelope: ev, Attempt: cr.claim.Attempts, Started: r.now()}
 	run.Targets = r.targetsFor(req, pol)
+	defer func() {
+		// A panic in a gate, the provider or an observer is a bug that a
+		// retry would only repeat: end the run with its one error event
+		// (unless it had emitted already) and settle the request, instead
+		// of leaving a running claim that holds the redeliveries off until
+		// it expires and then panics again.
+		p := recover()
+		if p == nil {
+			return
+		}
+		log.Error("run panicked", zap.Any("panic", p), zap.Stack("stack"))
+		sctx := context.WithoutCancel(ctx)
+		outcome := bus.OutcomeError
+		if run.Result == nil {
+			r.fail(sctx, run, model.ClassPermanent, fmt.Errorf("run panicked (a bug in a gate, tool, provider or observer): %v", p))
+		} else {
+			outcome = run.Result.Outcome
+		}
+		if err := r.settleClaim(sctx, req.ID, cr.claim, claimDone, outcome); err != nil {
+			log.Warn("settle claim", zap.Error(err))
+		}
+		_ = m.DoubleAck(sctx)
+	}()
 	outcome, retry, spent := r.execute(ctx, log, m, run, pol, timeout)
 	switch {
 	case retry >= 0:
