@@ -359,6 +359,12 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 		return r.fail(ctx, run, model.ClassPermanent, fmt.Errorf("input gate: %w", err)), -1, false
 	}
 
+	// A request whose targets are all unknown can never be delivered: say
+	// so before spending model calls, and do not retry.
+	if unknown := r.unknownTargets(run.Targets); len(unknown) > 0 && len(unknown) == len(run.Targets) {
+		return r.fail(ctx, run, model.ClassPermanent, fmt.Errorf("targets %v: no such connector (configured: %v); fix the request's or the source's targets", unknown, r.targets)), -1, false
+	}
+
 	// 2. Model and tools, with progress signals so JetStream does not redeliver.
 	out, err := r.callModel(ctx, m, run, pol, timeout)
 	if err != nil {
@@ -494,6 +500,18 @@ func (r *Runner) targetsFor(req Request, pol Policy) []string {
 	default:
 		return r.targets
 	}
+}
+
+// unknownTargets returns the targets that name no connector, when the
+// runner knows its connectors (WithConnectors).
+func (r *Runner) unknownTargets(targets []string) []string {
+	var out []string
+	for _, t := range targets {
+		if len(r.targets) > 0 && !contains(r.targets, t) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func (r *Runner) enqueue(ctx context.Context, run *Run, text, urgency, kind string) ([]string, error) {

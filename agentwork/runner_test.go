@@ -1138,6 +1138,12 @@ func TestRunsThatCannotWork(t *testing.T) {
 			model:   1,
 			errText: "panic",
 		},
+		{
+			name:    "every target is unknown",
+			policy:  func(*gateLog) agentwork.Policy { return agentwork.Policy{} },
+			req:     agentwork.Request{Targets: []string{"slack"}},
+			errText: "slack",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
