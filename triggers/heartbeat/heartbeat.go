@@ -177,12 +177,12 @@ func (h *Heartbeat) plan(last, now time.Time) time.Time {
 		t = last.Add(now.Sub(last) / every * every)
 	}
 	if h.hours.Contains(t) {
-		return t
+		return t.UTC()
 	}
 	if last.IsZero() || h.hours.Contains(last) || !h.hours.Next(last).After(t) {
-		return t // the first tick since the window closed: record it
+		return t.UTC() // the first tick since the window closed: record it
 	}
-	return h.hours.Next(t)
+	return h.hours.Next(t).UTC()
 }
 
 // maxSleep caps one timer so a suspended machine or a stepped clock is

@@ -3,6 +3,7 @@ package heartbeat_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -288,6 +289,17 @@ func blockUntil(t *testing.T, clk *clock.Fake, n int) {
 	if err := clk.BlockUntil(ctx, n); err != nil {
 		t.Fatalf("waiting for %d sleeping heartbeat loop(s): %v", n, err)
 	}
+}
+
+// waitIdle waits until no heartbeat holds the overlap lease. The runner
+// releases it just after the run's event, so a test that starts the next
+// run as soon as it sees the event waits here first.
+func waitIdle(t *testing.T, b *bus.Bus) {
+	t.Helper()
+	waitFor(t, "the overlap lease to be released", func() bool {
+		_, err := b.Locks.Get(t.Context(), "heartbeat.default.lease")
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
 }
 
 // state reads the heartbeat's state record.

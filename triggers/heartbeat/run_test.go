@@ -2,12 +2,9 @@ package heartbeat_test
 
 import (
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/agentwork/model"
@@ -45,6 +42,7 @@ func wakeN(t *testing.T, cfg heartbeat.Config, m *fakeModel, checklist string, n
 			t.Fatalf("Wake: %v", err)
 		}
 		s.wait(i + 1)
+		waitIdle(t, b)
 	}
 	return s.settle()
 }
@@ -166,6 +164,7 @@ func TestChecklistEditsApply(t *testing.T) {
 	if got := s.wait(1)[0]; got.Result.Reason != agentwork.ReasonEmptyList {
 		t.Fatalf("first run = %v, want skip/empty-checklist", got)
 	}
+	waitIdle(t, b)
 	writeChecklist(t, dir, "# Heartbeat\n- check the backup\n")
 	if _, err := h.Wake(t.Context()); err != nil {
 		t.Fatal(err)
@@ -310,10 +309,7 @@ func TestLease(t *testing.T) {
 			}
 			if c.want == "done" {
 				// The lease is released after the run (just after its event).
-				waitFor(t, "the lease to be released", func() bool {
-					_, err := b.Locks.Get(t.Context(), "heartbeat.default.lease")
-					return errors.Is(err, jetstream.ErrKeyNotFound)
-				})
+				waitIdle(t, b)
 			}
 		})
 	}
