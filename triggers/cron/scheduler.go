@@ -80,6 +80,9 @@ type TickResult struct {
 	// What is "fired", "missed", "lost" (another instance claimed it) or
 	// "failed" (not published; logged).
 	What string
+	// At is when the instance was done with the tick (for a fired tick:
+	// when JetStream acknowledged the request). At - Tick is the lateness.
+	At time.Time
 }
 
 // Stats counts what this instance did with ticks.
@@ -92,6 +95,11 @@ type Option func(*Scheduler)
 
 // WithLogger sets the logger (default zap.NewNop()).
 func WithLogger(l *zap.Logger) Option { return func(s *Scheduler) { s.log = l } }
+
+// WithTickObserver sets a function told about every tick this instance
+// handled (for metrics and tests). It is called from the scheduler's
+// workers and must not block.
+func WithTickObserver(f func(TickResult)) Option { return func(s *Scheduler) { s.onTick = f } }
 
 // WithClock sets the clock (default the system clock).
 func WithClock(c clock.Clock) Option { return func(s *Scheduler) { s.clock = c } }
@@ -636,7 +644,7 @@ func (s *Scheduler) report(id string, tick time.Time, what string) {
 		s.stats.failed.Add(1)
 	}
 	if s.onTick != nil {
-		s.onTick(TickResult{Job: id, Tick: tick, What: what})
+		s.onTick(TickResult{Job: id, Tick: tick, What: what, At: s.clock.Now()})
 	}
 }
 

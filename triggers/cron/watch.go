@@ -56,10 +56,8 @@ func (s *Scheduler) watchJobs(ctx context.Context, loaded chan<- struct{}) error
 
 // setJob puts j into the schedule (or replaces it).
 func (s *Scheduler) setJob(j Job) {
+	// Jobs are validated when written; here only the schedule matters.
 	sched, err := j.Sched()
-	if err == nil {
-		err = j.Validate()
-	}
 	if err != nil {
 		s.log.Error("job cannot be scheduled; fix it with cron update", zap.String("job", j.ID), zap.Error(err))
 		sched = nil
