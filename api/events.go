@@ -199,14 +199,23 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	defer it.Stop()
 
+	// A stream outlives the server's write timeout: each write gets its
+	// own deadline, so a client that stops reading is dropped instead of
+	// blocking the handler. (net/http clears the read deadline itself.)
 	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{}) // a stream has no end
+	write := func(p []byte) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		if _, err := w.Write(p); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	// A comment first, so the client knows the stream is subscribed.
-	if _, err := fmt.Fprint(w, ": agentwork events\n\n"); err != nil || rc.Flush() != nil {
+	if write([]byte(": agentwork events\n\n")) != nil {
 		return
 	}
 	s.metrics.streams.Add(1)
@@ -220,10 +229,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return nil // not JSON: skip
 		}
 		buf.WriteString("\n\n")
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return err
-		}
-		return rc.Flush()
+		return write(buf.Bytes())
 	}
 	for {
 		nctx, cancel := context.WithTimeout(ctx, s.cfg.KeepAlive)
@@ -239,7 +245,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				}
 				resume = nil
 			}
-			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil || rc.Flush() != nil {
+			if write([]byte(": keepalive\n\n")) != nil {
 				return
 			}
 			continue

@@ -3,12 +3,14 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/bus/bustest"
 )
 
 func TestEventsStream(t *testing.T) {
@@ -167,5 +169,36 @@ func TestRuns(t *testing.T) {
 	bad := f.do(t, "GET", "/v1/runs?outcome=delivered", adminToken, "")
 	if bad.status != 400 {
 		t.Errorf("outcome=delivered = %d, want 400 (runs are done, skip or error)", bad.status)
+	}
+}
+
+// An event stream outlives the server's read and write timeouts.
+func TestEventsOutliveTimeouts(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s := api.New(api.Config{AdminToken: adminToken, KeepAlive: 50 * time.Millisecond, WriteTimeout: 5 * time.Second}, api.Deps{Bus: b})
+	srv := httptest.NewUnstartedServer(s.Handler())
+	srv.Config.ReadTimeout = 100 * time.Millisecond
+	srv.Config.WriteTimeout = 100 * time.Millisecond
+	srv.Start()
+	t.Cleanup(srv.Close)
+	f := &fixture{b: b, s: s, url: srv.URL, c: srv.Client()}
+	st := f.openSSE(t, "")
+	start := time.Now()
+	for time.Since(start) < 400*time.Millisecond { // keepalives mark the time passing
+		if got := st.next(t); got.comment != "keepalive" {
+			t.Fatalf("idle stream sent %+v, want keepalive comments", got)
+		}
+	}
+	ev := emit(t, b, "task", bus.OutcomeDone, "late")
+	for {
+		got := st.next(t)
+		if got.comment == "keepalive" {
+			continue
+		}
+		if got.id != ev.ID {
+			t.Fatalf("after the timeouts passed: got %+v, want event %s", got, ev.ID)
+		}
+		break
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/agentwork"
@@ -386,3 +387,7 @@ func (h *Handler) publish(ctx context.Context, task Task, opts agentwork.Publish
 	}
 	return Accepted{ID: rec.ID, Duplicate: seen || pub.Duplicate}, nil
 }
+
+func isNotFound(err error) bool { return errors.Is(err, jetstream.ErrKeyNotFound) }
+
+func isExists(err error) bool { return errors.Is(err, jetstream.ErrKeyExists) }

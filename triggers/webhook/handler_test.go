@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -413,6 +414,7 @@ func TestRejected(t *testing.T) {
 		{"unknown field", call{body: `{"prompt":"x","promt":"y"}`, header: bearer(tokCI)}, 400, "promt", "unknown field"},
 		{"field name case", call{body: `{"Prompt":"x"}`, header: bearer(tokCI)}, 400, "Prompt", "unknown field"},
 		{"no prompt", call{body: `{"name":"x"}`, header: bearer(tokCI)}, 400, "prompt", "required"},
+		{"typo and no prompt", call{body: `{"promt":"x"}`, header: bearer(tokCI)}, 400, "prompt", "promt: unknown field"},
 		{"blank prompt", call{body: `{"prompt":" \n\t"}`, header: bearer(tokCI)}, 400, "prompt", "required"},
 		{"prompt number", call{body: `{"prompt":42}`, header: bearer(tokCI)}, 400, "prompt", "string"},
 		{"bad name", call{body: `{"prompt":"x","name":"Daily Report"}`, header: bearer(tokCI)}, 400, "name", "a-z"},
@@ -654,5 +656,17 @@ func TestSchema(t *testing.T) {
 	}
 	if !bytes.Contains(webhook.Schema(), []byte(`"enum": [`)) {
 		t.Errorf("schema has no enum (deliver)")
+	}
+}
+
+// docs/webhooks.md shows the schema; it must be the one the code has.
+func TestSchemaDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/webhooks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(doc, webhook.Schema()) {
+		t.Fatalf("docs/webhooks.md does not contain the current webhook.Schema(); paste it:\n%s", webhook.Schema())
 	}
 }

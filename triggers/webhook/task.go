@@ -31,15 +31,15 @@ type Task struct {
 	// Prompt is the work to do, given to the model as the user turn.
 	Prompt string `json:"prompt" jsonschema:"minLength=1,pattern=\\S,description=The work to do: the user turn given to the model. Required; not blank."`
 	// Name is the task name, the last subject token: agentwork.request.<source>.<name>. Default "default".
-	Name string `json:"name,omitempty" jsonschema:"pattern=^[a-z0-9_-]{1,64}$,default=default,description=Task name: 1-64 of a-z 0-9 _ -. Becomes the request subject's last token and the events' subject. Your credential may be limited to some names."`
+	Name string `json:"name,omitempty" jsonschema:"default=default,description=Task name: 1-64 of a-z 0-9 _ -. Becomes the request subject's last token and the events' subject. Your credential may be limited to some names."`
 	// Source is the request source. Default "task"; heartbeat, cron and delivery are never allowed.
-	Source string `json:"source,omitempty" jsonschema:"pattern=^[a-z0-9_-]{1,64}$,default=task,description=Request source: 1-64 of a-z 0-9 _ -. Default task. heartbeat/cron/delivery are refused (403); your credential lists the sources it may use."`
+	Source string `json:"source,omitempty" jsonschema:"default=task,description=Request source: 1-64 of a-z 0-9 _ -. Default task. heartbeat/cron/delivery are refused (403); your credential lists the sources it may use."`
 	// Targets are connector names to deliver to; empty means the source's defaults.
 	Targets []string `json:"targets,omitempty" jsonschema:"maxItems=16,uniqueItems=true,description=Connector names to deliver the result to. Empty: the source's default targets."`
 	// Deliver is what is sent: reply (the model's answer), notify (only notify_user calls) or none.
 	Deliver string `json:"deliver,omitempty" jsonschema:"enum=reply,enum=notify,enum=none,description=reply: send the model's final answer; notify: send only what the model passes to notify_user; none: send nothing (the done event still carries the reply). Empty: the source's default."`
 	// Metadata is passed through to the events and notifications of the run.
-	Metadata map[string]string `json:"metadata,omitempty" jsonschema:"maxProperties=64,description=String key/value pairs carried into the run's events and notifications."`
+	Metadata map[string]string `json:"metadata,omitempty" jsonschema:"description=String key/value pairs carried into the run's events and notifications."`
 }
 
 var taskFields = map[string]bool{"prompt": true, "name": true, "source": true, "targets": true, "deliver": true, "metadata": true}
@@ -98,10 +98,17 @@ func ParseTask(body []byte, connectors []string) (Task, []problem.FieldError) {
 			add("metadata", "want an object of string values")
 		}
 	}
-	if len(errs) > 0 {
-		return t, errs
+	// Check the values too, except of fields whose type was already wrong.
+	typed := map[string]bool{}
+	for _, e := range errs {
+		typed[e.Field] = true
 	}
-	return t, t.normalize(connectors)
+	for _, e := range t.normalize(connectors) {
+		if f, _, _ := strings.Cut(e.Field, "["); !typed[f] {
+			errs = append(errs, e)
+		}
+	}
+	return t, errs
 }
 
 // normalize applies defaults and checks every field.
@@ -186,6 +193,22 @@ func (t Task) Hash() string {
 func Schema() json.RawMessage {
 	r := &jsonschema.Reflector{DoNotReference: true, Anonymous: true}
 	s := r.Reflect(&Task{})
+	// Constraints the struct tags cannot spell (their values hold commas).
+	token := func(p *jsonschema.Schema) {
+		p.Pattern, p.MaxLength = "^[a-z0-9_-]+$", ptr(uint64(64))
+	}
+	for _, f := range []string{"name", "source"} {
+		if p, ok := s.Properties.Get(f); ok {
+			token(p)
+		}
+	}
+	if p, ok := s.Properties.Get("targets"); ok && p.Items != nil {
+		token(p.Items)
+	}
+	if p, ok := s.Properties.Get("metadata"); ok {
+		p.MaxProperties = ptr(uint64(MaxMetadata))
+		p.PropertyNames = &jsonschema.Schema{MinLength: ptr(uint64(1)), MaxLength: ptr(uint64(MaxMetadataKey))}
+	}
 	s.ID = "https://github.com/agentwork/agentwork/blob/main/docs/webhooks.md#task-body"
 	s.Title = "task.requested"
 	s.Description = "Body of POST /v1/tasks."
@@ -195,6 +218,8 @@ func Schema() json.RawMessage {
 	}
 	return b
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func contains(s []string, v string) bool {
 	for _, x := range s {
