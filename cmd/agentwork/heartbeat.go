@@ -2,10 +2,287 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/triggers/heartbeat"
 )
 
-// cmdHeartbeat is filled in by the heartbeat trigger's owner.
-func cmdHeartbeat(_ context.Context, _ *env, _ []string) error {
-	return errors.New("heartbeat: not available yet")
+const heartbeatUsage = `usage: agentwork heartbeat <command> [flags]
+
+commands:
+  status                enabled, interval, active hours, next fire, last outcome
+  wake [--wait]         run a heartbeat now (the schedule does not move; active
+                        hours and enabled are ignored, the checklist still counts)
+  history [--limit N]   latest runs, skips and errors, newest first
+
+Every command takes --name (default "default"), --data-dir / --url / --config
+to find the server, and --json.`
+
+// cmdHeartbeat implements `agentwork heartbeat status|wake|history` over the
+// heartbeat NATS service of a running server.
+func cmdHeartbeat(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(e.stdout, heartbeatUsage)
+		if len(args) == 0 {
+			return usageError{"heartbeat: no command given"}
+		}
+		return nil
+	}
+	verb := args[0]
+	fs := newFlagSet("heartbeat "+verb, e)
+	var cf connFlags
+	cf.register(fs)
+	name := fs.String("name", heartbeat.DefaultName, "the heartbeat's name (heartbeat.name)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the server")
+	var run func(ctx context.Context, b *bus.Bus, c *heartbeat.Client) error
+	switch verb {
+	case "status":
+		run = func(ctx context.Context, _ *bus.Bus, c *heartbeat.Client) error {
+			st, err := c.Status(ctx)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return hbJSON(e.stdout, st)
+			}
+			hbPrintStatus(e.stdout, st)
+			return nil
+		}
+	case "wake":
+		wait := fs.Bool("wait", false, "wait for the run's outcome and print it")
+		waitFor := fs.Duration("wait-timeout", 5*time.Minute, "how long --wait waits")
+		run = func(ctx context.Context, b *bus.Bus, c *heartbeat.Client) error {
+			if !*wait {
+				w, err := c.Wake(ctx)
+				if err != nil {
+					return err
+				}
+				if *asJSON {
+					return hbJSON(e.stdout, w)
+				}
+				fmt.Fprintf(e.stdout, "woke heartbeat %s (request %s); see: agentwork heartbeat history\n", w.Name, w.ID)
+				return nil
+			}
+			return hbWakeAndWait(ctx, e, b, c, *waitFor, *asJSON)
+		}
+	case "history":
+		limit := fs.Int("limit", heartbeat.DefaultHistoryLimit, fmt.Sprintf("how many runs (at most %d)", heartbeat.MaxHistoryLimit))
+		run = func(ctx context.Context, _ *bus.Bus, c *heartbeat.Client) error {
+			if *limit < 1 || *limit > heartbeat.MaxHistoryLimit {
+				return usageError{fmt.Sprintf("heartbeat history --limit: %d: want 1-%d", *limit, heartbeat.MaxHistoryLimit)}
+			}
+			runs, err := c.History(ctx, *limit)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return hbJSON(e.stdout, heartbeat.HistoryResult{Runs: runs})
+			}
+			hbPrintHistory(e.stdout, runs)
+			return nil
+		}
+	default:
+		fmt.Fprintln(e.stderr, heartbeatUsage)
+		return usageError{fmt.Sprintf("heartbeat: unknown command %q (want status, wake or history)", verb)}
+	}
+	pos, err := parseFlags(fs, args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError{fmt.Sprintf("heartbeat %s: unexpected argument %q (the heartbeat is chosen with --name)", verb, pos[0])}
+	}
+	if err := bus.CheckToken("--name", *name); err != nil {
+		return usageError{"heartbeat " + verb + ": " + err.Error()}
+	}
+	dctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	b, err := cf.dial(dctx)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if verb == "wake" {
+		// --wait has its own timeout; the server round trip has *timeout.
+		return run(ctx, b, heartbeat.NewClient(b, *name))
+	}
+	return run(dctx, b, heartbeat.NewClient(b, *name))
+}
+
+// hbWakeAndWait wakes the heartbeat and prints the outcome of that run. It
+// subscribes to the outcomes first, so a fast run is not missed.
+func hbWakeAndWait(ctx context.Context, e *env, b *bus.Bus, c *heartbeat.Client, wait time.Duration, asJSON bool) error {
+	outcomes := make(chan *nats.Msg, 64)
+	sub, err := b.Conn().ChanSubscribe(b.Subjects.Event(bus.SourceHeartbeat, "*"), outcomes)
+	if err != nil {
+		return fmt.Errorf("heartbeat wake: subscribe to outcomes: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := b.Conn().Flush(); err != nil {
+		return err
+	}
+	w, err := c.Wake(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "woke heartbeat %s (request %s); waiting for the outcome…\n", w.Name, w.ID)
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("heartbeat wake: no outcome within %s; the request %s is still queued (see `agentwork heartbeat history`)", wait, w.ID)
+		case m := <-outcomes:
+			ev, err := bus.DecodeEvent(m.Data)
+			if err != nil || ev.CausationID != w.ID {
+				continue
+			}
+			return printOutcome(e, ev, asJSON)
+		}
+	}
+}
+
+func hbPrintStatus(w io.Writer, st heartbeat.Status) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+		}
+	}
+	state := "enabled"
+	if !st.Enabled {
+		state = "disabled (runs only on wake)"
+	}
+	row("heartbeat", st.Name)
+	row("status", state)
+	row("every", hbDuration(st.Every))
+	hours := st.ActiveHours
+	if st.ActiveHours != "always" {
+		if st.ActiveNow {
+			hours += " (open now)"
+		} else {
+			hours += " (closed now)"
+		}
+	}
+	row("active hours", hours)
+	row("checklist", st.Checklist)
+	row("output mode", st.OutputMode)
+	row("overlap", st.Overlap)
+	row("targets", strings.Join(st.Targets, ", "))
+	if st.Enabled {
+		row("next fire", hbTime(st.NextFire))
+	}
+	row("last fire", hbTime(st.LastFire))
+	if r := st.Running; r != nil {
+		row("running", fmt.Sprintf("run %s on %s since %s", r.RunID, r.Owner, hbTime(r.Since)))
+	}
+	if lr := st.LastRun; lr != nil {
+		out := lr.Outcome
+		if lr.Reason != "" {
+			out += " (" + lr.Reason + ")"
+		}
+		out += " at " + hbTime(lr.Ended)
+		if lr.Manual {
+			out += ", woken"
+		}
+		row("last run", out)
+		switch {
+		case lr.Text != "":
+			row("sent", hbOneLine(lr.Text, 200))
+		case lr.Detail != "":
+			row("detail", hbOneLine(lr.Detail, 200))
+		}
+	} else {
+		row("last run", "none yet")
+	}
+	if st.ConsecutiveErrors > 0 {
+		row("failing", fmt.Sprintf("%d run(s) in a row", st.ConsecutiveErrors))
+	}
+	_ = tw.Flush()
+}
+
+func hbPrintHistory(w io.Writer, runs []heartbeat.Entry) {
+	if len(runs) == 0 {
+		fmt.Fprintln(w, "no heartbeat runs yet (run one: agentwork heartbeat wake --wait)")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tOUTCOME\tTICK\tDETAIL")
+	for _, e := range runs {
+		r := e.Result
+		tick := "-"
+		if r.ScheduledAt != nil {
+			tick = r.ScheduledAt.Local().Format("15:04:05")
+		}
+		if r.Manual {
+			tick = "wake"
+		}
+		var detail string
+		switch r.Outcome {
+		case bus.OutcomeSkip:
+			detail = r.Reason
+			if r.Detail != "" {
+				detail += ": " + r.Detail
+			}
+		case bus.OutcomeError:
+			detail = r.Class + ": " + r.Error
+		default:
+			detail = "sent: " + r.Text
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Time.Local().Format("2006-01-02 15:04:05"), r.Outcome, tick, hbOneLine(detail, 100))
+	}
+	_ = tw.Flush()
+}
+
+// hbDuration shortens "30m0s" to "30m" and "1h0m0s" to "1h".
+func hbDuration(s string) string {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return s
+	}
+	out := d.String()
+	if strings.HasSuffix(out, "m0s") {
+		out = strings.TrimSuffix(out, "0s")
+	}
+	if strings.HasSuffix(out, "h0m") {
+		out = strings.TrimSuffix(out, "0m")
+	}
+	return out
+}
+
+func hbJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func hbTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Local().Format("2006-01-02 15:04:05 MST")
+}
+
+func hbOneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
 }
