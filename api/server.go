@@ -119,7 +119,7 @@ func (s *Server) Addr() net.Addr {
 // events for /metrics and serves HTTP until ctx is done; then it stops
 // accepting connections, ends event streams, lets requests in flight
 // finish within ShutdownTimeout, and returns nil. With listen: off it
-// waits for ctx and returns nil.
+// waits for ctx and returns nil. Call Run once.
 func (s *Server) Run(ctx context.Context) error {
 	if err := s.cfg.Validate(); err != nil {
 		return err

@@ -79,6 +79,9 @@ func WithTimeout(d time.Duration) Option { return func(h *Handler) { h.timeout =
 
 // New returns the handler for cfg. It validates cfg and does no I/O.
 func New(b *bus.Bus, cfg Config, opts ...Option) (*Handler, error) {
+	if b == nil {
+		return nil, errors.New("webhook: no bus")
+	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
