@@ -19,7 +19,11 @@ import (
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/agentwork/model/script"
+	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/triggers/cron"
+	"github.com/agentwork/agentwork/triggers/heartbeat"
+	"github.com/agentwork/agentwork/triggers/webhook"
 )
 
 // File is agentwork.yaml.
@@ -30,6 +34,14 @@ type File struct {
 	Model Model `yaml:"model" json:"model,omitempty"`
 	// Runner: concurrency, retries, timeouts of runs.
 	Runner agentwork.Config `yaml:"runner" json:"runner,omitempty"`
+	// Heartbeat: the periodic checklist run.
+	Heartbeat heartbeat.Config `yaml:"heartbeat" json:"heartbeat,omitempty"`
+	// Cron: scheduled jobs.
+	Cron cron.Config `yaml:"cron" json:"cron,omitempty"`
+	// Webhook: who may request tasks through POST /v1/tasks.
+	Webhook webhook.Config `yaml:"webhook" json:"webhook,omitempty"`
+	// HTTP: the API server.
+	HTTP api.Config `yaml:"http" json:"http,omitempty"`
 	// Log: level and format of the service's own log.
 	Log Log `yaml:"log" json:"log,omitempty"`
 

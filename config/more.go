@@ -1,8 +1,9 @@
 package config
 
-// Sections of triggers, connectors and the HTTP API are added here as those
-// packages land.
+import "errors"
 
-func (f *File) validateMore() error { return nil }
+func (f *File) validateMore() error {
+	return errors.Join(f.Heartbeat.Validate(), f.Cron.Validate(), f.Webhook.Validate(), f.HTTP.Validate())
+}
 
 func (f *File) applyMoreDefaults() {}

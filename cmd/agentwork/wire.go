@@ -11,8 +11,12 @@ import (
 	"github.com/agentwork/agentwork/agentwork/model/anthropic"
 	"github.com/agentwork/agentwork/agentwork/model/openai"
 	"github.com/agentwork/agentwork/agentwork/model/script"
+	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/config"
+	"github.com/agentwork/agentwork/triggers/cron"
+	"github.com/agentwork/agentwork/triggers/heartbeat"
+	"github.com/agentwork/agentwork/triggers/webhook"
 )
 
 func newProvider(f *config.File, log *zap.Logger) (model.Provider, error) {
@@ -28,10 +32,55 @@ func newProvider(f *config.File, log *zap.Logger) (model.Provider, error) {
 	}
 }
 
-// wire builds connectors and triggers from the config.
-func wire(_ context.Context, _ *env, _ *config.File, _ *bus.Bus, _ *zap.Logger) (*wiring, error) {
+// wire builds connectors, triggers and the HTTP API from the config. It does
+// no I/O beyond what constructors do; everything starts in serve.
+func wire(_ context.Context, e *env, f *config.File, b *bus.Bus, log *zap.Logger) (*wiring, error) {
 	w := &wiring{policies: map[string]agentwork.Policy{
 		bus.SourceTask: {Output: []agentwork.OutputGate{agentwork.ModeGate{Default: agentwork.DeliverReply}}},
 	}}
+	if err := wireConnectors(w, e, f, b, log); err != nil {
+		return nil, err
+	}
+
+	hb, err := heartbeat.New(b, f.Heartbeat, heartbeat.WithLogger(log.Named("heartbeat")), heartbeat.WithBaseDir(f.Dir()))
+	if err != nil {
+		return nil, err
+	}
+	w.policies[bus.SourceHeartbeat] = hb.Policy()
+	w.triggers = append(w.triggers, hb.Run)
+
+	sched, err := cron.New(b, f.Cron, cron.WithLogger(log.Named("cron")))
+	if err != nil {
+		return nil, err
+	}
+	w.policies[bus.SourceCron] = sched.Policy()
+	w.triggers = append(w.triggers, sched.Run)
+
+	tasks, err := webhook.New(b, f.Webhook, webhook.WithLogger(log.Named("webhook")), webhook.WithConnectors(w.connectorNames...))
+	if err != nil {
+		return nil, err
+	}
+	// Sources a webhook credential may request besides "task" run like tasks.
+	for _, src := range webhookSources(f.Webhook) {
+		if _, ok := w.policies[src]; !ok {
+			w.policies[src] = w.policies[bus.SourceTask]
+		}
+	}
+	if !f.HTTP.Off() {
+		srv := api.New(f.HTTP, api.Deps{Bus: b, Tasks: tasks, Routes: []api.Router{hb, sched}, DataDir: b.Config().DataDir},
+			api.WithLogger(log.Named("http")), api.WithVersion(version))
+		w.triggers = append(w.triggers, srv.Run)
+	}
 	return w, nil
+}
+
+func webhookSources(c webhook.Config) []string {
+	var out []string
+	for _, t := range c.Tokens {
+		out = append(out, t.Sources...)
+	}
+	for _, s := range c.Secrets {
+		out = append(out, s.Sources...)
+	}
+	return out
 }
