@@ -70,6 +70,8 @@ type Scheduler struct {
 	wake    chan struct{}
 	ready   chan struct{}
 
+	rechecks []recheckTick // ticks to look at again (s.mu)
+
 	leases sync.Map // run id -> lease revision
 }
 
@@ -268,6 +270,24 @@ func (s *Scheduler) loop(ctx context.Context, tasks chan<- task) error {
 		if s.queue.Len() > 0 {
 			next = s.queue[0].due
 		}
+		keep := s.rechecks[:0]
+		for _, r := range s.rechecks {
+			if !r.at.After(now) {
+				t := task{job: r.job, recheck: true}
+				if r.retry > 0 {
+					t.retry = &RetryState{Tick: r.tick, Attempt: r.retry}
+				} else {
+					t.fire = []time.Time{r.tick}
+				}
+				batch = append(batch, t)
+				continue
+			}
+			keep = append(keep, r)
+			if next.IsZero() || r.at.Before(next) {
+				next = r.at
+			}
+		}
+		s.rechecks = keep
 		s.mu.Unlock()
 		for _, t := range batch {
 			select {
@@ -302,6 +322,7 @@ type task struct {
 	moreFrom, moreTo time.Time
 	retry            *RetryState
 	next             time.Time
+	recheck          bool // a tick another instance had claimed
 }
 
 // take collects what is due of e at now and moves e's cursor. s.mu held.
@@ -388,6 +409,21 @@ func (s *Scheduler) applyCatchup(t *task, due []time.Time, now time.Time) {
 	}
 }
 
+// recheck is a tick another instance claimed but had not published yet.
+type recheckTick struct {
+	job   Job
+	tick  time.Time
+	retry int
+	at    time.Time
+}
+
+func (s *Scheduler) addRecheck(r recheckTick) {
+	s.mu.Lock()
+	s.rechecks = append(s.rechecks, r)
+	s.mu.Unlock()
+	s.poke()
+}
+
 // tickClaim is the record tick.cron.<job>.<unix> in agentwork_locks.
 type tickClaim struct {
 	Owner   string    `json:"owner"`
@@ -407,33 +443,37 @@ func tickKey(id string, tick time.Time, retry int) string {
 }
 
 // claim takes the tick for this instance. It reports false when another
-// instance has it (or had it and finished).
-func (s *Scheduler) claim(ctx context.Context, key, what string) (uint64, bool, error) {
+// instance has it (or had it and finished); held is that instance's claim
+// when it could be read.
+func (s *Scheduler) claim(ctx context.Context, key, what string) (rev uint64, ok bool, held *tickClaim, err error) {
 	kv := s.bus.Locks
 	c := tickClaim{Owner: s.bus.Instance(), State: "claimed", What: what, Expires: s.clock.Now().Add(claimTTL)}
 	data, _ := json.Marshal(c)
-	rev, err := kv.Create(ctx, key, data)
+	rev, err = kv.Create(ctx, key, data)
 	if err == nil {
-		return rev, true, nil
+		return rev, true, nil, nil
 	}
 	if !errors.Is(err, jetstream.ErrKeyExists) {
-		return 0, false, fmt.Errorf("claim %s: %w", key, err)
+		return 0, false, nil, fmt.Errorf("claim %s: %w", key, err)
 	}
 	e, err := kv.Get(ctx, key)
 	if err != nil {
-		return 0, false, nil
+		return 0, false, nil, nil
 	}
 	var old tickClaim
-	if json.Unmarshal(e.Value(), &old) != nil || old.State == "done" || s.clock.Now().Before(old.Expires) {
-		return 0, false, nil
+	if json.Unmarshal(e.Value(), &old) != nil {
+		return 0, false, nil, nil
+	}
+	if old.State == "done" || s.clock.Now().Before(old.Expires) {
+		return 0, false, &old, nil
 	}
 	// The holder died between claim and publish: take the tick over (the
 	// publish is idempotent by its Nats-Msg-Id).
 	rev, err = kv.Update(ctx, key, data, e.Revision())
 	if err != nil {
-		return 0, false, nil
+		return 0, false, &old, nil
 	}
-	return rev, true, nil
+	return rev, true, nil, nil
 }
 
 func (s *Scheduler) settle(ctx context.Context, key, what string, rev uint64) {
@@ -457,9 +497,9 @@ func (s *Scheduler) handle(ctx context.Context, t task) {
 	var last, lastFired *time.Time
 	if t.retry != nil {
 		key := tickKey(id, t.retry.Tick, t.retry.Attempt)
-		if s.publishTick(ctx, log, t.job, key, t.retry.Tick, t.retry.Attempt) {
+		if s.publishTick(ctx, log, t.job, key, t.retry.Tick, t.retry.Attempt, t.recheck) {
 			_, err := updateState(ctx, s.bus.State, id, func(st *State) bool {
-				if st.Retry == nil || *st.Retry != *t.retry {
+				if st.Retry == nil || !st.Retry.Tick.Equal(t.retry.Tick) || st.Retry.Attempt != t.retry.Attempt {
 					return false
 				}
 				st.Retry = nil
@@ -494,7 +534,7 @@ func (s *Scheduler) handle(ctx context.Context, t task) {
 		}
 		key := tickKey(id, tk.at, 0)
 		if tk.fire {
-			if s.publishTick(ctx, log, t.job, key, tk.at, 0) {
+			if s.publishTick(ctx, log, t.job, key, tk.at, 0, t.recheck) {
 				fired++
 				last, lastFired = ptr(tk.at), ptr(s.clock.Now().UTC())
 			}
@@ -525,9 +565,11 @@ func (s *Scheduler) handle(ctx context.Context, t task) {
 		st.LastFired = later(st.LastFired, lastFired)
 		st.Fires += fired
 		st.Missed += missed
-		if !t.next.IsZero() {
+		switch {
+		case t.recheck:
+		case !t.next.IsZero():
 			st.NextFire = ptr(t.next.UTC())
-		} else {
+		default:
 			st.NextFire = nil
 		}
 		return true
@@ -538,15 +580,23 @@ func (s *Scheduler) handle(ctx context.Context, t task) {
 }
 
 // publishTick claims and publishes one tick (retry > 0: a retry of it).
-func (s *Scheduler) publishTick(ctx context.Context, log *zap.Logger, j Job, key string, tick time.Time, retry int) bool {
-	rev, ok, err := s.claim(ctx, key, "fire")
+// A recheck (recheck true) that finds the tick done reports nothing.
+func (s *Scheduler) publishTick(ctx context.Context, log *zap.Logger, j Job, key string, tick time.Time, retry int, recheck bool) bool {
+	rev, ok, held, err := s.claim(ctx, key, "fire")
 	if err != nil {
 		log.Error("tick not fired: claim failed", zap.Time("tick", tick), zap.Error(err))
 		s.report(j.ID, tick, "failed")
 		return false
 	}
 	if !ok {
-		s.report(j.ID, tick, "lost")
+		if held != nil && held.State == "claimed" {
+			// Look again once the holder's claim expires: if it died
+			// before publishing, this instance fires the tick.
+			s.addRecheck(recheckTick{job: j, tick: tick, retry: retry, at: held.Expires.Add(time.Second)})
+		}
+		if !recheck {
+			s.report(j.ID, tick, "lost")
+		}
 		return false
 	}
 	req := s.request(j, tick, false)
@@ -599,7 +649,7 @@ func (s *Scheduler) request(j Job, tick time.Time, manual bool) agentwork.Reques
 
 // recordMissed claims a tick and publishes its skip event, reason missed.
 func (s *Scheduler) recordMissed(ctx context.Context, log *zap.Logger, j Job, key string, tick time.Time, detail string) bool {
-	rev, ok, err := s.claim(ctx, key, "missed")
+	rev, ok, _, err := s.claim(ctx, key, "missed")
 	if err != nil || !ok {
 		s.report(j.ID, tick, "lost")
 		return false

@@ -1,6 +1,7 @@
 package cron
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -294,5 +295,38 @@ func TestMaxRunsAndAt(t *testing.T) {
 		if err != nil || st.Status != StatusCompleted || st.Next != nil {
 			t.Errorf("Get(%s) = %s next %v, %v; want completed", id, st.Status, st.Next, err)
 		}
+	}
+}
+
+// An instance that claimed a tick and died before publishing it: another
+// instance takes the expired claim over and fires the tick.
+func TestDeadClaimHolderIsTakenOver(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	clk := clock.NewFake(t0)
+	tick := t0.Truncate(time.Minute).Add(time.Minute)
+	dead, _ := json.Marshal(tickClaim{Owner: "dead-instance", State: "claimed", What: "fire", Expires: tick.Add(claimTTL)})
+	if _, err := b.Locks.Create(t.Context(), tickKey("j", tick, 0), dead); err != nil {
+		t.Fatal(err)
+	}
+	results := make(chan TickResult, 100)
+	s, _ := startScheduler(t, b, clk, Config{Jobs: []Job{minuteJob("j")}}, results)
+	advanceTo(t, clk, tick, 1)
+	if r := nextResults(t, results, 1)[0]; r.What != "lost" {
+		t.Fatalf("at the tick: %+v, want lost (another instance holds the claim)", r)
+	}
+	advanceTo(t, clk, tick.Add(claimTTL+time.Second), 1)
+	if r := nextResults(t, results, 1)[0]; r.What != "fired" || !r.Tick.Equal(tick) {
+		t.Fatalf("after the claim expired: %+v, want the tick fired", r)
+	}
+	reqs := requests(t, b)
+	if len(reqs) != 1 || !reqs[0].Req.ScheduledAt.Equal(tick) {
+		t.Fatalf("requests = %+v", reqs)
+	}
+	if st := waitState(t, b, "j", func(st State) bool { return st.Fires == 1 }); !st.LastTick.Equal(tick) {
+		t.Fatalf("state = %+v", st)
+	}
+	if got := s.Stats(); got.Fired != 1 || got.Lost != 1 {
+		t.Fatalf("Stats() = %+v", got)
 	}
 }
