@@ -1,0 +1,515 @@
+// Package connectortest is the conformance suite for connectors.Connector
+// implementations, in the manner of testing/slogtest and Watermill's pub/sub
+// tests: every connector runs the same cases through Run, against a fake of
+// its destination (a buffer for the console, a subscription for NATS, an
+// httptest server that speaks the chat API's wire format for Telegram, Slack,
+// Discord, ntfy and webhooks).
+//
+// The cases: a notification arrives with its text intact (plain, unicode,
+// emoji, newlines, markup that must stay literal, 4000 characters); urgency
+// is kept; exactly one message per Send; a cancelled or expired ctx returns
+// promptly with ctx's error and sends nothing; concurrent sends are safe;
+// and destination errors map to *connectors.RetryableError (with the delay a
+// 429 asks for) or *connectors.PermanentError (401, 400).
+//
+// A capability a connector lacks is declared in Features and the cases that
+// need it are skipped, never weakened.
+package connectortest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentwork/agentwork/connectors"
+)
+
+// Harness builds connectors for the suite.
+type Harness struct {
+	// New returns a fresh connector and an Observer of its destination. Each
+	// case calls it once, from its own (parallel) subtest; resources are
+	// released with t.Cleanup.
+	New func(t *testing.T) (connectors.Connector, Observer)
+	// Features declares what the connector and its fake destination can do.
+	Features Features
+}
+
+// Features lists optional capabilities. The zero value is a connector whose
+// destination can neither fail nor hang, used from one goroutine at a time.
+type Features struct {
+	// Concurrent: Send is safe for concurrent use. Required when the
+	// connector implements connectors.Concurrent with more than one.
+	Concurrent bool
+	// MaxText is the longest text (in characters) the destination takes in
+	// one message; longer texts are split over several messages, none
+	// longer than MaxText, that together hold the whole text (white space at
+	// the cuts may change). 0: no limit, every text is one message.
+	MaxText int
+	// KeepsID: the destination keeps the notification ID (Message.ID), for
+	// example as an idempotency key or inside a structured payload.
+	KeepsID bool
+
+	// The destination can be made to fail (the Observer implements
+	// FaultInjector):
+	//
+	// Outages: it is down or answers 5xx; Send returns an error that is not
+	// permanent, so the dispatcher retries it.
+	Outages bool
+	// RateLimits: it answers 429 with a retry-after; Send returns a
+	// *connectors.RetryableError whose After is that delay.
+	RateLimits bool
+	// AuthErrors: it rejects the credentials (401/403); Send returns a
+	// *connectors.PermanentError.
+	AuthErrors bool
+	// BadRequests: it rejects the message (400); Send returns a
+	// *connectors.PermanentError.
+	BadRequests bool
+	// Stalls: it accepts the request and never answers; Send returns
+	// promptly with ctx's error when ctx is cancelled or its deadline passes.
+	Stalls bool
+}
+
+// Message is one message as the destination holds it, decoded by the
+// Observer into what a reader sees.
+type Message struct {
+	// Text is the text as the reader sees it (markup escapes undone).
+	Text string
+	// Urgency is "important" or "info", as the destination shows it.
+	Urgency string
+	// ID is the notification ID, when Features.KeepsID.
+	ID string
+}
+
+// Observer reads back what the destination received.
+type Observer interface {
+	// Messages blocks until the destination holds at least n messages or
+	// ctx is done, and returns all of them in order of arrival. With n = 0
+	// it returns at once.
+	Messages(ctx context.Context, n int) ([]Message, error)
+}
+
+// FaultKind is a way the destination can fail.
+type FaultKind int
+
+// The faults a FaultInjector can inject.
+const (
+	// Unavailable: down, connection refused or 5xx (Features.Outages).
+	Unavailable FaultKind = iota + 1
+	// RateLimited: 429 with Fault.RetryAfter (Features.RateLimits).
+	RateLimited
+	// Unauthorized: credentials rejected, 401 (Features.AuthErrors).
+	Unauthorized
+	// BadRequest: message rejected, 400 (Features.BadRequests).
+	BadRequest
+	// Stall: never answers until the request is abandoned (Features.Stalls).
+	Stall
+)
+
+func (k FaultKind) String() string {
+	switch k {
+	case Unavailable:
+		return "unavailable"
+	case RateLimited:
+		return "rate limited"
+	case Unauthorized:
+		return "unauthorized"
+	case BadRequest:
+		return "bad request"
+	case Stall:
+		return "stall"
+	}
+	return fmt.Sprintf("FaultKind(%d)", int(k))
+}
+
+// Fault is a scripted failure of the destination.
+type Fault struct {
+	Kind FaultKind
+	// RetryAfter is the delay a RateLimited destination asks for, in whole
+	// seconds on the wire.
+	RetryAfter time.Duration
+}
+
+// FaultInjector is implemented by an Observer whose destination can be made
+// to fail. Inject makes the destination answer the next Send with f; a
+// destination that cannot recover from f (a closed connection) may answer
+// every later Send so too.
+type FaultInjector interface {
+	Inject(f Fault)
+}
+
+// Timeouts the suite allows.
+const (
+	// Wait bounds waiting for a message to arrive.
+	Wait = 10 * time.Second
+	// Prompt bounds how long after ctx is done Send may take to return.
+	Prompt = 2 * time.Second
+)
+
+// Run runs every case against h, each as a parallel subtest with its own
+// connector and destination.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.New == nil {
+		t.Fatal("connectortest: Harness.New is nil")
+	}
+	t.Run("TextIntact", func(t *testing.T) { t.Parallel(); testTextIntact(t, h) })
+	t.Run("Urgency", func(t *testing.T) { t.Parallel(); testUrgency(t, h) })
+	t.Run("OneMessagePerSend", func(t *testing.T) { t.Parallel(); testOneMessagePerSend(t, h) })
+	t.Run("CancelledContext", func(t *testing.T) { t.Parallel(); testCancelled(t, h) })
+	t.Run("Concurrent", func(t *testing.T) { t.Parallel(); testConcurrent(t, h) })
+	t.Run("Outage", func(t *testing.T) { t.Parallel(); testOutage(t, h) })
+	t.Run("RateLimited", func(t *testing.T) { t.Parallel(); testRateLimited(t, h) })
+	t.Run("Unauthorized", func(t *testing.T) {
+		t.Parallel()
+		testPermanent(t, h, h.Features.AuthErrors, "AuthErrors", Unauthorized)
+	})
+	t.Run("BadRequest", func(t *testing.T) {
+		t.Parallel()
+		testPermanent(t, h, h.Features.BadRequests, "BadRequests", BadRequest)
+	})
+	t.Run("StallCancelled", func(t *testing.T) { t.Parallel(); testStall(t, h, false) })
+	t.Run("StallDeadline", func(t *testing.T) { t.Parallel(); testStall(t, h, true) })
+}
+
+// Texts are the texts every connector must deliver intact, by name.
+func Texts() map[string]string {
+	return map[string]string{
+		"plain":    "Disk /var is 95% full",
+		"unicode":  "Größe: 95 % — 日本語のテキスト — Ünïcødé ✓ ∑ π ≠ 3",
+		"emoji":    "🔥 deploy failed 👩‍💻 on 🇩🇪 runner 🚀🚀",
+		"newlines": "Sales report:\n- revenue up 5%\n\n    indented line\twith a tab\nlast line",
+		"markup":   "<b>not bold</b> *not bold* _not italic_ `code` [link](http://example.com) & &amp; < > @everyone <!channel> #1",
+		"long":     longText(4000),
+	}
+}
+
+// longText returns n characters of lines mixing ASCII, accents and emoji.
+func longText(n int) string {
+	line := []rune("The quick brown fox jumps over the lazy dog, café naïve 🚀 ")
+	var b []rune
+	for i := 0; len(b) < n; i++ {
+		if i > 0 && i%2 == 0 {
+			b = append(b, '\n')
+			continue
+		}
+		b = append(b, line...)
+	}
+	b = b[:n]
+	// The text must not end in white space (chat apps trim it).
+	b[n-1] = '.'
+	return string(b)
+}
+
+// Notification returns a well-formed notification with text.
+func Notification(text string) connectors.Notification {
+	return connectors.Notification{
+		ID:        "0195f3a0-7d2c-7e51-9b2a-3c1f0d4e5a6b.console",
+		RunID:     "0195f3a0-7d2c-7e51-9b2a-3c1f0d4e5a6b",
+		RequestID: "0195f3a0-7c00-7000-8000-000000000001",
+		Source:    "heartbeat",
+		Name:      "default",
+		Text:      text,
+		Urgency:   "info",
+		Target:    "conformance",
+		Time:      time.Date(2026, 11, 21, 9, 0, 3, 0, time.UTC),
+	}
+}
+
+func newConnector(t *testing.T, h Harness) (connectors.Connector, Observer) {
+	t.Helper()
+	c, obs := h.New(t)
+	if c == nil || obs == nil {
+		t.Fatal("Harness.New returned a nil connector or observer")
+	}
+	if cc, ok := c.(connectors.Concurrent); ok && cc.Concurrency() > 1 && !h.Features.Concurrent {
+		t.Fatalf("%T implements connectors.Concurrent (%d) but Features.Concurrent is false", c, cc.Concurrency())
+	}
+	return c, obs
+}
+
+func injector(t *testing.T, obs Observer, feature string) FaultInjector {
+	t.Helper()
+	fi, ok := obs.(FaultInjector)
+	if !ok {
+		t.Fatalf("Features.%s is set but the Observer (%T) does not implement FaultInjector", feature, obs)
+	}
+	return fi
+}
+
+func send(ctx context.Context, t *testing.T, c connectors.Connector, n connectors.Notification) {
+	t.Helper()
+	if err := c.Send(ctx, n); err != nil {
+		t.Fatalf("Send(%q) = %v, want nil", preview(n.Text), err)
+	}
+}
+
+func messages(t *testing.T, obs Observer, n int) []Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), Wait)
+	defer cancel()
+	msgs, err := obs.Messages(ctx, n)
+	if err != nil {
+		t.Fatalf("Messages(%d) = %d messages, %v; the destination did not receive what Send confirmed", n, len(msgs), err)
+	}
+	return msgs
+}
+
+func testTextIntact(t *testing.T, h Harness) {
+	for name, text := range Texts() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c, obs := newConnector(t, h)
+			n := Notification(text)
+			send(t.Context(), t, c, n)
+			msgs := messages(t, obs, 1)
+			split := h.Features.MaxText > 0 && len([]rune(text)) > h.Features.MaxText
+			if !split {
+				if len(msgs) != 1 {
+					t.Fatalf("destination got %d messages for one %d-character text, want 1", len(msgs), len([]rune(text)))
+				}
+				if msgs[0].Text != text {
+					t.Fatalf("destination text = %q, want %q", msgs[0].Text, text)
+				}
+			} else {
+				var parts []string
+				for i, m := range msgs {
+					if l := len([]rune(m.Text)); l > h.Features.MaxText {
+						t.Errorf("part %d has %d characters, want at most MaxText %d", i, l, h.Features.MaxText)
+					}
+					parts = append(parts, m.Text)
+				}
+				if got, want := foldSpace(strings.Join(parts, "\n")), foldSpace(text); got != want {
+					t.Fatalf("the %d parts together = %q, want %q (white space folded)", len(parts), got, want)
+				}
+			}
+			if h.Features.KeepsID {
+				for i, m := range msgs {
+					if m.ID != n.ID {
+						t.Errorf("message %d ID = %q, want the notification ID %q", i, m.ID, n.ID)
+					}
+				}
+			}
+		})
+	}
+}
+
+func testUrgency(t *testing.T, h Harness) {
+	for _, tc := range []struct{ urgency, want string }{
+		{"important", "important"},
+		{"info", "info"},
+		{"", "info"},
+	} {
+		t.Run("urgency="+tc.urgency, func(t *testing.T) {
+			t.Parallel()
+			c, obs := newConnector(t, h)
+			n := Notification("Disk /var is 95% full")
+			n.Urgency = tc.urgency
+			send(t.Context(), t, c, n)
+			msgs := messages(t, obs, 1)
+			got := msgs[0].Urgency
+			if got == "" {
+				got = "info"
+			}
+			if got != tc.want {
+				t.Fatalf("urgency %q arrived as %q, want %q", tc.urgency, msgs[0].Urgency, tc.want)
+			}
+		})
+	}
+}
+
+func testOneMessagePerSend(t *testing.T, h Harness) {
+	c, obs := newConnector(t, h)
+	texts := []string{"first", "second", "third"}
+	for _, s := range texts {
+		n := Notification(s)
+		n.ID += "." + s
+		send(t.Context(), t, c, n)
+	}
+	msgs := messages(t, obs, len(texts))
+	var got []string
+	for _, m := range msgs {
+		got = append(got, m.Text)
+	}
+	if !slices.Equal(got, texts) {
+		t.Fatalf("three sequential sends arrived as %q, want %q", got, texts)
+	}
+}
+
+func testCancelled(t *testing.T, h Harness) {
+	for _, tc := range []struct {
+		name string
+		ctx  func(t *testing.T) context.Context
+		want error
+	}{
+		{"canceled", func(t *testing.T) context.Context {
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			return ctx
+		}, context.Canceled},
+		{"deadline", func(t *testing.T) context.Context {
+			ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+			t.Cleanup(cancel)
+			return ctx
+		}, context.DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, obs := newConnector(t, h)
+			start := time.Now()
+			err := c.Send(tc.ctx(t), Notification("never sent"))
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Send(done ctx) = %v, want an error wrapping %v", err, tc.want)
+			}
+			if d := time.Since(start); d > Prompt {
+				t.Errorf("Send(done ctx) took %s, want < %s", d, Prompt)
+			}
+			if msgs, _ := obs.Messages(t.Context(), 0); len(msgs) != 0 {
+				t.Errorf("destination got %d messages after Send with a done ctx, want 0", len(msgs))
+			}
+		})
+	}
+}
+
+func testConcurrent(t *testing.T, h Harness) {
+	if !h.Features.Concurrent {
+		t.Skip("Features.Concurrent is false: Send is not safe for concurrent use")
+	}
+	c, obs := newConnector(t, h)
+	const workers, each = 8, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
+	want := make([]string, 0, workers*each)
+	for w := range workers {
+		for i := range each {
+			want = append(want, fmt.Sprintf("worker %d message %d\nsecond line of %d/%d ✓", w, i, w, i))
+		}
+	}
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				n := Notification(want[w*each+i])
+				n.ID = fmt.Sprintf("%s.%d.%d", n.ID, w, i)
+				if err := c.Send(t.Context(), n); err != nil {
+					errs <- fmt.Errorf("Send(worker %d, %d) = %w", w, i, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		return
+	}
+	msgs := messages(t, obs, len(want))
+	var got []string
+	for _, m := range msgs {
+		got = append(got, m.Text)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("%d concurrent sends arrived as %d messages %q, want %q", len(want), len(got), got, want)
+	}
+}
+
+func testOutage(t *testing.T, h Harness) {
+	if !h.Features.Outages {
+		t.Skip("Features.Outages is false: the destination cannot be made unavailable")
+	}
+	c, obs := newConnector(t, h)
+	injector(t, obs, "Outages").Inject(Fault{Kind: Unavailable})
+	err := c.Send(t.Context(), Notification("during an outage"))
+	switch {
+	case err == nil:
+		t.Fatal("Send to an unavailable destination = nil, want an error")
+	case connectors.IsPermanent(err):
+		t.Fatalf("Send to an unavailable destination = %v, a permanent error; want a retryable one", err)
+	}
+}
+
+func testRateLimited(t *testing.T, h Harness) {
+	if !h.Features.RateLimits {
+		t.Skip("Features.RateLimits is false: the destination has no rate limits")
+	}
+	c, obs := newConnector(t, h)
+	const after = 7 * time.Second
+	injector(t, obs, "RateLimits").Inject(Fault{Kind: RateLimited, RetryAfter: after})
+	err := c.Send(t.Context(), Notification("rate limited"))
+	var re *connectors.RetryableError
+	if !errors.As(err, &re) {
+		t.Fatalf("Send answered by 429 = %v, want a *connectors.RetryableError", err)
+	}
+	if connectors.IsPermanent(err) {
+		t.Fatalf("Send answered by 429 = %v, both retryable and permanent", err)
+	}
+	if re.After < after || re.After > after+time.Second {
+		t.Fatalf("RetryableError.After = %s, want the %s the destination asked for", re.After, after)
+	}
+	if msgs, _ := obs.Messages(t.Context(), 0); len(msgs) != 0 {
+		t.Errorf("destination holds %d messages after a 429, want 0", len(msgs))
+	}
+}
+
+func testPermanent(t *testing.T, h Harness, has bool, feature string, k FaultKind) {
+	if !has {
+		t.Skipf("Features.%s is false: the destination has no such errors", feature)
+	}
+	c, obs := newConnector(t, h)
+	injector(t, obs, feature).Inject(Fault{Kind: k})
+	err := c.Send(t.Context(), Notification("rejected"))
+	if !connectors.IsPermanent(err) {
+		t.Fatalf("Send answered by %s = %v, want a *connectors.PermanentError", k, err)
+	}
+	var re *connectors.RetryableError
+	if errors.As(err, &re) {
+		t.Fatalf("Send answered by %s = %v, both permanent and retryable", k, err)
+	}
+}
+
+func testStall(t *testing.T, h Harness, deadline bool) {
+	if !h.Features.Stalls {
+		t.Skip("Features.Stalls is false: the destination cannot hang")
+	}
+	c, obs := newConnector(t, h)
+	injector(t, obs, "Stalls").Inject(Fault{Kind: Stall})
+	const wait = 200 * time.Millisecond
+	var ctx context.Context
+	var cancel context.CancelFunc
+	want := context.Canceled
+	if deadline {
+		ctx, cancel = context.WithTimeout(t.Context(), wait)
+		want = context.DeadlineExceeded
+	} else {
+		ctx, cancel = context.WithCancel(t.Context())
+		stop := time.AfterFunc(wait, cancel)
+		defer stop.Stop()
+	}
+	defer cancel()
+	start := time.Now()
+	err := c.Send(ctx, Notification("stalled"))
+	if !errors.Is(err, want) {
+		t.Fatalf("Send to a hanging destination = %v, want an error wrapping %v", err, want)
+	}
+	if d := time.Since(start); d > wait+Prompt {
+		t.Fatalf("Send returned %s after ctx was done, want < %s", d-wait, Prompt)
+	}
+}
+
+// foldSpace replaces every run of white space with one space and trims the ends.
+func foldSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func preview(s string) string {
+	r := []rune(s)
+	if len(r) <= 40 {
+		return s
+	}
+	return string(r[:40]) + "…"
+}

@@ -1,0 +1,189 @@
+package connectors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentwork/agentwork/bus"
+)
+
+// NATSOptions configures a NATS connector.
+type NATSOptions struct {
+	// Subject the notifications are published on, e.g. "alerts.agentwork".
+	// Required; no wildcards, and not under the bus's own request or
+	// delivery subjects (that would loop).
+	Subject string
+	// JetStream publishes with JetStream and waits for the stream's ack (a
+	// stream must cover Subject). Default: core NATS publish and flush.
+	JetStream bool
+	// Now stamps notifications that carry no time. Default time.Now.
+	Now func() time.Time
+}
+
+// NATS republishes notifications on a subject of the user's choice, each as
+// a CloudEvents envelope (type agentwork.<source>.notification, id = the
+// notification ID, data = the Notification), so any NATS client can act on
+// them. The message carries Nats-Msg-Id = the notification ID: a stream that
+// captures the subject stores a retried delivery once. Safe for concurrent
+// use.
+type NATS struct {
+	bus     *bus.Bus
+	name    string
+	subject string
+	js      bool
+	now     func() time.Time
+}
+
+var _ Connector = (*NATS)(nil)
+
+// NewNATS returns a connector named name that publishes on b's connection.
+func NewNATS(b *bus.Bus, name string, opts NATSOptions) (*NATS, error) {
+	if b == nil {
+		return nil, errors.New("connectors: nats connector needs a bus")
+	}
+	if err := CheckSubject(opts.Subject); err != nil {
+		return nil, fmt.Errorf("connectors: nats subject: %w", err)
+	}
+	if err := checkNotOwn(b.Subjects, opts.Subject); err != nil {
+		return nil, fmt.Errorf("connectors: nats subject: %w", err)
+	}
+	c := &NATS{bus: b, name: name, subject: opts.Subject, js: opts.JetStream, now: opts.Now}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	return c, nil
+}
+
+// Subject is the subject notifications are published on.
+func (c *NATS) Subject() string { return c.subject }
+
+// flushTimeout bounds a core publish's flush when ctx has no deadline.
+const flushTimeout = 10 * time.Second
+
+// Send publishes n and returns once the server has it: after the flush's
+// round trip for core NATS, after the stream's ack with JetStream. Errors
+// of a closed, draining or reconnecting connection and missing stream
+// responders are *RetryableError.
+func (c *NATS) Send(ctx context.Context, n Notification) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ev, err := c.event(n)
+	if err != nil {
+		return Permanent(err)
+	}
+	if c.js {
+		_, err := c.bus.Publish(ctx, c.subject, ev, n.ID)
+		return c.classify(ctx, err)
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return Permanent(fmt.Errorf("nats connector: marshal: %w", err))
+	}
+	m := &nats.Msg{Subject: c.subject, Data: data, Header: nats.Header{}}
+	m.Header.Set("Content-Type", bus.ContentType)
+	m.Header.Set(jetstream.MsgIDHeader, n.ID)
+	m.Header.Set("ce-type", ev.Type)
+	nc := c.bus.Conn()
+	if err := nc.PublishMsg(m); err != nil {
+		return c.classify(ctx, fmt.Errorf("publish %s: %w", c.subject, err))
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, flushTimeout)
+		defer cancel()
+	}
+	if err := nc.FlushWithContext(ctx); err != nil {
+		return c.classify(ctx, fmt.Errorf("flush %s: %w", c.subject, err))
+	}
+	return nil
+}
+
+func (c *NATS) event(n Notification) (bus.Event, error) {
+	at := n.Time
+	if at.IsZero() {
+		at = c.now()
+	}
+	source := n.Source
+	if !bus.ValidToken(source) {
+		source = bus.Token(source)
+	}
+	ev, err := bus.NewEvent("agentwork/connectors/"+c.name, bus.TypeOf(source, "notification"), n.Name, at, n)
+	if err != nil {
+		return ev, err
+	}
+	if n.ID != "" {
+		ev.ID = n.ID
+	}
+	ev.RunID, ev.CausationID = n.RunID, n.RequestID
+	return ev, nil
+}
+
+// classify marks what may work on a later attempt as retryable and what
+// never will as permanent; ctx's own errors are returned as they are.
+func (c *NATS) classify(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		return fmt.Errorf("nats connector: %w", err)
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		return Retry(fmt.Errorf("nats connector: no stream answered on %s (create a stream that captures it, or set jetstream: false): %w", c.subject, err), 0)
+	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining),
+		errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected),
+		errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrStaleConnection),
+		errors.Is(err, nats.ErrTimeout), errors.Is(err, bus.ErrClosed):
+		return Retry(fmt.Errorf("nats connector: connection: %w", err), 0)
+	case errors.Is(err, nats.ErrMaxPayload), errors.Is(err, nats.ErrBadSubject):
+		return Permanent(fmt.Errorf("nats connector: %w", err))
+	}
+	return fmt.Errorf("nats connector: %w", err)
+}
+
+// CheckSubject reports whether s can be published on: dot-separated
+// non-empty tokens of printable characters without white space, and no
+// wildcards (* or >).
+func CheckSubject(s string) error {
+	if s == "" {
+		return errors.New("subject is empty")
+	}
+	for _, tok := range strings.Split(s, ".") {
+		if tok == "" {
+			return fmt.Errorf("%q has an empty token (leading, trailing or double dot)", s)
+		}
+	}
+	for _, r := range s {
+		switch {
+		case r == '*' || r == '>':
+			return fmt.Errorf("%q has a wildcard (%c): publish needs a literal subject", s, r)
+		case r <= ' ' || r == 0x7f || r == 0xfffd:
+			return fmt.Errorf("%q has white space or a control character", s)
+		}
+	}
+	if len(s) > 255 {
+		return fmt.Errorf("%q is %d bytes, want at most 255", s, len(s))
+	}
+	return nil
+}
+
+// checkNotOwn rejects subjects that would feed a notification back into
+// agentwork (a request would start a run, a delivery a loop) or into the
+// NATS system and JetStream APIs.
+func checkNotOwn(sub bus.Subjects, s string) error {
+	for _, own := range []string{sub.Requests(), sub.Deliveries()} {
+		if strings.HasPrefix(s, strings.TrimSuffix(own, ">")) {
+			return fmt.Errorf("%q is under %s, which agentwork consumes itself: pick a subject of your own", s, own)
+		}
+	}
+	if strings.HasPrefix(s, "$") || strings.HasPrefix(s, "_INBOX.") {
+		return fmt.Errorf("%q is a NATS system subject: pick a subject of your own", s)
+	}
+	return nil
+}
