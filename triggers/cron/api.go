@@ -183,7 +183,9 @@ func (s *Scheduler) Add(ctx context.Context, j Job) (Status, error) {
 	}
 	// A new job starts with a clean state (a deleted job of the same id
 	// may have left one).
-	_ = s.bus.State.Delete(ctx, stateKey(j.ID))
+	if _, err := s.bus.State.Get(ctx, stateKey(j.ID)); err == nil {
+		_ = s.bus.State.Delete(ctx, stateKey(j.ID))
+	}
 	return s.status(j, State{}), nil
 }
 

@@ -345,6 +345,7 @@ func (s *Scheduler) take(e *entry, now time.Time) (task, bool) {
 			from := now.Add(-s.cfg.Grace - time.Second)
 			t.addMore(tick, from, 0)
 			t.moreAtLeast = true
+			e.cursor = from
 			tick = e.sched.Next(from)
 			continue
 		}

@@ -330,3 +330,37 @@ func TestDeadClaimHolderIsTakenOver(t *testing.T) {
 		t.Fatalf("Stats() = %+v", got)
 	}
 }
+
+// After long downtime the oldest missed ticks are summarized, and a
+// per-second job down for days does not make the loop count forever.
+func TestTakeLongDowntime(t *testing.T) {
+	t.Parallel()
+	s := &Scheduler{cfg: Config{}.WithDefaults()}
+	now := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		down              time.Duration
+		fire, listed, more int
+		atLeast           bool
+	}{
+		// Ticks within the grace minute are on time (61 of them); of the
+		// late ones the newest are listed one by one, the rest summarized.
+		{time.Hour, 61, maxEnumerate - 61, 3600 - maxEnumerate, false},
+		{48 * time.Hour, 61, maxEnumerate - 61, maxScan - (maxEnumerate - 61), true},
+	} {
+		last := now.Add(-tt.down)
+		e := &entry{job: Job{ID: "sec", Schedule: "@every 1s", Catchup: Catchup{Policy: CatchupRunOnce}}, sched: Every(time.Second), index: -1}
+		e.state.LastTick = &last
+		e.next = e.sched.Next(e.anchor())
+		tk, ok := s.take(e, now)
+		if !ok || len(tk.fire) != tt.fire || len(tk.missed) != tt.listed || tk.moreMissed != tt.more || tk.moreAtLeast != tt.atLeast {
+			t.Errorf("down %s: fire %d missed %d more %d atLeast %v, want %d %d %d %v",
+				tt.down, len(tk.fire), len(tk.missed), tk.moreMissed, tk.moreAtLeast, tt.fire, tt.listed, tt.more, tt.atLeast)
+		}
+		if !tk.fire[len(tk.fire)-1].Equal(now) || !e.cursor.Equal(now) {
+			t.Errorf("down %s: last fired %v, cursor %v; want both %v", tt.down, tk.fire[len(tk.fire)-1], e.cursor, now)
+		}
+		if n := e.sched.Next(e.anchor()); !n.Equal(now.Add(time.Second)) {
+			t.Errorf("down %s: next after take = %v, want %v", tt.down, n, now.Add(time.Second))
+		}
+	}
+}

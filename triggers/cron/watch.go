@@ -3,6 +3,7 @@ package cron
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -50,6 +51,9 @@ func (s *Scheduler) watchJobs(ctx context.Context, loaded chan<- struct{}) error
 			continue
 		}
 		s.setJob(j)
+	}
+	if ctx.Err() == nil {
+		return errors.New("cron: the jobs watch ended unexpectedly (connection closed?)")
 	}
 	return nil
 }
@@ -112,9 +116,16 @@ func (s *Scheduler) watchStates(ctx context.Context, loaded chan<- struct{}) err
 			e = &entry{index: -1}
 			s.entries[id] = e
 		}
-		e.state = st
-		s.reschedule(e)
+		if u.Operation() != jetstream.KeyValuePut && e.job.ID == "" {
+			delete(s.entries, id) // the state of a deleted job
+		} else {
+			e.state = st
+			s.reschedule(e)
+		}
 		s.mu.Unlock()
+	}
+	if ctx.Err() == nil {
+		return errors.New("cron: the state watch ended unexpectedly (connection closed?)")
 	}
 	return nil
 }
