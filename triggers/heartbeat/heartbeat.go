@@ -97,7 +97,7 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 	}
 	defer func() {
 		if err := svc.Stop(); err != nil {
-			h.log.Debug("stop service", zapErr(err))
+			h.log.Debug("stop service", zap.Error(err))
 		}
 	}()
 	if !h.cfg.Enabled {
@@ -107,7 +107,7 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 			st.NextFire = time.Time{}
 			return changed
 		}); err != nil && ctx.Err() == nil {
-			h.log.Warn("state not written", zapErr(err))
+			h.log.Warn("state not written", zap.Error(err))
 		}
 		<-ctx.Done()
 		return nil
@@ -129,7 +129,7 @@ func (h *Heartbeat) loop(ctx context.Context) {
 			last = st.LastFire
 			break
 		}
-		h.log.Warn("cannot read heartbeat state; retrying", zapErr(err))
+		h.log.Warn("cannot read heartbeat state; retrying", zap.Error(err))
 		if !h.wait(ctx, backoff(attempt)) {
 			return
 		}
@@ -141,7 +141,7 @@ func (h *Heartbeat) loop(ctx context.Context) {
 			st.NextFire = tick
 			return changed
 		}); err != nil && ctx.Err() == nil {
-			h.log.Warn("state not written", zapErr(err))
+			h.log.Warn("state not written", zap.Error(err))
 		}
 		if !h.sleepUntil(ctx, tick) {
 			return
@@ -228,10 +228,10 @@ func (h *Heartbeat) fire(ctx context.Context, tick time.Time) {
 			return
 		}
 		if attempt == attempts-1 {
-			h.log.Error("heartbeat tick lost: it could not be published", zap.Time("tick", tick), zapErr(err))
+			h.log.Error("heartbeat tick lost: it could not be published", zap.Time("tick", tick), zap.Error(err))
 			return
 		}
-		h.log.Warn("heartbeat tick not published; retrying", zap.Time("tick", tick), zapErr(err))
+		h.log.Warn("heartbeat tick not published; retrying", zap.Time("tick", tick), zap.Error(err))
 		if !h.wait(ctx, backoff(attempt)) {
 			return
 		}
@@ -264,7 +264,7 @@ func (h *Heartbeat) fireOnce(ctx context.Context, tick time.Time) error {
 	if err != nil {
 		// Let a retry (ours or another instance's) claim it again.
 		if derr := h.bus.Locks.Delete(context.WithoutCancel(ctx), key); derr != nil {
-			h.log.Warn("release tick claim", zapErr(derr))
+			h.log.Warn("release tick claim", zap.Error(derr))
 		}
 		return err
 	}
@@ -276,7 +276,7 @@ func (h *Heartbeat) fireOnce(ctx context.Context, tick time.Time) error {
 		st.LastFire = tick
 		return true
 	}); err != nil {
-		h.log.Warn("state not written", zapErr(err))
+		h.log.Warn("state not written", zap.Error(err))
 	}
 	return nil
 }
@@ -336,5 +336,3 @@ func (h *Heartbeat) request(at time.Time, manual bool) agentwork.Request {
 	}
 	return req
 }
-
-func zapErr(err error) zap.Field { return zap.Error(err) }

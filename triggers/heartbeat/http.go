@@ -67,7 +67,7 @@ func (h *Heartbeat) httpHistory(w http.ResponseWriter, r *http.Request) {
 
 // unavailable answers 503 for a bus failure: the client may retry.
 func (h *Heartbeat) unavailable(w http.ResponseWriter, r *http.Request, err error) {
-	h.log.Warn("heartbeat HTTP request failed", zap.String("path", r.URL.Path), zapErr(err))
+	h.log.Warn("heartbeat HTTP request failed", zap.String("path", r.URL.Path), zap.Error(err))
 	w.Header().Set("Retry-After", "5")
 	writeProblem(w, r, http.StatusServiceUnavailable, "The bus is unavailable", err.Error()+"; retry shortly")
 }

@@ -187,7 +187,7 @@ func (g *leaseGate) Release(ctx context.Context, run *agentwork.Run) {
 		return
 	}
 	if err := h.bus.Locks.Delete(ctx, h.leaseKey(), jetstream.LastRevision(e.Revision())); err != nil {
-		h.log.Warn("overlap lease not released; it expires on its own", zap.String("run", run.ID), zapErr(err))
+		h.log.Warn("overlap lease not released; it expires on its own", zap.String("run", run.ID), zap.Error(err))
 	}
 }
 
@@ -286,7 +286,7 @@ func (h *Heartbeat) observe(run *agentwork.Run, outcome string) {
 		return true
 	})
 	if err != nil {
-		h.log.Warn("heartbeat state not updated", zap.String("run", run.ID), zapErr(err))
+		h.log.Warn("heartbeat state not updated", zap.String("run", run.ID), zap.Error(err))
 	}
 	if outcome == bus.OutcomeError {
 		h.log.Warn("heartbeat failed", zap.String("run", run.ID), zap.String("class", res.Class), zap.String("error", res.Error))

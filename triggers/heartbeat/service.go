@@ -119,12 +119,12 @@ func (h *Heartbeat) serve(ctx context.Context) (micro.Service, error) {
 			defer cancel()
 			out, err := fn(cctx, r)
 			if err != nil {
-				h.log.Warn("heartbeat service request failed", zap.String("verb", verb), zapErr(err))
+				h.log.Warn("heartbeat service request failed", zap.String("verb", verb), zap.Error(err))
 				_ = req.Error("503", err.Error(), nil)
 				return
 			}
 			if err := req.RespondJSON(out); err != nil {
-				h.log.Debug("respond", zapErr(err))
+				h.log.Debug("respond", zap.Error(err))
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 )
 
 // State is what the heartbeat remembers in the agentwork_state bucket under
@@ -56,7 +57,7 @@ func (h *Heartbeat) loadState(ctx context.Context) (State, uint64, error) {
 	}
 	if err := json.Unmarshal(e.Value(), &st); err != nil {
 		// A corrupt record must not stop the heartbeat: start afresh.
-		h.log.Warn("state record unreadable; starting afresh", zapErr(err))
+		h.log.Warn("state record unreadable; starting afresh", zap.Error(err))
 		return State{}, e.Revision(), nil
 	}
 	return st, e.Revision(), nil
