@@ -164,15 +164,6 @@ func waitState(t *testing.T, b *bus.Bus, id string, ok func(State) bool) State {
 	}
 }
 
-// putState writes a job's state directly (to set up a past).
-func putState(t *testing.T, b *bus.Bus, id string, st State) {
-	t.Helper()
-	data, _ := json.Marshal(st)
-	if _, err := b.State.Put(t.Context(), stateKey(id), data); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func tickTimes(rs []TickResult, what string) []string {
 	var out []string
 	for _, r := range rs {

@@ -338,9 +338,9 @@ func TestTakeLongDowntime(t *testing.T) {
 	s := &Scheduler{cfg: Config{}.WithDefaults()}
 	now := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
 	for _, tt := range []struct {
-		down              time.Duration
+		down               time.Duration
 		fire, listed, more int
-		atLeast           bool
+		atLeast            bool
 	}{
 		// Ticks within the grace minute are on time (61 of them); of the
 		// late ones the newest are listed one by one, the rest summarized.
