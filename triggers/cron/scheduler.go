@@ -131,9 +131,10 @@ func (s *Scheduler) Stats() Stats {
 }
 
 // Run loads the jobs, writes the config's jobs, serves the API on NATS and
-// fires ticks until ctx is done. It returns nil after a clean stop.
-func (s *Scheduler) Run(ctx context.Context) error {
-	g, ctx := errgroup.WithContext(ctx)
+// fires ticks until ctx is done. It returns nil after a clean stop. Call it
+// once per Scheduler.
+func (s *Scheduler) Run(parent context.Context) error {
+	g, ctx := errgroup.WithContext(parent)
 	jobsLoaded, statesLoaded := make(chan struct{}), make(chan struct{})
 	g.Go(func() error { return s.watchJobs(ctx, jobsLoaded) })
 	g.Go(func() error { return s.watchStates(ctx, statesLoaded) })
@@ -170,7 +171,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	})
 	g.Go(func() error { return s.serve(ctx) })
 	err := g.Wait()
-	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+	if parent.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
 		return nil
 	}
 	return err
