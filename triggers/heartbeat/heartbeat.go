@@ -2,6 +2,7 @@ package heartbeat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -223,9 +224,18 @@ func backoff(attempt int) time.Duration {
 func (h *Heartbeat) fire(ctx context.Context, tick time.Time) {
 	const attempts = 5
 	for attempt := range attempts {
-		err := h.fireOnce(ctx, tick)
-		if err == nil || ctx.Err() != nil {
+		wait, err := h.fireOnce(ctx, tick)
+		if ctx.Err() != nil || (err == nil && wait == 0) {
 			return
+		}
+		if err == nil {
+			// Another instance claimed the tick but has not published it
+			// yet: look again when its claim expires (taken over then if
+			// that instance died).
+			if !h.wait(ctx, wait) {
+				return
+			}
+			continue
 		}
 		if attempt == attempts-1 {
 			h.log.Error("heartbeat tick lost: it could not be published", zap.Time("tick", tick), zap.Error(err))
@@ -249,24 +259,62 @@ func MsgID(name string, tick time.Time) string {
 	return "heartbeat:" + name + ":" + tick.UTC().Format(time.RFC3339)
 }
 
-func (h *Heartbeat) fireOnce(ctx context.Context, tick time.Time) error {
-	key := h.tickKey(tick)
-	_, err := h.bus.Locks.Create(ctx, key, []byte(h.bus.Instance()))
+// tickClaim is the record of a tick claim in agentwork_locks. A claim still
+// "claimed" past Expires belongs to an instance that died between claim and
+// publish; another instance takes it over (the publish is idempotent by its
+// message id).
+type tickClaim struct {
+	Owner   string    `json:"owner"`
+	State   string    `json:"state"` // claimed | published
+	Expires time.Time `json:"expires"`
+}
+
+// claimTTL is how long a claimed tick may stay unpublished before another
+// instance takes it over.
+const claimTTL = 30 * time.Second
+
+// fireOnce claims and publishes the tick. wait > 0 means another instance
+// holds the claim and has not published yet: look again after wait.
+func (h *Heartbeat) fireOnce(ctx context.Context, tick time.Time) (wait time.Duration, err error) {
+	kv, key := h.bus.Locks, h.tickKey(tick)
+	now := h.clock.Now()
+	mine, _ := json.Marshal(tickClaim{Owner: h.bus.Instance(), State: "claimed", Expires: now.Add(claimTTL)})
+	rev, err := kv.Create(ctx, key, mine)
 	if errors.Is(err, jetstream.ErrKeyExists) {
-		h.log.Debug("tick fired by another instance", zap.Time("tick", tick))
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("claim tick %s: %w", key, err)
+		e, gerr := kv.Get(ctx, key)
+		if gerr != nil {
+			return 0, fmt.Errorf("read tick claim %s: %w", key, gerr)
+		}
+		var held tickClaim
+		if json.Unmarshal(e.Value(), &held) != nil || held.State != "claimed" {
+			h.log.Debug("tick fired by another instance", zap.Time("tick", tick))
+			return 0, nil
+		}
+		if now.Before(held.Expires) {
+			return held.Expires.Sub(now), nil
+		}
+		if rev, err = kv.Update(ctx, key, mine, e.Revision()); err != nil {
+			if isConflict(err) {
+				return 0, nil // a third instance took it over
+			}
+			return 0, fmt.Errorf("take over tick claim %s: %w", key, err)
+		}
+		h.log.Warn("took over a tick whose instance stopped before publishing it", zap.Time("tick", tick), zap.String("owner", held.Owner))
+	} else if err != nil {
+		return 0, fmt.Errorf("claim tick %s: %w", key, err)
 	}
 	req := h.request(tick, false)
-	pub, err := agentwork.Publish(ctx, h.bus, req, agentwork.PublishOptions{MsgID: MsgID(h.cfg.Name, tick), Now: h.clock.Now()})
+	pub, err := agentwork.Publish(ctx, h.bus, req, agentwork.PublishOptions{MsgID: MsgID(h.cfg.Name, tick), Now: now})
 	if err != nil {
 		// Let a retry (ours or another instance's) claim it again.
-		if derr := h.bus.Locks.Delete(context.WithoutCancel(ctx), key); derr != nil {
+		if derr := kv.Delete(context.WithoutCancel(ctx), key, jetstream.LastRevision(rev)); derr != nil {
 			h.log.Warn("release tick claim", zap.Error(derr))
 		}
-		return err
+		return 0, err
+	}
+	done, _ := json.Marshal(tickClaim{Owner: h.bus.Instance(), State: "published"})
+	if _, err := kv.Update(ctx, key, done, rev); err != nil {
+		h.log.Debug("mark tick published", zap.Error(err))
 	}
 	h.log.Info("heartbeat fired", zap.Time("tick", tick), zap.String("request", pub.ID), zap.Bool("duplicate", pub.Duplicate))
 	if err := h.updateState(ctx, func(st *State) bool {
@@ -278,7 +326,7 @@ func (h *Heartbeat) fireOnce(ctx context.Context, tick time.Time) error {
 	}); err != nil {
 		h.log.Warn("state not written", zap.Error(err))
 	}
-	return nil
+	return 0, nil
 }
 
 // Wake publishes a heartbeat to run now (Manual). It does not move the

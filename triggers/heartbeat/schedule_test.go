@@ -306,3 +306,52 @@ func TestWakeKeepsTheSchedule(t *testing.T) {
 		t.Errorf("scheduled run = %v, want the 10:30 tick", got)
 	}
 }
+
+// TestTickClaimTakeover: a tick claimed by an instance that died before
+// publishing it is published by another one once the claim expires; a tick
+// another instance published is not published again.
+func TestTickClaimTakeover(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	clk := clock.NewFake(monday) // 10:00:30
+	dir := t.TempDir()
+	writeChecklist(t, dir, checklistText)
+	tick1 := time.Date(2026, 3, 9, 10, 1, 0, 0, time.UTC)
+	tick2 := tick1.Add(time.Minute)
+	put := func(tick time.Time, v string) {
+		t.Helper()
+		if _, err := b.Locks.Put(t.Context(), fmt.Sprintf("heartbeat.default.tick.%d", tick.Unix()), []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(tick1, `{"owner":"dead-host","state":"claimed","expires":"2026-03-09T10:01:10Z"}`)
+	put(tick2, `{"owner":"live-host","state":"published"}`)
+	h := newHeartbeat(t, b, heartbeat.Config{Enabled: true, Every: time.Minute}, clk, dir)
+	m := newModel(answer(notifyReply("the backup failed")))
+	startRunner(t, b, m, h, clk)
+	s := watch(t, b)
+	runInBackground(t, "Heartbeat", h.Run)
+
+	blockUntil(t, clk, 1)
+	clk.Advance(30 * time.Second) // 10:01: the claim is still live; wait for it
+	blockUntil(t, clk, 1)
+	if got := s.settle(); len(got) != 0 {
+		t.Fatalf("events before the claim expired = %v, want none", got)
+	}
+	clk.Advance(10 * time.Second) // 10:01:10: expired, taken over
+	if got := s.wait(1)[0]; !got.Result.ScheduledAt.Equal(tick1) {
+		t.Fatalf("run = %v, want the 10:01 tick", got)
+	}
+	waitIdle(t, b)
+	blockUntil(t, clk, 1)
+	clk.Advance(50 * time.Second) // 10:02: published elsewhere
+	blockUntil(t, clk, 1)
+	clk.Advance(time.Minute) // 10:03
+	got := s.wait(2)
+	if len(got) != 2 || !got[1].Result.ScheduledAt.Equal(tick2.Add(time.Minute)) {
+		t.Fatalf("events = %v, want the 10:01 and 10:03 ticks (10:02 was published by another instance)", got)
+	}
+	if n := requestsStored(t, b, "default"); n != 2 {
+		t.Errorf("requests stored = %d, want 2", n)
+	}
+}
