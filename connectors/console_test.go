@@ -344,7 +344,9 @@ func FuzzConsoleRoundTrip(f *testing.F) {
 		}
 		// What a reader sees: valid UTF-8, CRLF as LF, control characters escaped.
 		clean := strings.ReplaceAll(strings.ToValidUTF8(text, "\uFFFD"), "\r\n", "\n")
-		if strings.ContainsFunc(clean, func(r rune) bool { return r != '\n' && r != '\t' && (r < 0x20 || (r >= 0x7f && r < 0xa0) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)) }) {
+		if strings.ContainsFunc(clean, func(r rune) bool {
+			return r != '\n' && r != '\t' && (r < 0x20 || (r >= 0x7f && r < 0xa0) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069))
+		}) {
 			if strings.ContainsFunc(msgs[0].Text, func(r rune) bool { return r == 0x1b || r == '\r' || r == 0x9b }) {
 				t.Fatalf("Send(%q) wrote a raw terminal control character: %q", text, buf.String())
 			}

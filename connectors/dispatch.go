@@ -71,13 +71,12 @@ func (c DispatcherConfig) withDefaults() DispatcherConfig {
 // Dispatcher delivers queued notifications: one durable consumer
 // (deliver_<name>) per connector, shared by all instances.
 type Dispatcher struct {
-	bus  *bus.Bus
-	reg  Registry
-	cfg  DispatcherConfig
-	log  *zap.Logger
-	now  func() time.Time
-	wg   sync.WaitGroup
-	once sync.Once
+	bus *bus.Bus
+	reg Registry
+	cfg DispatcherConfig
+	log *zap.Logger
+	now func() time.Time
+	wg  sync.WaitGroup
 }
 
 // NewDispatcher returns a dispatcher for the connectors in reg.
@@ -93,13 +92,22 @@ func ConsumerName(name string) string { return "deliver_" + name }
 
 // Run consumes until ctx is done, then waits for sends in flight.
 func (d *Dispatcher) Run(ctx context.Context) error {
+	for _, name := range d.reg.Names() {
+		if err := bus.CheckToken("connectors: connector name", name); err != nil {
+			return err
+		}
+	}
 	var ccs []jetstream.ConsumeContext
 	for _, name := range d.reg.Names() {
 		cc, err := d.consume(ctx, name, d.reg[name])
 		if err != nil {
 			for _, c := range ccs {
-				c.Stop()
+				c.Drain()
 			}
+			for _, c := range ccs {
+				<-c.Closed()
+			}
+			d.wg.Wait() // sends already started by the consumers that did start
 			return err
 		}
 		ccs = append(ccs, cc)

@@ -9,8 +9,9 @@
 // emoji, newlines, markup that must stay literal, 4000 characters); urgency
 // is kept; exactly one message per Send; a cancelled or expired ctx returns
 // promptly with ctx's error and sends nothing; concurrent sends are safe;
-// and destination errors map to *connectors.RetryableError (with the delay a
-// 429 asks for) or *connectors.PermanentError (401, 400).
+// destination errors map to *connectors.RetryableError (with the delay a 429
+// asks for) or *connectors.PermanentError (401, 400); and no error carries
+// the connector's secret.
 //
 // A capability a connector lacks is declared in Features and the cases that
 // need it are skipped, never weakened.
@@ -37,6 +38,10 @@ type Harness struct {
 	New func(t *testing.T) (connectors.Connector, Observer)
 	// Features declares what the connector and its fake destination can do.
 	Features Features
+	// Secret, when set, is a credential the connector was built with (a bot
+	// token, a webhook URL's key). No error from Send may contain it: errors
+	// end up in logs and in delivery events anyone on the bus can read.
+	Secret string
 }
 
 // Features lists optional capabilities. The zero value is a connector whose
@@ -427,6 +432,7 @@ func testOutage(t *testing.T, h Harness) {
 	c, obs := newConnector(t, h)
 	injector(t, obs, "Outages").Inject(Fault{Kind: Unavailable})
 	err := c.Send(t.Context(), Notification("during an outage"))
+	noSecret(t, h, err)
 	switch {
 	case err == nil:
 		t.Fatal("Send to an unavailable destination = nil, want an error")
@@ -443,6 +449,7 @@ func testRateLimited(t *testing.T, h Harness) {
 	const after = 7 * time.Second
 	injector(t, obs, "RateLimits").Inject(Fault{Kind: RateLimited, RetryAfter: after})
 	err := c.Send(t.Context(), Notification("rate limited"))
+	noSecret(t, h, err)
 	var re *connectors.RetryableError
 	if !errors.As(err, &re) {
 		t.Fatalf("Send answered by 429 = %v, want a *connectors.RetryableError", err)
@@ -465,6 +472,7 @@ func testPermanent(t *testing.T, h Harness, has bool, feature string, k FaultKin
 	c, obs := newConnector(t, h)
 	injector(t, obs, feature).Inject(Fault{Kind: k})
 	err := c.Send(t.Context(), Notification("rejected"))
+	noSecret(t, h, err)
 	if !connectors.IsPermanent(err) {
 		t.Fatalf("Send answered by %s = %v, want a *connectors.PermanentError", k, err)
 	}
@@ -495,11 +503,20 @@ func testStall(t *testing.T, h Harness, deadline bool) {
 	defer cancel()
 	start := time.Now()
 	err := c.Send(ctx, Notification("stalled"))
+	noSecret(t, h, err)
 	if !errors.Is(err, want) {
 		t.Fatalf("Send to a hanging destination = %v, want an error wrapping %v", err, want)
 	}
 	if d := time.Since(start); d > wait+Prompt {
 		t.Fatalf("Send returned %s after ctx was done, want < %s", d-wait, Prompt)
+	}
+}
+
+// noSecret fails t when err's message contains h.Secret.
+func noSecret(t *testing.T, h Harness, err error) {
+	t.Helper()
+	if h.Secret != "" && err != nil && strings.Contains(err.Error(), h.Secret) {
+		t.Errorf("Send's error %q contains the connector's secret; redact it", err)
 	}
 }
 

@@ -26,7 +26,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // hook is a reference HTTP connector of the kind the chat connectors are:
-// it POSTs {"text","urgency","id"} to a chat API, splits texts longer than
+// it POSTs {"text","urgency","id"} to <base>/bot<token>/send (the token in
+// the path, as Telegram has it), splits texts longer than
 // maxText at line breaks, and classifies the API's errors. broken selects a
 // defect the suite must catch.
 type hook struct {
@@ -66,10 +67,14 @@ func (h *hook) post(ctx context.Context, body map[string]string) error {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := h.client.Do(req)
 	if err != nil {
+		if h.broken == "leaks-secret" {
+			return fmt.Errorf("hook: %w", err) // *url.Error quotes the URL, token and all
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("hook: %w", ctx.Err())
 		}
-		return fmt.Errorf("hook: %w", err)
+		// *url.Error quotes the URL, whose path holds the token.
+		return fmt.Errorf("hook: POST %s: %w", redacted, errors.Unwrap(err))
 	}
 	defer resp.Body.Close()
 	switch {
@@ -129,6 +134,10 @@ func (a *chatAPI) Inject(f connectortest.Fault) {
 }
 
 func (a *chatAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/bot"+token+"/send" {
+		http.Error(w, `{"error":"not_found"}`, http.StatusNotFound)
+		return
+	}
 	a.mu.Lock()
 	f := a.fault
 	a.fault = nil
@@ -164,6 +173,12 @@ func (a *chatAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// token is the reference connector's credential.
+const token = "123456:AAH-conformance-SECRET"
+
+// redacted is how the reference connector names its endpoint in errors.
+const redacted = "<base>/bot<redacted>/send"
+
 func hookHarness(broken string) connectortest.Harness {
 	const maxText = 1000
 	return connectortest.Harness{
@@ -177,8 +192,9 @@ func hookHarness(broken string) connectortest.Harness {
 				client.Timeout = 4 * time.Second
 			}
 			t.Cleanup(client.CloseIdleConnections)
-			return &hook{url: srv.URL, client: client, maxText: maxText, broken: broken}, api
+			return &hook{url: srv.URL + "/bot" + token + "/send", client: client, maxText: maxText, broken: broken}, api
 		},
+		Secret: token,
 		Features: connectortest.Features{
 			Concurrent: true, MaxText: maxText, KeepsID: true,
 			Outages: true, RateLimits: true, AuthErrors: true, BadRequests: true, Stalls: true,
@@ -200,14 +216,15 @@ func TestSuiteCatchesDefects(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs child processes")
 	}
-	for _, tc := range []struct{ broken, failing string }{
-		{"drops-urgency", "Urgency"},
-		{"truncates", "TextIntact"},
-		{"ignores-retry-after", "RateLimited"},
-		{"4xx-retryable", "Unauthorized"},
-		{"4xx-retryable", "BadRequest"},
-		{"5xx-permanent", "Outage"},
-		{"ignores-ctx", "StallDeadline"},
+	for _, tc := range []struct{ broken, failing, says string }{
+		{"drops-urgency", "Urgency", `urgency "important" arrived as`},
+		{"truncates", "TextIntact", "white space folded"},
+		{"ignores-retry-after", "RateLimited", "want a *connectors.RetryableError"},
+		{"4xx-retryable", "Unauthorized", "want a *connectors.PermanentError"},
+		{"4xx-retryable", "BadRequest", "want a *connectors.PermanentError"},
+		{"5xx-permanent", "Outage", "a permanent error; want a retryable one"},
+		{"ignores-ctx", "StallDeadline", "after ctx was done, want <"},
+		{"leaks-secret", "StallCancelled", "contains the connector's secret"},
 	} {
 		t.Run(tc.broken+"/"+tc.failing, func(t *testing.T) {
 			t.Parallel()
@@ -218,8 +235,10 @@ func TestSuiteCatchesDefects(t *testing.T) {
 			if !errors.As(err, &exit) {
 				t.Fatalf("suite against a connector that %s: err = %v, want a failing run; output:\n%s", tc.broken, err, out)
 			}
-			if want := "--- FAIL: TestBrokenConnector/" + tc.failing; !strings.Contains(string(out), want) {
-				t.Fatalf("suite against a connector that %s: output lacks %q:\n%s", tc.broken, want, out)
+			for _, want := range []string{"--- FAIL: TestBrokenConnector/" + tc.failing, tc.says} {
+				if !strings.Contains(string(out), want) {
+					t.Fatalf("suite against a connector that %s: output lacks %q:\n%s", tc.broken, want, out)
+				}
 			}
 		})
 	}

@@ -1,0 +1,550 @@
+package connectors_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/bus/bustest"
+	"github.com/agentwork/agentwork/connectors"
+)
+
+// wait bounds every wait for an event.
+const wait = 15 * time.Second
+
+// fake is a connector whose Send does what fn says for the attempt-th call
+// with a notification ID, and records every call.
+type fake struct {
+	fn       func(ctx context.Context, n connectors.Notification, attempt int) error
+	mu       sync.Mutex
+	calls    []call
+	attempts map[string]int
+}
+
+type call struct {
+	n  connectors.Notification
+	at time.Time
+}
+
+var _ connectors.Connector = (*fake)(nil)
+
+func (f *fake) Send(ctx context.Context, n connectors.Notification) error {
+	f.mu.Lock()
+	if f.attempts == nil {
+		f.attempts = map[string]int{}
+	}
+	f.attempts[n.ID]++
+	attempt := f.attempts[n.ID]
+	f.calls = append(f.calls, call{n: n, at: time.Now()})
+	f.mu.Unlock()
+	if f.fn == nil {
+		return nil
+	}
+	return f.fn(ctx, n, attempt)
+}
+
+func (f *fake) Calls() []call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+// fastRetries keeps retries within a test's patience.
+var fastRetries = connectors.DispatcherConfig{MaxAttempts: 8, Backoff: []time.Duration{20 * time.Millisecond}, SendTimeout: 5 * time.Second}
+
+// run starts a dispatcher and returns a stop function that cancels it and
+// returns Run's error once Run has returned.
+func run(t *testing.T, b *bus.Bus, reg connectors.Registry, cfg connectors.DispatcherConfig) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	d := connectors.NewDispatcher(b, reg, cfg, nil)
+	go func() { done <- d.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(wait):
+				err = errors.New("Dispatcher.Run did not return after ctx was cancelled")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// delivery is a delivery event read back from AGENTWORK_EVENTS.
+type delivery struct {
+	outcome string
+	ev      bus.Event
+	res     connectors.Result
+}
+
+// watch follows the delivery events in the events stream from the start.
+func watch(t *testing.T, b *bus.Bus) <-chan delivery {
+	t.Helper()
+	cons, err := b.JetStream().OrderedConsumer(t.Context(), bus.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{b.Subjects.Event(bus.SourceDelivery, "*")},
+	})
+	if err != nil {
+		t.Fatalf("events consumer: %v", err)
+	}
+	ch := make(chan delivery, 100)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		ev, err := bus.DecodeEvent(m.Data())
+		var r connectors.Result
+		if err == nil {
+			err = ev.DecodeData(&r)
+		}
+		if err != nil {
+			t.Errorf("delivery event %s: %v", m.Subject(), err)
+			return
+		}
+		ch <- delivery{outcome: m.Subject()[strings.LastIndexByte(m.Subject(), '.')+1:], ev: ev, res: r}
+	})
+	if err != nil {
+		t.Fatalf("consume events: %v", err)
+	}
+	t.Cleanup(cc.Stop)
+	return ch
+}
+
+func next(t *testing.T, ch <-chan delivery) delivery {
+	t.Helper()
+	select {
+	case d := <-ch:
+		return d
+	case <-time.After(wait):
+		t.Fatal("no delivery event within", wait)
+		return delivery{}
+	}
+}
+
+// counts returns how many delivery events of each outcome the stream holds.
+func counts(t *testing.T, b *bus.Bus) map[string]uint64 {
+	t.Helper()
+	s, err := b.JetStream().Stream(t.Context(), bus.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(t.Context(), jetstream.WithSubjectFilter(b.Subjects.Event(bus.SourceDelivery, "*")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for subj, n := range info.State.Subjects {
+		out[subj[strings.LastIndexByte(subj, '.')+1:]] = n
+	}
+	return out
+}
+
+func note(id, target, text string) connectors.Notification {
+	return connectors.Notification{
+		ID: "run-" + id + "." + target, RunID: "run-" + id, RequestID: "req-" + id,
+		Source: "heartbeat", Name: "default", Text: text, Urgency: "info",
+		Target: target, Time: time.Date(2026, 11, 21, 9, 0, 3, 0, time.UTC),
+	}
+}
+
+func enqueue(t *testing.T, b *bus.Bus, ns ...connectors.Notification) {
+	t.Helper()
+	for _, n := range ns {
+		if err := connectors.Enqueue(t.Context(), b, n); err != nil {
+			t.Fatalf("Enqueue(%s) = %v", n.ID, err)
+		}
+	}
+}
+
+func stopped(t *testing.T, stop func() error) {
+	t.Helper()
+	if err := stop(); err != nil {
+		t.Fatalf("Run = %v, want nil after cancel", err)
+	}
+}
+
+// TestDispatcherRetries: retryable errors are retried after the delay the
+// connector asked for (NakWithDelay), or the configured backoff when it
+// named none, and the notification is reported delivered once, with the
+// number of attempts.
+func TestDispatcherRetries(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		err     error
+		backoff time.Duration
+		gap     time.Duration
+	}{
+		// The backoff is an hour: only honouring After delivers in time.
+		{"retry-after from the connector", connectors.Retry(errors.New("429 Too Many Requests"), 150*time.Millisecond), time.Hour, 150 * time.Millisecond},
+		{"backoff for a retryable error without delay", connectors.Retry(errors.New("502"), 0), 150 * time.Millisecond, 150 * time.Millisecond},
+		{"backoff for a plain error", errors.New("connection reset"), 150 * time.Millisecond, 150 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := bustest.New(t)
+			events := watch(t, b)
+			chat := &fake{fn: func(_ context.Context, _ connectors.Notification, attempt int) error {
+				if attempt < 3 {
+					return tc.err
+				}
+				return nil
+			}}
+			n := note("1", "chat", "Disk /var is 95% full")
+			enqueue(t, b, n)
+			stop := run(t, b, connectors.Registry{"chat": chat}, connectors.DispatcherConfig{MaxAttempts: 5, Backoff: []time.Duration{tc.backoff}, SendTimeout: 5 * time.Second})
+
+			d := next(t, events)
+			if d.outcome != connectors.OutcomeDelivered || d.res.Attempts != 3 || d.res.Connector != "chat" || d.res.Notification.ID != n.ID {
+				t.Fatalf("event = %s %+v, want delivered by chat after 3 attempts of %s", d.outcome, d.res, n.ID)
+			}
+			if d.ev.Type != "agentwork.delivery.delivered" || d.ev.RunID != n.RunID || d.ev.CausationID != n.RequestID {
+				t.Errorf("envelope type %q runid %q causationid %q, want agentwork.delivery.delivered, %s, %s", d.ev.Type, d.ev.RunID, d.ev.CausationID, n.RunID, n.RequestID)
+			}
+			stopped(t, stop)
+			calls := chat.Calls()
+			if len(calls) != 3 {
+				t.Fatalf("Send called %d times, want 3", len(calls))
+			}
+			for i := 1; i < len(calls); i++ {
+				if gap := calls[i].at.Sub(calls[i-1].at); gap < tc.gap {
+					t.Errorf("attempt %d came %s after attempt %d, want at least %s", i+1, gap, i, tc.gap)
+				}
+			}
+			if got := counts(t, b); got[connectors.OutcomeDelivered] != 1 || got[connectors.OutcomeFailed] != 0 {
+				t.Errorf("delivery events = %v, want exactly one delivered", got)
+			}
+		})
+	}
+}
+
+// TestDispatcherFailures: what can never succeed is reported failed once,
+// without further attempts; what keeps failing is given up after
+// MaxAttempts. The dispatcher goes on delivering afterwards.
+func TestDispatcherFailures(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		send      func() error
+		attempts  int
+		permanent bool
+		errText   string
+	}{
+		{"permanent error", func() error { return connectors.Permanent(errors.New("401 Unauthorized")) }, 1, true, "401 Unauthorized"},
+		{"panic", func() error { panic("nil map") }, 1, true, "connector panicked: nil map"},
+		{"attempts exhausted", func() error { return errors.New("503") }, 3, false, "503"},
+		{"retryable attempts exhausted", func() error { return connectors.Retry(errors.New("429"), 10*time.Millisecond) }, 3, false, "429"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := bustest.New(t)
+			events := watch(t, b)
+			chat := &fake{fn: func(_ context.Context, n connectors.Notification, _ int) error {
+				if n.Text == "fine" {
+					return nil
+				}
+				return tc.send()
+			}}
+			bad, good := note("1", "chat", "doomed"), note("2", "chat", "fine")
+			enqueue(t, b, bad)
+			cfg := fastRetries
+			cfg.MaxAttempts = 3
+			stop := run(t, b, connectors.Registry{"chat": chat}, cfg)
+
+			d := next(t, events)
+			if d.outcome != connectors.OutcomeFailed || d.res.Notification.ID != bad.ID || d.res.Attempts != tc.attempts ||
+				d.res.Permanent != tc.permanent || !strings.Contains(d.res.Error, tc.errText) {
+				t.Fatalf("event = %s %+v, want failed after %d attempts, permanent %v, error with %q", d.outcome, d.res, tc.attempts, tc.permanent, tc.errText)
+			}
+			enqueue(t, b, good)
+			if d := next(t, events); d.outcome != connectors.OutcomeDelivered || d.res.Notification.ID != good.ID {
+				t.Fatalf("after the failure: event = %s %+v, want %s delivered", d.outcome, d.res, good.ID)
+			}
+			stopped(t, stop)
+			if got := len(chat.Calls()); got != tc.attempts+1 {
+				t.Errorf("Send called %d times, want %d for the failure and 1 for the next", got, tc.attempts+1)
+			}
+			if got := counts(t, b); got[connectors.OutcomeFailed] != 1 || got[connectors.OutcomeDelivered] != 1 {
+				t.Errorf("delivery events = %v, want one failed and one delivered", got)
+			}
+		})
+	}
+}
+
+// TestDispatcherIsolatesConnectors: a connector that hangs and one that
+// fails do not hold up another connector's deliveries.
+func TestDispatcherIsolatesConnectors(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watch(t, b)
+	release := make(chan struct{})
+	stuck := &fake{fn: func(ctx context.Context, _ connectors.Notification, _ int) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}}
+	failing := &fake{fn: func(context.Context, connectors.Notification, int) error {
+		return connectors.Permanent(errors.New("403 blocked by user"))
+	}}
+	good := &fake{}
+	enqueue(t, b, note("s", "stuck", "x"), note("f", "failing", "x"))
+	for i := range 5 {
+		enqueue(t, b, note(fmt.Sprint(i), "good", fmt.Sprint("message ", i)))
+	}
+	stop := run(t, b, connectors.Registry{"stuck": stuck, "failing": failing, "good": good}, fastRetries)
+
+	got := map[string]int{}
+	for range 6 {
+		d := next(t, events)
+		got[d.res.Connector+" "+d.outcome]++
+	}
+	if want := map[string]int{"good delivered": 5, "failing failed": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("while stuck hangs: events %v, want %v", got, want)
+	}
+	close(release)
+	if d := next(t, events); d.res.Connector != "stuck" || d.outcome != connectors.OutcomeDelivered {
+		t.Fatalf("after release: event %s %+v, want stuck delivered", d.outcome, d.res)
+	}
+	stopped(t, stop)
+}
+
+// TestDispatcherDeliversDuplicateOnce: the same notification queued twice
+// (a run redelivered after a crash re-enqueues it) reaches the chat once.
+func TestDispatcherDeliversDuplicateOnce(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watch(t, b)
+	chat := &fake{}
+	n, other := note("1", "chat", "Disk full"), note("2", "chat", "Disk full")
+	enqueue(t, b, n, n, other)
+	stop := run(t, b, connectors.Registry{"chat": chat}, fastRetries)
+	for range 2 {
+		if d := next(t, events); d.outcome != connectors.OutcomeDelivered {
+			t.Fatalf("event %s %+v, want delivered", d.outcome, d.res)
+		}
+	}
+	stopped(t, stop)
+	var ids []string
+	for _, c := range chat.Calls() {
+		ids = append(ids, c.n.ID)
+	}
+	if want := []string{n.ID, other.ID}; !slices.Equal(ids, want) {
+		t.Errorf("Send calls = %v, want %v (the duplicate once)", ids, want)
+	}
+	if got := counts(t, b); got[connectors.OutcomeDelivered] != 2 {
+		t.Errorf("delivery events = %v, want two delivered", got)
+	}
+}
+
+// TestDispatcherReleasesDedup: the runner holds a notification's text in
+// agentwork_dedup (value = its run id). When no connector delivers it, the
+// key is freed so the next identical notification is sent; when one did,
+// or the key belongs to another run, it stays.
+func TestDispatcherReleasesDedup(t *testing.T) {
+	t.Parallel()
+	const key = "heartbeat.5d41402abc4b2a76b9719d911017c592"
+	for _, tc := range []struct {
+		name     string
+		owner    string   // the dedup value; "" = this run
+		targets  []string // of the notification, in the order they finish
+		wantHeld bool
+	}{
+		{"only target fails permanently", "", []string{"bad"}, false},
+		{"every target fails", "", []string{"bad", "bad2"}, false},
+		{"key of another run", "run-other", []string{"bad"}, true},
+		{"another target delivered first", "", []string{"good", "bad"}, true},
+		{"delivered", "", []string{"good"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := bustest.New(t)
+			events := watch(t, b)
+			owner := tc.owner
+			if owner == "" {
+				owner = "run-1"
+			}
+			if _, err := b.Dedup.Create(t.Context(), key, []byte(owner), jetstream.KeyTTL(time.Hour)); err != nil {
+				t.Fatalf("dedup Create: %v", err)
+			}
+			// Targets finish in order: each waits for the previous one's event.
+			turns := map[string]chan struct{}{}
+			reg := connectors.Registry{}
+			for _, target := range tc.targets {
+				turn := make(chan struct{})
+				turns[target] = turn
+				reg[target] = &fake{fn: func(ctx context.Context, _ connectors.Notification, _ int) error {
+					select {
+					case <-turn:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+					if strings.HasPrefix(target, "bad") {
+						return connectors.Permanent(errors.New("400 chat not found"))
+					}
+					return nil
+				}}
+				n := note("1", target, "Disk full")
+				n.DedupKey = key
+				enqueue(t, b, n)
+			}
+			stop := run(t, b, reg, fastRetries)
+			for _, target := range tc.targets {
+				close(turns[target])
+				if d := next(t, events); d.res.Connector != target {
+					t.Fatalf("event from %s, want %s", d.res.Connector, target)
+				}
+			}
+			stopped(t, stop)
+			e, err := b.Dedup.Get(t.Context(), key)
+			switch {
+			case tc.wantHeld && err != nil:
+				t.Fatalf("dedup key after %v: %v, want it held", tc.targets, err)
+			case tc.wantHeld && string(e.Value()) != owner:
+				t.Fatalf("dedup key value = %q, want %q", e.Value(), owner)
+			case !tc.wantHeld && !errors.Is(err, jetstream.ErrKeyNotFound):
+				t.Fatalf("dedup key after %v: err = %v, want it released (ErrKeyNotFound)", tc.targets, err)
+			}
+			if !tc.wantHeld {
+				// Released means the next identical notification gets through
+				// the runner's atomic Create.
+				if _, err := b.Dedup.Create(t.Context(), key, []byte("run-2"), jetstream.KeyTTL(time.Hour)); err != nil {
+					t.Fatalf("Create after release = %v, want nil", err)
+				}
+			}
+		})
+	}
+}
+
+// TestDispatcherShutdown: cancelling Run lets the send in flight finish and
+// report before Run returns.
+func TestDispatcherShutdown(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watch(t, b)
+	started, release := make(chan struct{}), make(chan struct{})
+	var sendCtxErr error
+	chat := &fake{fn: func(ctx context.Context, _ connectors.Notification, _ int) error {
+		close(started)
+		<-release
+		sendCtxErr = ctx.Err()
+		return nil
+	}}
+	enqueue(t, b, note("1", "chat", "in flight"))
+	stop := run(t, b, connectors.Registry{"chat": chat}, fastRetries)
+	select {
+	case <-started:
+	case <-time.After(wait):
+		t.Fatal("Send was not called")
+	}
+	returned := make(chan error, 1)
+	go func() { returned <- stop() }()
+	select {
+	case err := <-returned:
+		t.Fatalf("Run returned (%v) while a send was in flight", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case err := <-returned:
+		if err != nil {
+			t.Fatalf("Run = %v, want nil", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("Run did not return after the send finished")
+	}
+	if sendCtxErr != nil {
+		t.Errorf("the in-flight send's ctx was cancelled by shutdown (%v); want it to run to completion", sendCtxErr)
+	}
+	if d := next(t, events); d.outcome != connectors.OutcomeDelivered {
+		t.Errorf("event %s, want delivered", d.outcome)
+	}
+	if got := counts(t, b); got[connectors.OutcomeDelivered] != 1 {
+		t.Errorf("delivery events = %v, want the in-flight one delivered", got)
+	}
+}
+
+// TestDispatcherMalformedDelivery: a message on a delivery subject that is
+// not an envelope with a notification is reported failed and dropped, and
+// the connector is not called.
+func TestDispatcherMalformedDelivery(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watch(t, b)
+	chat := &fake{}
+	if _, err := b.JetStream().Publish(t.Context(), b.Subjects.Delivery("chat"), []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+	stop := run(t, b, connectors.Registry{"chat": chat}, fastRetries)
+	d := next(t, events)
+	if d.outcome != connectors.OutcomeFailed || !d.res.Permanent || !strings.Contains(d.res.Error, "malformed") || d.res.Connector != "chat" {
+		t.Fatalf("event %s %+v, want a permanent failure of chat naming the malformed delivery", d.outcome, d.res)
+	}
+	stopped(t, stop)
+	if n := len(chat.Calls()); n != 0 {
+		t.Errorf("Send called %d times for a malformed delivery, want 0", n)
+	}
+}
+
+// TestDispatcherInstancesShareWork: two instances on one bus share each
+// connector's durable consumer: every notification is sent once.
+func TestDispatcherInstancesShareWork(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	b2 := bustest.Client(t, b)
+	events := watch(t, b)
+	chat := &fake{}
+	const total = 20
+	for i := range total {
+		enqueue(t, b, note(fmt.Sprint(i), "chat", fmt.Sprint("message ", i)))
+	}
+	stop1 := run(t, b, connectors.Registry{"chat": chat}, fastRetries)
+	stop2 := run(t, b2, connectors.Registry{"chat": chat}, fastRetries)
+	for range total {
+		if d := next(t, events); d.outcome != connectors.OutcomeDelivered {
+			t.Fatalf("event %s %+v, want delivered", d.outcome, d.res)
+		}
+	}
+	stopped(t, stop1)
+	stopped(t, stop2)
+	seen := map[string]int{}
+	for _, c := range chat.Calls() {
+		seen[c.n.ID]++
+	}
+	if len(seen) != total {
+		t.Errorf("%d distinct notifications sent, want %d", len(seen), total)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s sent %d times, want once", id, n)
+		}
+	}
+}
+
+// TestDispatcherBadName: a connector name that cannot be a subject token
+// stops Run before any consumer starts.
+func TestDispatcherBadName(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	d := connectors.NewDispatcher(b, connectors.Registry{"good": &fake{}, "Bad.Name": &fake{}}, fastRetries, nil)
+	err := d.Run(t.Context())
+	if err == nil || !strings.Contains(err.Error(), `"Bad.Name"`) {
+		t.Fatalf("Run with connector Bad.Name = %v, want an error naming it", err)
+	}
+	if _, err := b.JetStream().Consumer(t.Context(), bus.StreamDeliveries, connectors.ConsumerName("good")); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Errorf("consumer deliver_good after a failed Run: %v, want none created", err)
+	}
+}
