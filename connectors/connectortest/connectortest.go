@@ -14,7 +14,21 @@
 // the connector's secret.
 //
 // A capability a connector lacks is declared in Features and the cases that
-// need it are skipped, never weakened.
+// need it are skipped, never weakened. A chat connector's test reads:
+//
+//	func TestConformance(t *testing.T) {
+//		connectortest.Run(t, connectortest.Harness{
+//			New: func(t *testing.T) (connectors.Connector, connectortest.Observer) {
+//				api := telegramfake.New(t) // httptest; records into a connectortest.Recorder, implements FaultInjector
+//				return connectors.NewTelegram(api.URL, token, chatID), api
+//			},
+//			Secret:   token,
+//			Features: connectortest.Features{MaxText: 4096, RateLimits: true, AuthErrors: true, BadRequests: true, Outages: true, Stalls: true},
+//		})
+//	}
+//
+// A fake that stalls must release its handlers at t.Cleanup, and read the
+// request body first (net/http notices a client hanging up only then).
 package connectortest
 
 import (
@@ -213,7 +227,7 @@ func longText(n int) string {
 // Notification returns a well-formed notification with text.
 func Notification(text string) connectors.Notification {
 	return connectors.Notification{
-		ID:        "0195f3a0-7d2c-7e51-9b2a-3c1f0d4e5a6b.console",
+		ID:        "0195f3a0-7d2c-7e51-9b2a-3c1f0d4e5a6b.conformance",
 		RunID:     "0195f3a0-7d2c-7e51-9b2a-3c1f0d4e5a6b",
 		RequestID: "0195f3a0-7c00-7000-8000-000000000001",
 		Source:    "heartbeat",
