@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,10 +48,14 @@ func (h *Heartbeat) Status(ctx context.Context) (Status, error) {
 	if !h.cfg.Enabled {
 		st.NextFire = time.Time{}
 	}
+	checklist := h.checklist
+	if abs, err := filepath.Abs(checklist); err == nil {
+		checklist = abs // the CLI may run elsewhere than the server
+	}
 	return Status{
 		Name: h.cfg.Name, Enabled: h.cfg.Enabled, Every: h.cfg.Every.String(),
 		ActiveHours: h.hours.String(), ActiveNow: h.hours.Contains(h.clock.Now()),
-		Checklist: h.checklist, OutputMode: h.cfg.OutputMode, Overlap: h.cfg.Overlap, Targets: h.cfg.Targets,
+		Checklist: checklist, OutputMode: h.cfg.OutputMode, Overlap: h.cfg.Overlap, Targets: h.cfg.Targets,
 		Running: run, State: st,
 	}, nil
 }
