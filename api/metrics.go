@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -14,8 +15,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/agentwork/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/bus"
 )
+
+// maxModels bounds the model label: names past this many distinct ones are
+// counted as "other", so a server that reports a new name per reply cannot
+// grow /metrics without end.
+const maxModels = 100
 
 // metrics holds the counters of /metrics, written in the Prometheus text
 // exposition format (version 0.0.4) by hand: a handful of counters do not
@@ -23,16 +30,23 @@ import (
 type metrics struct {
 	version string
 
-	mu         sync.Mutex
-	requests   map[[2]string]uint64 // route, code
-	runs       map[[2]string]uint64 // source, outcome
-	deliveries map[string]uint64    // outcome
+	mu          sync.Mutex
+	requests    map[[2]string]uint64 // route, code
+	runs        map[[2]string]uint64 // source, outcome
+	deliveries  map[string]uint64    // outcome
+	tokens      map[[2]string]uint64 // model, kind (input|output)
+	modelRuns   map[[2]string]uint64 // model, outcome
+	modelErrors map[string]uint64    // class
+	models      map[string]bool      // model labels in use
 
 	streams atomic.Int64 // open event streams
 }
 
 func newMetrics(version string) *metrics {
-	return &metrics{version: version, requests: map[[2]string]uint64{}, runs: map[[2]string]uint64{}, deliveries: map[string]uint64{}}
+	return &metrics{
+		version: version, requests: map[[2]string]uint64{}, runs: map[[2]string]uint64{}, deliveries: map[string]uint64{},
+		tokens: map[[2]string]uint64{}, modelRuns: map[[2]string]uint64{}, modelErrors: map[string]uint64{}, models: map[string]bool{},
+	}
 }
 
 func (m *metrics) request(route string, code int) {
@@ -42,27 +56,88 @@ func (m *metrics) request(route string, code int) {
 }
 
 // countEvents subscribes to every event subject and counts run outcomes
-// and delivery results by subject, without decoding the events.
+// and delivery results by subject, and the model's side of runs from the
+// run events' data.
 func (m *metrics) countEvents(b *bus.Bus) (unsubscribe func(), err error) {
 	prefix := strings.TrimSuffix(b.Subjects.Events(), ">") // "agentwork.event."
 	sub, err := b.Conn().Subscribe(b.Subjects.Events(), func(msg *nats.Msg) {
-		source, outcome, ok := strings.Cut(strings.TrimPrefix(msg.Subject, prefix), ".")
-		if !ok || strings.Contains(outcome, ".") {
-			return
-		}
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		switch {
-		case source == bus.SourceDelivery:
-			m.deliveries[outcome]++
-		case outcome == bus.OutcomeDone || outcome == bus.OutcomeSkip || outcome == bus.OutcomeError:
-			m.runs[[2]string{source, outcome}]++
-		}
+		m.count(strings.TrimPrefix(msg.Subject, prefix), msg.Data)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("api: subscribe to events for metrics: %w", err)
 	}
 	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+// modelFacts are the fields of a run event's data (agentwork.Result) that
+// the model metrics read.
+type modelFacts struct {
+	Model string       `json:"model"`
+	Usage *model.Usage `json:"usage"`
+	Class string       `json:"class"`
+}
+
+// count counts one event on <prefix>.event.<rest>, data being its envelope.
+//
+// Run outcomes are counted by subject alone. The model metrics come from
+// the event's data (agentwork.Result): a done event counts as a model run
+// and adds its token usage; a skip or error event counts as a model run only
+// when it names the model (a skip after the model answered), and adds its
+// usage when it carries one; every error event counts its class. An event
+// whose data cannot be read still counts as a run outcome.
+func (m *metrics) count(rest string, data []byte) {
+	source, outcome, ok := strings.Cut(rest, ".")
+	if !ok || strings.Contains(outcome, ".") {
+		return
+	}
+	if source == bus.SourceDelivery {
+		m.mu.Lock()
+		m.deliveries[outcome]++
+		m.mu.Unlock()
+		return
+	}
+	if outcome != bus.OutcomeDone && outcome != bus.OutcomeSkip && outcome != bus.OutcomeError {
+		return
+	}
+	var facts modelFacts
+	if ev, err := bus.DecodeEvent(data); err == nil {
+		_ = json.Unmarshal(ev.Data, &facts)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.runs[[2]string{source, outcome}]++
+	if outcome == bus.OutcomeError {
+		class := facts.Class
+		if class == "" {
+			class = "unknown"
+		}
+		m.modelErrors[class]++
+	}
+	named := outcome == bus.OutcomeDone || facts.Model != ""
+	if !named && facts.Usage == nil {
+		return
+	}
+	name := m.modelLabel(facts.Model)
+	if named {
+		m.modelRuns[[2]string{name, outcome}]++
+	}
+	if u := facts.Usage; u != nil {
+		m.tokens[[2]string{name, "input"}] += uint64(max(u.InputTokens, 0))
+		m.tokens[[2]string{name, "output"}] += uint64(max(u.OutputTokens, 0))
+	}
+}
+
+// modelLabel returns the label of a model name: the name, or "other" once
+// maxModels names are in use. Call with m.mu held.
+func (m *metrics) modelLabel(name string) string {
+	if m.models[name] {
+		return name
+	}
+	if len(m.models) >= maxModels {
+		return "other"
+	}
+	m.models[name] = true
+	return name
 }
 
 func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request) {
@@ -112,6 +187,23 @@ func (m *metrics) expose(busReady float64) []byte {
 	sort.Strings(outs)
 	for _, o := range outs {
 		fmt.Fprintf(&b, "agentwork_deliveries_total{outcome=\"%s\"} %d\n", escape(o), m.deliveries[o])
+	}
+	family("agentwork_model_tokens_total", "counter", "Model tokens used by runs, by model and kind (input, output), from the usage in the run events seen on the bus, from every instance.")
+	for _, k := range sortedPairs(m.tokens) {
+		fmt.Fprintf(&b, "agentwork_model_tokens_total{model=\"%s\",kind=\"%s\"} %d\n", escape(k[0]), escape(k[1]), m.tokens[k])
+	}
+	family("agentwork_model_runs_total", "counter", "Runs that reached the model, by model and outcome, from the run events seen on the bus: every done, and skip or error when the event names the model.")
+	for _, k := range sortedPairs(m.modelRuns) {
+		fmt.Fprintf(&b, "agentwork_model_runs_total{model=\"%s\",outcome=\"%s\"} %d\n", escape(k[0]), escape(k[1]), m.modelRuns[k])
+	}
+	family("agentwork_model_errors_total", "counter", "Failed runs by error class (transient, timeout, permanent), from the error events seen on the bus, from every instance.")
+	classes := make([]string, 0, len(m.modelErrors))
+	for c := range m.modelErrors {
+		classes = append(classes, c)
+	}
+	sort.Strings(classes)
+	for _, c := range classes {
+		fmt.Fprintf(&b, "agentwork_model_errors_total{class=\"%s\"} %d\n", escape(c), m.modelErrors[c])
 	}
 	return b.Bytes()
 }
