@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -207,7 +208,9 @@ type stack struct {
 
 	msgs chan *nats.Msg
 	seen []event
-	stop func()
+	// taken marks the events of seen that waitFor returned.
+	taken map[int]bool
+	stop  func()
 }
 
 // options adjust a stack.
@@ -250,7 +253,7 @@ func start(t *testing.T, a api, o options, turns ...turn) (*stack, server) {
 	rec := &recorder{}
 	disp := connectors.NewDispatcher(b, connectors.Registry{target: rec}, connectors.DispatcherConfig{Backoff: []time.Duration{tiny}}, log)
 
-	s := &stack{b: b, h: h, rec: rec, logs: logs, msgs: make(chan *nats.Msg, 4096)}
+	s := &stack{b: b, h: h, rec: rec, logs: logs, msgs: make(chan *nats.Msg, 4096), taken: map[int]bool{}}
 	sub, err := b.Conn().ChanSubscribe(b.Subjects.Events(), s.msgs)
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +274,10 @@ func start(t *testing.T, a api, o options, turns ...turn) (*stack, server) {
 			wg.Wait()
 			close(errs)
 			for err := range errs {
-				if err != nil {
+				// Stopped while still creating its consumer, a component
+				// reports the cancellation (the dispatcher does when a run
+				// ends before it got going).
+				if err != nil && !errors.Is(err, context.Canceled) {
 					t.Errorf("Run() = %v, want nil", err)
 				}
 			}
@@ -295,15 +301,13 @@ func start(t *testing.T, a api, o options, turns ...turn) (*stack, server) {
 	return s, srv
 }
 
-func (s *stack) add(t *testing.T, m *nats.Msg) event {
+func (s *stack) add(t *testing.T, m *nats.Msg) {
 	t.Helper()
 	ev, err := bus.DecodeEvent(m.Data)
 	if err != nil {
 		t.Fatalf("event on %s is not a CloudEvent: %v: %s", m.Subject, err, m.Data)
 	}
-	e := event{subject: m.Subject, raw: m.Data, Event: ev}
-	s.seen = append(s.seen, e)
-	return e
+	s.seen = append(s.seen, event{subject: m.Subject, raw: m.Data, Event: ev})
 }
 
 // wake fires one heartbeat now.
@@ -316,19 +320,26 @@ func (s *stack) wake(t *testing.T) agentwork.Published {
 	return pub
 }
 
-// waitFor returns the next event on subject (relative to the prefix, e.g.
-// "heartbeat.done"), failing the test after waitTimeout.
+// waitFor returns the first event on subject (relative to the prefix, e.g.
+// "heartbeat.done") that it did not return before, whether it was seen
+// already or arrives within waitTimeout. Events arrive in any order: a
+// notification may be delivered before its run's done event is out.
 func (s *stack) waitFor(t *testing.T, subject string) event {
 	t.Helper()
 	full := strings.TrimSuffix(s.b.Subjects.Events(), ">") + subject
 	timeout := time.NewTimer(waitTimeout)
 	defer timeout.Stop()
+	next := 0 // the first event of seen not looked at yet
 	for {
+		for ; next < len(s.seen); next++ {
+			if !s.taken[next] && s.seen[next].subject == full {
+				s.taken[next] = true
+				return s.seen[next]
+			}
+		}
 		select {
 		case m := <-s.msgs:
-			if e := s.add(t, m); e.subject == full {
-				return e
-			}
+			s.add(t, m)
 		case <-timeout.C:
 			t.Fatalf("no %s event within %s; seen: %s", subject, waitTimeout, s.subjects())
 		}
