@@ -504,7 +504,7 @@ func TestDispatcherMalformedDelivery(t *testing.T) {
 func TestDispatcherInstancesShareWork(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
-	b2 := bustest.Client(t, b)
+	b2 := client(t, b)
 	events := watch(t, b)
 	chat := &fake{}
 	const total = 20

@@ -37,6 +37,22 @@ func (d *natsDest) Inject(f connectortest.Fault) {
 
 var subjectSeq atomic.Int64
 
+// client is bustest.Client, retried: under -race on two cores, dozens of
+// parallel cases connecting at once can exceed nats.go's 2s connect timeout.
+func client(t *testing.T, b *bus.Bus) *bus.Bus {
+	t.Helper()
+	var err error
+	for range 3 {
+		var c *bus.Bus
+		if c, err = b.Client(t.Context()); err == nil {
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		}
+	}
+	t.Fatalf("bus.Client: %v", err)
+	return nil
+}
+
 // natsHarness runs the nats connector against one embedded server; each
 // case gets its own subject and its own connection.
 func natsHarness(t *testing.T, js bool) connectortest.Harness {
@@ -49,7 +65,7 @@ func natsHarness(t *testing.T, js bool) connectortest.Harness {
 	return connectortest.Harness{
 		New: func(t *testing.T) (connectors.Connector, connectortest.Observer) {
 			subject := fmt.Sprintf("conformance.case%d", subjectSeq.Add(1))
-			d := &natsDest{conn: bustest.Client(t, b), t: t}
+			d := &natsDest{conn: client(t, b), t: t}
 			sub, err := b.Conn().Subscribe(subject, func(m *nats.Msg) {
 				ev, err := bus.DecodeEvent(m.Data)
 				var n connectors.Notification
@@ -180,7 +196,7 @@ func TestNATSClosedConnectionIsRetryable(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
 	for _, js := range []bool{false, true} {
-		cl := bustest.Client(t, b)
+		cl := client(t, b)
 		c, err := connectors.NewNATS(cl, "alerts", connectors.NATSOptions{Subject: "alerts.x", JetStream: js})
 		if err != nil {
 			t.Fatal(err)

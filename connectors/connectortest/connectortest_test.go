@@ -237,7 +237,7 @@ func TestSuiteCatchesDefects(t *testing.T) {
 			}
 			for _, want := range []string{"--- FAIL: TestBrokenConnector/" + tc.failing, tc.says} {
 				if !strings.Contains(string(out), want) {
-					t.Fatalf("suite against a connector that %s: output lacks %q:\n%s", tc.broken, want, out)
+					t.Fatalf("suite against a connector that %s (exit %v): output lacks %q:\n%s", tc.broken, err, want, out)
 				}
 			}
 		})
