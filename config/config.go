@@ -21,6 +21,7 @@ import (
 	"github.com/agentwork/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/triggers/cron"
 	"github.com/agentwork/agentwork/triggers/heartbeat"
 	"github.com/agentwork/agentwork/triggers/webhook"
@@ -34,6 +35,11 @@ type File struct {
 	Model Model `yaml:"model" json:"model,omitempty"`
 	// Runner: concurrency, retries, timeouts of runs.
 	Runner agentwork.Config `yaml:"runner" json:"runner,omitempty"`
+	// Connectors: where notifications go, by name (the targets elsewhere).
+	// Default: one console connector named "console".
+	Connectors connectors.Configs `yaml:"connectors" json:"connectors,omitempty"`
+	// Delivery: retries of notifications per connector.
+	Delivery connectors.DispatcherConfig `yaml:"delivery" json:"delivery,omitempty"`
 	// Heartbeat: the periodic checklist run.
 	Heartbeat heartbeat.Config `yaml:"heartbeat" json:"heartbeat,omitempty"`
 	// Cron: scheduled jobs.

@@ -1,9 +1,17 @@
 package config
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/agentwork/agentwork/connectors"
+)
 
 func (f *File) validateMore() error {
-	return errors.Join(f.Heartbeat.Validate(), f.Cron.Validate(), f.Webhook.Validate(), f.HTTP.Validate())
+	return errors.Join(f.Connectors.Validate(), f.Heartbeat.Validate(), f.Cron.Validate(), f.Webhook.Validate(), f.HTTP.Validate())
 }
 
-func (f *File) applyMoreDefaults() {}
+func (f *File) applyMoreDefaults() {
+	if len(f.Connectors) == 0 {
+		f.Connectors = connectors.Configs{"console": {Type: connectors.TypeConsole}}
+	}
+}

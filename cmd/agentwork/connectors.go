@@ -5,9 +5,19 @@ import (
 
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/config"
+	"github.com/agentwork/agentwork/connectors"
 )
 
-// wireConnectors builds the connectors and their dispatcher.
-func wireConnectors(_ *wiring, _ *env, _ *config.File, _ *bus.Bus, _ *zap.Logger) error {
+// wireConnectors builds the configured connectors and their dispatcher,
+// which runs with the consumers (stopped after the triggers).
+func wireConnectors(w *wiring, e *env, f *config.File, b *bus.Bus, log *zap.Logger) error {
+	reg, err := connectors.BuildAll(f.Connectors, connectors.BuildDeps{Stdout: e.stdout, Bus: b, Logger: log.Named("connectors")})
+	if err != nil {
+		return err
+	}
+	w.connectorNames = reg.Names()
+	if len(reg) > 0 {
+		w.consumers = append(w.consumers, connectors.NewDispatcher(b, reg, f.Delivery, log.Named("connectors")).Run)
+	}
 	return nil
 }
