@@ -23,6 +23,16 @@ const ConsumerName = "runner"
 // looked at again.
 const inflightRecheck = time.Second
 
+// pullHeartbeat is the idle heartbeat of the runner's pull requests. nats.go
+// (v1.55) Consume can lose track of its outstanding pull under CPU
+// contention: it skips asking for more while a pull request is still being
+// sent, and if that request's messages all arrive in that window no further
+// message triggers a new pull. The server then holds no pull request while
+// the client believes it does, and only a missed heartbeat (2 × heartbeat,
+// 30s with the default) makes the client pull again. A short heartbeat
+// bounds that stall to about 2s.
+const pullHeartbeat = time.Second
+
 // Config configures a Runner. Zero fields take the documented defaults.
 type Config struct {
 	// Concurrency is how many runs one instance does at once. Default 4.
@@ -186,7 +196,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			defer func() { <-sem; wg.Done() }()
 			r.handle(runCtx, m)
 		}()
-	}, jetstream.PullMaxMessages(r.cfg.Concurrency), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	}, jetstream.PullMaxMessages(r.cfg.Concurrency), jetstream.PullHeartbeat(pullHeartbeat), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		r.log.Debug("consume", zap.Error(err))
 	}))
 	if err != nil {
