@@ -30,6 +30,10 @@ type Bus struct {
 	js       jetstream.JetStream
 	instance string
 	pass     string // embedded server password
+	// clientInfo is written to the data dir once the bus is provisioned,
+	// so a client that finds it can use the bus at once.
+	clientInfo *ClientInfo
+	storeDir   string
 
 	// Subjects names subjects under the configured prefix.
 	Subjects Subjects
@@ -76,6 +80,12 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Bus, error) {
 	if err := b.provision(ctx); err != nil {
 		b.Close()
 		return nil, err
+	}
+	if b.clientInfo != nil {
+		if err := writeCredentials(b.storeDir, *b.clientInfo); err != nil {
+			b.Close()
+			return nil, err
+		}
 	}
 	return b, nil
 }

@@ -79,6 +79,9 @@ func (b *Bus) startEmbedded(ctx context.Context) error {
 		if opts.Port, err = strconv.Atoi(port); err != nil {
 			return fmt.Errorf("bus.listen: port %q: %w", port, err)
 		}
+		if opts.Port == 0 {
+			opts.Port = server.RANDOM_PORT // nats-server reads 0 as its default, 4222
+		}
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -108,9 +111,8 @@ func (b *Bus) startEmbedded(ctx context.Context) error {
 	} else {
 		info.URL = ""
 	}
-	if err := writeCredentials(dir, info); err != nil {
-		return err
-	}
+	b.clientInfo = &info
+	b.storeDir = dir
 	b.nc, err = nats.Connect("", nats.InProcessServer(srv), nats.UserInfo(embeddedUser, info.Password),
 		nats.Name("agentwork-"+b.instance), nats.MaxReconnects(-1))
 	if err != nil {

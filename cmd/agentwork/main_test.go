@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of serve.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func writeConfig(t *testing.T, dir, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, "agentwork.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startServe runs `agentwork serve` in-process and returns its stdout and a
+// stop function that waits for a clean return.
+func startServe(t *testing.T, cfg, dataDir string) (*syncBuffer, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve", "--config", cfg, "--data-dir", dataDir}, stdout, stderr) }()
+	// Wait until the server wrote its credentials (it is then accepting
+	// clients) or failed.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dataDir, "nats.json")); err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			cancel()
+			t.Fatalf("serve exited early: %v\n%s", err, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("serve not ready after 20s\n%s", stderr.String())
+		}
+	}
+	var once sync.Once
+	var err error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(15 * time.Second):
+				err = context.DeadlineExceeded
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stdout, stop
+}
+
+const testConfig = `
+bus:
+  listen: 127.0.0.1:0
+http:
+  listen: "off"
+model:
+  script:
+    rules:
+      - match: {source: task, prompt: "(?i)disk"}
+        text: "Checked."
+        notify: "Disk /var is 93% full"
+      - match: {source: task}
+        text: "Done: {{prompt}}"
+`
+
+func TestServeTaskSendWaitAndCleanShutdown(t *testing.T) {
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	cfg := writeConfig(t, dir, testConfig)
+	consoleOut, stop := startServe(t, cfg, dataDir)
+
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := run(ctx, []string{"task", "send", "check the disk", "--deliver", "notify", "--wait", "--data-dir", dataDir}, &out, &errOut); err != nil {
+		t.Fatalf("task send --wait: %v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "done") || !strings.Contains(out.String(), "Disk /var is 93% full") {
+		t.Errorf("task send --wait printed %q, want a done outcome with the notify_user text", out.String())
+	}
+
+	// The console connector prints the notification once delivered.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(consoleOut.String(), "Disk /var is 93% full") {
+		if time.Now().After(deadline) {
+			t.Fatalf("console printed %q, want the notification", consoleOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// A second serve on the same data dir fails fast with a clear message.
+	var e2 bytes.Buffer
+	start := time.Now()
+	err := run(ctx, []string{"serve", "--config", cfg, "--data-dir", dataDir}, &bytes.Buffer{}, &e2)
+	if err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("second serve = %v, want a data dir in use error", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("second serve took %s to fail, want fast", d)
+	}
+
+	begin := time.Now()
+	if err := stop(); err != nil {
+		t.Fatalf("serve returned %v on shutdown, want nil", err)
+	}
+	if d := time.Since(begin); d > 5*time.Second {
+		t.Errorf("shutdown took %s, want a few seconds at most", d)
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tests := []struct {
+		name, body string
+		wantErr    string
+	}{
+		{"ok", testConfig, ""},
+		{"unknown key", "model:\n  provider: script\n  modle: x\n", `:3: unknown key "model.modle"`},
+		{"bad heartbeat hours", "heartbeat:\n  active_hours: {start: \"09:00\", end: \"25:00\"}\n", "heartbeat.active_hours.end"},
+		{"bad cron", "cron:\n  jobs:\n    - id: a\n      schedule: \"61 * * * *\"\n      prompt: x\n", "cron.jobs[0].schedule"},
+		{"unset secret", "model:\n  provider: openai\n  model: m\n  api_key: ${AGENTWORK_TEST_UNSET_KEY}\n", "AGENTWORK_TEST_UNSET_KEY is not set"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			sub := filepath.Join(dir, string(rune('a'+i)))
+			os.MkdirAll(sub, 0o700)
+			p := writeConfig(t, sub, tt.body)
+			var out, errOut bytes.Buffer
+			err := run(t.Context(), []string{"config", "check", "--config", p}, &out, &errOut)
+			if tt.wantErr == "" {
+				if err != nil || !strings.Contains(out.String(), "ok") {
+					t.Fatalf("config check = %v, %q; want ok", err, out.String())
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("config check = %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestServeRejectsBadConfigBeforeStarting(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := writeConfig(t, dir, "bus:\n  data_dirr: x\n")
+	err := run(t.Context(), []string{"serve", "--config", p, "--data-dir", filepath.Join(dir, "d")}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "agentwork.yaml:2") || !strings.Contains(err.Error(), "bus.data_dirr") {
+		t.Fatalf("serve with a bad key = %v, want file:line and the key", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "d")); err == nil {
+		t.Error("serve created its data dir despite the bad config")
+	}
+}
+
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"bogus"}, &out, &out); err == nil {
+		t.Fatal("unknown command: nil error")
+	}
+	if err := run(t.Context(), []string{"version"}, &out, &out); err != nil || !strings.Contains(out.String(), "agentwork") {
+		t.Fatalf("version = %v, %q", err, out.String())
+	}
+	raw := &bytes.Buffer{}
+	if err := run(t.Context(), []string{"config", "schema"}, raw, raw); err != nil || !strings.Contains(raw.String(), `"heartbeat"`) {
+		t.Fatalf("config schema = %v", err)
+	}
+}
