@@ -108,6 +108,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				<-c.Closed()
 			}
 			d.wg.Wait() // sends already started by the consumers that did start
+			if ctx.Err() != nil {
+				return nil // stopped while starting: a clean stop, not a failure
+			}
 			return err
 		}
 		ccs = append(ccs, cc)
