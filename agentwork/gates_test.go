@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/agentwork"
-	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/tools"
 )
@@ -147,5 +146,4 @@ func TestSkipAndDefer(t *testing.T) {
 	if !errors.As(agentwork.Defer(time.Second, "later"), &d) || d.After != time.Second {
 		t.Errorf("Defer(1s) = %+v, want a *DeferError after 1s", d)
 	}
-	_ = bus.OutcomeSkip
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/agentwork/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/bus"
-	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/tools"
 )
@@ -137,13 +136,12 @@ func (r received) isRun() bool { return r.Run.Outcome != "" }
 // sees each publish, also those the events stream drops as duplicates, so
 // a run that emitted twice is caught.
 type sink struct {
-	t     *testing.T
-	nc    *nats.Conn
-	mu    sync.Mutex
-	evs   []received
-	bad   []error
-	wake  chan struct{}
-	label string
+	t    *testing.T
+	nc   *nats.Conn
+	mu   sync.Mutex
+	evs  []received
+	bad  []error
+	wake chan struct{}
 }
 
 func watchEvents(t *testing.T, b *bus.Bus) *sink {
@@ -431,11 +429,10 @@ func notifyPolicy(b *bus.Bus, window time.Duration) agentwork.Policy {
 	return agentwork.Policy{Output: []agentwork.OutputGate{agentwork.NotifyGate{}, &agentwork.DedupGate{KV: b.Dedup, Window: window}}}
 }
 
+// must returns v, panicking on err: for setup that cannot fail.
 func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
 	}
 	return v
 }
-
-var _ = bustest.New

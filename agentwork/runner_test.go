@@ -533,12 +533,12 @@ func TestModelErrors(t *testing.T) {
 func TestEmitFailureDoesNotStopTheRun(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name   string
-		break_ func(t *testing.T, b *bus.Bus)
+		name        string
+		breakEvents func(t *testing.T, b *bus.Bus)
 	}{
 		{
 			name: "events stream deleted",
-			break_: func(t *testing.T, b *bus.Bus) {
+			breakEvents: func(t *testing.T, b *bus.Bus) {
 				if err := b.JetStream().DeleteStream(t.Context(), bus.StreamEvents); err != nil {
 					t.Fatal(err)
 				}
@@ -546,7 +546,7 @@ func TestEmitFailureDoesNotStopTheRun(t *testing.T) {
 		},
 		{
 			name: "events stream full and rejecting new messages",
-			break_: func(t *testing.T, b *bus.Bus) {
+			breakEvents: func(t *testing.T, b *bus.Bus) {
 				js := b.JetStream()
 				st, err := js.Stream(t.Context(), bus.StreamEvents)
 				if err != nil {
@@ -567,7 +567,7 @@ func TestEmitFailureDoesNotStopTheRun(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := bustest.New(t)
-			tt.break_(t, b)
+			tt.breakEvents(t, b)
 			_, p := scripted(t, script.Config{Default: &script.Reply{Text: "report ready"}})
 			rec := newRecorder(nil)
 			startDispatcher(t, b, connectors.Registry{"rec": rec})
