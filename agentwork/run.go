@@ -29,6 +29,8 @@ type Run struct {
 	Output *Output
 	// Result is the data of the run's event, once it ended.
 	Result *Result
+
+	release func() // frees input-gate leases; called once, before the event
 }
 
 // Result is the data of every run event (agentwork.<source>.done|skip|error).

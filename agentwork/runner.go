@@ -171,6 +171,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		MaxAckPending: 10000,
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
 		return fmt.Errorf("runner: consumer: %w", err)
 	}
 	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
@@ -341,12 +344,16 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 // failure) or not (a deferral, a shutdown).
 func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, run *Run, pol Policy, timeout time.Duration) (outcome string, retry time.Duration, spent bool) {
 	// 1. Input gates.
+	// Leases taken by input gates are released before the run's event is
+	// emitted (see emit), so work started on seeing the event finds them free.
 	var taken []Releaser
-	defer func() {
+	run.release = func() {
 		for _, g := range taken {
 			g.Release(context.WithoutCancel(ctx), run)
 		}
-	}()
+		taken = nil
+	}
+	defer run.release()
 	for _, g := range pol.Input {
 		err := g.Check(ctx, run)
 		if err == nil {
@@ -377,6 +384,7 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 
 	// 2. Model and tools, with progress signals so JetStream does not redeliver.
 	out, err := r.callModel(ctx, m, run, pol, timeout)
+	run.Output = &out // also on error: the tokens spent are reported
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("run interrupted by shutdown; putting the request back")
@@ -394,7 +402,6 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 		}
 		return r.failWithAlert(ctx, run, pol, class, err), -1, false
 	}
-	run.Output = &out
 
 	// 3. Output gates.
 	gates := pol.Output
@@ -427,9 +434,7 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 
 	// 5. The done event.
 	res := r.result(run, bus.OutcomeDone)
-	res.Reply, res.Model, res.ToolCalls = out.Text, out.Model, out.Calls
-	usage := out.Usage
-	res.Usage = &usage
+	res.Reply, res.ToolCalls = out.Text, out.Calls
 	if run.Notice != nil {
 		res.Text, res.Urgency, res.Targets, res.NotificationIDs = run.Notice.Text, run.Notice.Urgency, run.Targets, ids
 	}
@@ -567,11 +572,19 @@ func (r *Runner) releaseDedup(ctx context.Context, run *Run) {
 }
 
 func (r *Runner) result(run *Run, outcome string) *Result {
-	return &Result{
+	res := &Result{
 		Source: run.Request.Source, Name: run.Request.Name, Outcome: outcome,
 		Attempt: run.Attempt, DurationMS: r.now().Sub(run.Started).Milliseconds(),
 		ScheduledAt: run.Request.ScheduledAt, Manual: run.Request.Manual, Metadata: run.Request.Metadata,
 	}
+	// Every outcome after a model call says what it cost, so skipped
+	// heartbeats and failed runs count in the token metrics too.
+	if out := run.Output; out != nil && (out.Model != "" || out.Usage != (model.Usage{})) {
+		res.Model = out.Model
+		usage := out.Usage
+		res.Usage = &usage
+	}
+	return res
 }
 
 func (r *Runner) skip(ctx context.Context, run *Run, s *SkipError) string {
@@ -608,12 +621,17 @@ func (r *Runner) emit(ctx context.Context, run *Run, res *Result) {
 		r.log.Error("build event", zap.Error(err))
 		return
 	}
-	ev.RunID, ev.CausationID = run.ID, run.Request.ID
+	// The run's event has the run's id, which is also its Nats-Msg-Id: a run
+	// taken over after a crash emits again with the same id and is stored once.
+	ev.ID, ev.RunID, ev.CausationID = run.ID, run.ID, run.Request.ID
+	if run.release != nil {
+		run.release()
+	}
 	subject := r.bus.Subjects.Event(res.Source, res.Outcome)
 	ectx := context.WithoutCancel(ctx)
 	for attempt := range 3 {
 		pctx, cancel := context.WithTimeout(ectx, 5*time.Second)
-		_, err = r.bus.Publish(pctx, subject, ev, "run."+run.ID)
+		_, err = r.bus.Publish(pctx, subject, ev, "")
 		cancel()
 		if err == nil {
 			return

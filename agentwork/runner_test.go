@@ -47,6 +47,9 @@ func checkRunEvents(t *testing.T, b *bus.Bus, evs []received, requests ...string
 		if ev.RunID == "" {
 			t.Errorf("event on %s: runid is empty", e.Subject)
 		}
+		if ev.ID != ev.RunID || e.Header.Get("Nats-Msg-Id") != ev.ID {
+			t.Errorf("event on %s: id %q, runid %q, Nats-Msg-Id %q; want all three equal", e.Subject, ev.ID, ev.RunID, e.Header.Get("Nats-Msg-Id"))
+		}
 		if len(requests) > 0 && !slices.Contains(requests, ev.CausationID) {
 			t.Errorf("event on %s: causationid = %q, want one of the requests %v", e.Subject, ev.CausationID, requests)
 		}
@@ -1179,5 +1182,60 @@ func TestRunsThatCannotWork(t *testing.T) {
 			}
 			checkRunEvents(t, b, events.final(), id)
 		})
+	}
+}
+
+// releaseFlag is an input gate whose lease release is observable.
+type releaseFlag struct{ released atomic.Bool }
+
+func (g *releaseFlag) Check(context.Context, *agentwork.Run) error { return nil }
+func (g *releaseFlag) Release(context.Context, *agentwork.Run)     { g.released.Store(true) }
+
+// A subscriber that starts new work on seeing a run's event must find the
+// run's leases free: they are released before the event is emitted.
+func TestLeasesReleasedBeforeTheEvent(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	gate := &releaseFlag{}
+	seen := make(chan bool, 1)
+	sub, err := b.Conn().Subscribe(b.Subjects.Event("task", "*"), func(*nats.Msg) {
+		select {
+		case seen <- gate.released.Load():
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	_, p := scripted(t, script.Config{})
+	stop := startRunner(t, b, p, testConfig(), map[string]agentwork.Policy{"task": {Input: []agentwork.InputGate{gate}}})
+	defer stop()
+	publish(t, b, agentwork.Request{Source: "task", Name: "lease", Prompt: "go"})
+	select {
+	case released := <-seen:
+		if !released {
+			t.Fatal("the run's event arrived while its input-gate lease was still held")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no event")
+	}
+}
+
+// A heartbeat that ends in skip "ack" still spent tokens: its event says so.
+func TestSkipEventsCarryModelAndUsage(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watchEvents(t, b)
+	_, p := scripted(t, script.Config{Default: &script.Reply{Text: "all fine, nothing to report"}})
+	stop := startRunner(t, b, p, testConfig(), map[string]agentwork.Policy{"heartbeat": notifyPolicy(b, time.Hour)})
+	publish(t, b, agentwork.Request{Source: "heartbeat", Name: "default", Prompt: "checklist: disks"})
+	ev := events.runEvents(1)[0]
+	stop()
+	if ev.Run.Outcome != bus.OutcomeSkip || ev.Run.Reason != agentwork.ReasonAck {
+		t.Fatalf("outcome = %s %s, want skip ack", ev.Run.Outcome, ev.Run.Reason)
+	}
+	if ev.Run.Model != "script" || ev.Run.Usage == nil || ev.Run.Usage.OutputTokens == 0 {
+		t.Errorf("skip event model %q usage %+v, want the model and its token usage", ev.Run.Model, ev.Run.Usage)
 	}
 }
