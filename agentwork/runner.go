@@ -540,7 +540,7 @@ func (r *Runner) enqueue(ctx context.Context, run *Run, text, urgency, kind stri
 		n := connectors.Notification{
 			ID: run.ID + kind + "." + t, RunID: run.ID, RequestID: run.Request.ID,
 			Source: run.Request.Source, Name: run.Request.Name, Text: text, Urgency: urgency,
-			Target: t, Time: r.now(), Metadata: run.Request.Metadata,
+			Target: t, Targets: run.Targets, Time: r.now(), Metadata: run.Request.Metadata,
 		}
 		if run.Notice != nil && kind == "" {
 			n.DedupKey = run.Notice.DedupKey

@@ -29,8 +29,10 @@ type Notification struct {
 	// Urgency is "info" or "important".
 	Urgency string `json:"urgency,omitempty"`
 	// Target is the connector name it is queued for.
-	Target string    `json:"target"`
-	Time   time.Time `json:"time"`
+	Target string `json:"target"`
+	// Targets are all connectors the run's notification went to.
+	Targets []string  `json:"targets,omitempty"`
+	Time    time.Time `json:"time"`
 	// DedupKey is the agentwork_dedup key that held this text back from being
 	// sent again, if any. When no connector delivers the notification, the key
 	// is released so the next identical notification is not suppressed.

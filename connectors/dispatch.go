@@ -150,7 +150,7 @@ func (d *Dispatcher) consume(ctx context.Context, name string, c Connector) (jet
 			defer func() { <-sem; d.wg.Done() }()
 			d.deliver(context.WithoutCancel(ctx), log, name, c, m)
 		}()
-	}, jetstream.PullMaxMessages(n), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	}, jetstream.PullMaxMessages(n), jetstream.PullHeartbeat(time.Second), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if !errors.Is(err, jetstream.ErrConsumerDeleted) {
 			log.Debug("consume", zap.Error(err))
 		}
@@ -178,7 +178,9 @@ func (d *Dispatcher) deliver(ctx context.Context, log *zap.Logger, name string, 
 	cancel()
 	if err == nil {
 		_ = m.DoubleAck(ctx)
-		_, _ = d.bus.Locks.Put(ctx, "delivered."+n.RunID, []byte(name))
+		if n.DedupKey != "" {
+			_, _ = d.bus.Locks.Put(ctx, "delivered."+n.RunID, []byte(name))
+		}
 		d.report(ctx, log, OutcomeDelivered, Result{Notification: n, Connector: name, Attempts: attempt})
 		return
 	}
@@ -209,9 +211,24 @@ func safeSend(ctx context.Context, c Connector, n Notification) (err error) {
 
 // releaseDedup frees the dedup key of a notification no connector delivered,
 // so the next identical notification is sent.
+//
+// With several targets the key is released only when every one of them has
+// failed for good: each failing target records itself, then looks for the
+// others, so the last one to fail (or both, if they fail at once) releases.
 func (d *Dispatcher) releaseDedup(ctx context.Context, n Notification) {
 	if n.DedupKey == "" {
 		return
+	}
+	if len(n.Targets) > 1 {
+		_, _ = d.bus.Locks.Put(ctx, "failed."+n.RunID+"."+n.Target, nil)
+		for _, t := range n.Targets {
+			if t == n.Target {
+				continue
+			}
+			if _, err := d.bus.Locks.Get(ctx, "failed."+n.RunID+"."+t); err != nil {
+				return // another target may still deliver it
+			}
+		}
 	}
 	if _, err := d.bus.Locks.Get(ctx, "delivered."+n.RunID); err == nil {
 		return

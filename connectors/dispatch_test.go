@@ -367,6 +367,7 @@ func TestDispatcherReleasesDedup(t *testing.T) {
 		{"every target fails", "", []string{"bad", "bad2"}, false},
 		{"key of another run", "run-other", []string{"bad"}, true},
 		{"another target delivered first", "", []string{"good", "bad"}, true},
+		{"a target fails while another delivers later", "", []string{"bad", "good"}, true},
 		{"delivered", "", []string{"good"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -399,6 +400,7 @@ func TestDispatcherReleasesDedup(t *testing.T) {
 				}}
 				n := note("1", target, "Disk full")
 				n.DedupKey = key
+				n.Targets = tc.targets
 				enqueue(t, b, n)
 			}
 			stop := run(t, b, reg, fastRetries)
