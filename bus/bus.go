@@ -97,10 +97,14 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Bus, error) {
 func (b *Bus) Client(ctx context.Context) (*Bus, error) {
 	c := &Bus{cfg: b.cfg, log: b.log, Subjects: b.Subjects, instance: newInstanceID()}
 	var err error
+	timeout := nats.Timeout(nats.DefaultTimeout)
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = nats.Timeout(max(time.Until(dl), time.Millisecond))
+	}
 	if b.srv != nil {
-		c.nc, err = nats.Connect("", nats.InProcessServer(b.srv), nats.UserInfo(embeddedUser, b.pass), nats.Name("agentwork-"+c.instance))
+		c.nc, err = nats.Connect("", nats.InProcessServer(b.srv), nats.UserInfo(embeddedUser, b.pass), nats.Name("agentwork-"+c.instance), timeout)
 	} else {
-		c.nc, err = b.dialExternal()
+		c.nc, err = nats.Connect(b.cfg.URL, append(b.natsOptions(), timeout)...)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bus: connect: %w", err)
