@@ -1,10 +1,13 @@
 package agentwork
 
 import (
+	"sync"
+
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.uber.org/zap"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -122,4 +125,56 @@ func mustJSON(v any) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// heldClaim keeps a running claim alive while its run goes on: the lease is
+// short (a crashed instance's request is taken over within it) and renewed
+// every third of it by CAS. A failed renewal means another instance took the
+// request over after our lease lapsed; the run finishes anyway and its
+// settle records the outcome.
+type heldClaim struct {
+	mu   sync.Mutex
+	c    claim
+	once sync.Once
+	stop chan struct{}
+	done chan struct{}
+}
+
+func (r *Runner) holdClaim(ctx context.Context, requestID string, c claim, lease time.Duration) *heldClaim {
+	h := &heldClaim{c: c, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		t := time.NewTicker(max(lease/3, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-h.stop:
+				return
+			case <-t.C:
+			}
+			h.mu.Lock()
+			next := h.c
+			next.Expires = r.now().Add(lease)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease/3)
+			rev, err := r.bus.Locks.Update(rctx, claimKey(requestID), mustJSON(next), next.rev)
+			cancel()
+			if err == nil {
+				next.rev = rev
+				h.c = next
+			} else {
+				r.log.Warn("run claim not renewed", zap.String("request", requestID), zap.Error(err))
+			}
+			h.mu.Unlock()
+		}
+	}()
+	return h
+}
+
+// release stops the renewals and returns the claim as last written.
+func (h *heldClaim) release() claim {
+	h.once.Do(func() { close(h.stop) })
+	<-h.done
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.c
 }

@@ -274,7 +274,10 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 	if pol.Timeout > 0 {
 		timeout = pol.Timeout
 	}
-	cr, err := r.takeClaim(ctx, req.ID, timeout+time.Minute)
+	// The claim is a short lease renewed while the run lives, so a request
+	// whose instance crashed is run again within about one lease.
+	lease := r.claimLease()
+	cr, err := r.takeClaim(ctx, req.ID, lease)
 	if err != nil {
 		log.Warn("claim failed; will retry", zap.Error(err))
 		_ = m.NakWithDelay(time.Second)
@@ -291,6 +294,8 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 	}
 	run := &Run{ID: cr.claim.RunID, Request: req, Envelope: ev, Attempt: cr.claim.Attempts, Started: r.now()}
 	run.Targets = r.targetsFor(req, pol)
+	held := r.holdClaim(ctx, req.ID, cr.claim, lease)
+	defer held.release()
 	defer func() {
 		// A panic in a gate, the provider or an observer is a bug that a
 		// retry would only repeat: end the run with its one error event
@@ -309,7 +314,7 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 		} else {
 			outcome = run.Result.Outcome
 		}
-		if err := r.settleClaim(sctx, req.ID, cr.claim, claimDone, outcome); err != nil {
+		if err := r.settleClaim(sctx, req.ID, held.release(), claimDone, outcome); err != nil {
 			log.Warn("settle claim", zap.Error(err))
 		}
 		_ = m.DoubleAck(sctx)
@@ -321,12 +326,12 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 		if !spent {
 			state = claimDeferred
 		}
-		if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, cr.claim, state, ""); err != nil {
+		if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, held.release(), state, ""); err != nil {
 			log.Warn("release claim", zap.Error(err))
 		}
 		_ = m.NakWithDelay(retry)
 	default:
-		if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, cr.claim, claimDone, outcome); err != nil {
+		if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, held.release(), claimDone, outcome); err != nil {
 			log.Warn("settle claim", zap.Error(err))
 		}
 		if err := m.DoubleAck(context.WithoutCancel(ctx)); err != nil {
@@ -570,6 +575,10 @@ func (r *Runner) releaseDedup(ctx context.Context, run *Run) {
 	}
 	run.Notice.DedupKey = ""
 }
+
+// claimLease is how long a run claim lasts without renewal: two ack waits
+// (60s by default), renewed every third of it.
+func (r *Runner) claimLease() time.Duration { return 2 * r.cfg.AckWait }
 
 func (r *Runner) result(run *Run, outcome string) *Result {
 	res := &Result{

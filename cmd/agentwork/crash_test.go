@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/bus"
+)
+
+// childEnv makes the test binary act as the agentwork command (see TestMain),
+// so a test can run `agentwork serve` as a real process and kill -9 it.
+const childEnv = "AGENTWORK_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		os.Args = append([]string{"agentwork"}, strings.Fields(os.Getenv(childEnv+"_ARGS"))...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type child struct {
+	cmd    *exec.Cmd
+	stdout *syncBuffer
+	stderr *syncBuffer
+}
+
+func startChild(t *testing.T, dataDir string, args ...string) *child {
+	t.Helper()
+	os.Remove(filepath.Join(dataDir, "nats.json"))
+	c := &child{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	c.cmd.Env = append(os.Environ(), childEnv+"=1", childEnv+"_ARGS="+strings.Join(args, " "))
+	c.cmd.Stdout, c.cmd.Stderr = c.stdout, c.stderr
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() })
+	waitFor(t, 30*time.Second, "the server's credentials", func() bool {
+		_, err := os.Stat(filepath.Join(dataDir, "nats.json"))
+		return err == nil
+	}, c)
+	return c
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool, c *child) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after %s\nserver stderr:\n%s", what, d, c.stderr.String())
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// TestKilledMidRunRunsOnceAfterRestart kills the server with SIGKILL while
+// the model is answering, restarts it on the same data dir, and checks the
+// request is finished exactly once: one done event, one delivery.
+func TestKilledMidRunRunsOnceAfterRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	cfg := writeConfig(t, dir, `
+bus:
+  listen: 127.0.0.1:0
+http:
+  listen: "off"
+runner:
+  ack_wait: 1s
+model:
+  script:
+    rules:
+      - match: {source: task}
+        text: "backup checked"
+        delay: 1500ms
+`)
+	args := []string{"serve", "--config", cfg, "--data-dir", dataDir}
+	first := startChild(t, dataDir, args...)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	b, err := bus.Dial(ctx, bus.Config{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := agentwork.Publish(ctx, b, agentwork.Request{Source: "task", Name: "crash", Prompt: "check the backup"}, agentwork.PublishOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kill it once the run has claimed the request (the model is answering).
+	waitFor(t, 20*time.Second, "run claim", func() bool {
+		e, err := b.Locks.Get(ctx, "run."+pub.ID)
+		return err == nil && strings.Contains(string(e.Value()), `"running"`)
+	}, first)
+	b.Close()
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+	if strings.Contains(first.stdout.String(), "backup checked") {
+		t.Fatal("the first server delivered before it was killed; the test did not kill it mid-run")
+	}
+
+	second := startChild(t, dataDir, args...)
+	b2, err := bus.Dial(ctx, bus.Config{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	waitFor(t, 30*time.Second, "delivery after restart", func() bool {
+		return strings.Contains(second.stdout.String(), "backup checked")
+	}, second)
+
+	// Give a second run (if the claim were broken) time to happen: wait
+	// until the request consumer has nothing pending or unacked.
+	waitFor(t, 20*time.Second, "settled request consumer", func() bool {
+		cons, err := b2.JetStream().Consumer(ctx, bus.StreamRequests, agentwork.ConsumerName)
+		if err != nil {
+			return false
+		}
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	}, second)
+
+	var runEvents []bus.Event
+	oc, err := b2.JetStream().OrderedConsumer(ctx, bus.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{b2.Subjects.Event("task", "*")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := oc.FetchNoWait(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		ev, err := bus.DecodeEvent(m.Data())
+		if err == nil && ev.CausationID == pub.ID {
+			runEvents = append(runEvents, ev)
+		}
+	}
+	if len(runEvents) != 1 || runEvents[0].Type != "agentwork.task.done" {
+		t.Fatalf("events for the request = %v, want exactly one agentwork.task.done", runEvents)
+	}
+	if n := strings.Count(second.stdout.String(), "backup checked"); n != 1 {
+		t.Fatalf("console printed the notification %d times, want 1:\n%s", n, second.stdout.String())
+	}
+}
