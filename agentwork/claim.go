@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"go.uber.org/zap"
+
+	"github.com/agentwork/agentwork/bus"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -47,7 +49,7 @@ type claimResult struct {
 
 func (r *Runner) takeClaim(ctx context.Context, requestID string, ttl time.Duration) (claimResult, error) {
 	kv, key := r.bus.Locks, claimKey(requestID)
-	now := r.now()
+	now := time.Now()
 	for range 3 {
 		e, err := kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -154,7 +156,7 @@ func (r *Runner) holdClaim(ctx context.Context, requestID string, c claim, lease
 			}
 			h.mu.Lock()
 			next := h.c
-			next.Expires = r.now().Add(lease)
+			next.Expires = time.Now().Add(lease)
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease/3)
 			rev, err := r.bus.Locks.Update(rctx, claimKey(requestID), mustJSON(next), next.rev)
 			cancel()
@@ -177,4 +179,30 @@ func (h *heldClaim) release() claim {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.c
+}
+
+// RunAlive reports whether the run of request requestID is still going on
+// some instance: its claim is running and was renewed recently (claims are
+// renewed every third of their lease while the run lives, see Runner). A
+// trigger's overlap lease whose run is no longer alive belongs to a crashed
+// instance and may be taken over at once, instead of waiting out the lease.
+// On a read error it reports true (never steal what may be held).
+// Claims are leases in real time, whatever clock the runner was given:
+// their renewals run on real time.
+func RunAlive(ctx context.Context, b *bus.Bus, requestID string) (bool, error) {
+	if requestID == "" {
+		return true, nil
+	}
+	e, err := b.Locks.Get(ctx, claimKey(requestID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("agentwork: run claim of %s: %w", requestID, err)
+	}
+	var c claim
+	if err := json.Unmarshal(e.Value(), &c); err != nil {
+		return true, fmt.Errorf("agentwork: run claim of %s: %w", requestID, err)
+	}
+	return c.State == claimRunning && time.Now().Before(c.Expires), nil
 }

@@ -1239,3 +1239,29 @@ func TestSkipEventsCarryModelAndUsage(t *testing.T) {
 		t.Errorf("skip event model %q usage %+v, want the model and its token usage", ev.Run.Model, ev.Run.Usage)
 	}
 }
+
+func TestRunAlive(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	put := func(id, raw string) {
+		t.Helper()
+		if _, err := b.Locks.Put(t.Context(), "run."+id, []byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	future := time.Now().Add(time.Minute).UTC().Format(time.RFC3339Nano)
+	past := time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)
+	put("running", `{"state":"running","run_id":"r","expires":"`+future+`"}`)
+	put("lapsed", `{"state":"running","run_id":"r","expires":"`+past+`"}`)
+	put("done", `{"state":"done","run_id":"r"}`)
+	put("retry", `{"state":"retry","run_id":"r"}`)
+	for _, tt := range []struct {
+		id   string
+		want bool
+	}{{"running", true}, {"lapsed", false}, {"done", false}, {"retry", false}, {"missing", false}, {"", true}} {
+		got, err := agentwork.RunAlive(t.Context(), b, tt.id)
+		if err != nil || got != tt.want {
+			t.Errorf("RunAlive(%q) = %v, %v; want %v", tt.id, got, err, tt.want)
+		}
+	}
+}

@@ -45,10 +45,11 @@ var (
 
 // lease is the record lease.cron.<job> in agentwork_locks.
 type lease struct {
-	Owner   string    `json:"owner"`
-	RunID   string    `json:"run_id"`
-	Started time.Time `json:"started"`
-	Expires time.Time `json:"expires"`
+	Owner     string    `json:"owner"`
+	RunID     string    `json:"run_id"`
+	RequestID string    `json:"request_id,omitempty"`
+	Started   time.Time `json:"started"`
+	Expires   time.Time `json:"expires"`
 }
 
 func leaseKey(id string) string { return "lease.cron." + id }
@@ -88,7 +89,7 @@ func (g *jobGate) take(ctx context.Context, run *agentwork.Run, j Job) error {
 	s := g.s
 	kv, key := s.bus.Locks, leaseKey(j.ID)
 	now := s.clock.Now()
-	l := lease{Owner: s.bus.Instance(), RunID: run.ID, Started: now, Expires: now.Add(s.cfg.Timeout + time.Minute)}
+	l := lease{Owner: s.bus.Instance(), RunID: run.ID, RequestID: run.Request.ID, Started: now, Expires: now.Add(s.cfg.Timeout + time.Minute)}
 	data, _ := json.Marshal(l)
 	for range 5 {
 		e, err := kv.Get(ctx, key)
@@ -108,7 +109,13 @@ func (g *jobGate) take(ctx context.Context, run *agentwork.Run, j Job) error {
 		}
 		var held lease
 		_ = json.Unmarshal(e.Value(), &held)
-		if held.RunID != run.ID && now.Before(held.Expires) {
+		alive := held.RunID != run.ID && now.Before(held.Expires)
+		if alive && held.RequestID != "" {
+			// The holder's run claim, renewed while it runs, tells sooner
+			// than the lease whether its instance crashed.
+			alive, _ = agentwork.RunAlive(ctx, s.bus, held.RequestID)
+		}
+		if alive {
 			detail := fmt.Sprintf("run %s of the job (started %s) is still going", held.RunID, held.Started.UTC().Format(time.RFC3339))
 			if j.Overlap == OverlapQueue {
 				return agentwork.Defer(s.queuePoll, "busy: "+detail)

@@ -146,7 +146,11 @@ func (g *leaseGate) Check(ctx context.Context, run *agentwork.Run) error {
 			held = Lease{} // unreadable: treat as expired
 		}
 		if held.RunID != run.ID && now.Before(held.Expires) {
-			return g.busy(run, held, now)
+			// A lease outlives a crashed holder by up to Timeout+1m; the
+			// holder's run claim, renewed while it runs, tells sooner.
+			if alive, _ := agentwork.RunAlive(ctx, h.bus, held.RequestID); alive {
+				return g.busy(run, held, now)
+			}
 		}
 		// Expired (its holder died), or ours from an attempt that crashed.
 		if _, err := kv.Update(ctx, key, raw, e.Revision()); err == nil {

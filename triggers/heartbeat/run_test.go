@@ -274,11 +274,17 @@ func TestLease(t *testing.T) {
 		lease   heartbeat.Lease
 		overlap string
 		want    string
+		claim   string // the run claim of the lease's request, if any
 	}{
-		{"a live lease: busy", heartbeat.Lease{Owner: "other-host", RunID: "run-1", Since: monday.Add(-time.Minute), Expires: monday.Add(5 * time.Minute)}, "skip", "skip/busy"},
-		{"an expired lease is taken over", heartbeat.Lease{Owner: "dead-host", RunID: "run-1", Since: monday.Add(-time.Hour), Expires: monday.Add(-time.Second)}, "skip", "done"},
-		{"garbage is taken over", heartbeat.Lease{}, "skip", "done"},
-		{"queue: a newer tick has replaced this one", heartbeat.Lease{Owner: "other-host", RunID: "run-1", Since: monday.Add(-time.Minute), Expires: monday.Add(5 * time.Minute)}, "queue", "skip/busy"},
+		{"a live lease whose run crashed is taken over at once", heartbeat.Lease{Owner: "crashed-host", RunID: "run-1", RequestID: "req-dead", Since: monday.Add(-time.Minute), Expires: monday.Add(5 * time.Minute)}, "skip", "done", ""},
+		{"a live lease whose run is renewed: busy", heartbeat.Lease{Owner: "other-host", RunID: "run-1", RequestID: "req-live", Since: monday.Add(-time.Minute), Expires: monday.Add(5 * time.Minute)}, "skip", "skip/busy",
+			`{"state":"running","run_id":"run-1","owner":"other-host","expires":"` + time.Now().Add(time.Hour).UTC().Format(time.RFC3339) + `"}`},
+		{"a live lease whose run finished is taken over", heartbeat.Lease{Owner: "other-host", RunID: "run-1", RequestID: "req-done", Since: monday.Add(-time.Minute), Expires: monday.Add(5 * time.Minute)}, "skip", "done",
+			`{"state":"done","run_id":"run-1","owner":"other-host","outcome":"done"}`},
+		{"a live lease: busy", heartbeat.Lease{Owner: "other-host", RunID: "run-1", Since: monday.Add(-time.Minute), Expires: monday.Add(5 * time.Minute)}, "skip", "skip/busy", ""},
+		{"an expired lease is taken over", heartbeat.Lease{Owner: "dead-host", RunID: "run-1", Since: monday.Add(-time.Hour), Expires: monday.Add(-time.Second)}, "skip", "done", ""},
+		{"garbage is taken over", heartbeat.Lease{}, "skip", "done", ""},
+		{"queue: a newer tick has replaced this one", heartbeat.Lease{Owner: "other-host", RunID: "run-1", Since: monday.Add(-time.Minute), Expires: monday.Add(5 * time.Minute)}, "queue", "skip/busy", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -294,6 +300,11 @@ func TestLease(t *testing.T) {
 			}
 			if _, err := b.Locks.Put(t.Context(), "heartbeat.default.lease", raw); err != nil {
 				t.Fatal(err)
+			}
+			if c.claim != "" {
+				if _, err := b.Locks.Put(t.Context(), "run."+c.lease.RequestID, []byte(c.claim)); err != nil {
+					t.Fatal(err)
+				}
 			}
 			m := newModel(answer(notifyReply("the backup failed")))
 			startRunner(t, b, m, h, clk)
