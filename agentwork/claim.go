@@ -78,8 +78,10 @@ func (r *Runner) takeClaim(ctx context.Context, requestID string, ttl time.Durat
 			return claimResult{claim: c, wait: c.Expires.Sub(now)}, nil
 		}
 		// A retry, a deferral, or a running claim whose owner died: take it
-		// over. Only a retry counts as another attempt.
-		if c.State == claimRetry {
+		// over. A retry counts as another attempt, and so does a takeover: a
+		// request that kills its runner (out of memory, a crash in a tool)
+		// must not crash instance after instance for ever.
+		if c.State == claimRetry || c.State == claimRunning {
 			c.Attempts++
 		}
 		c.State, c.Owner, c.Expires = claimRunning, r.bus.Instance(), now.Add(ttl)

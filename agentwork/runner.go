@@ -53,6 +53,11 @@ type Config struct {
 	// ShutdownGrace is how long runs in flight may finish at shutdown before
 	// they are put back for another instance. Default 10s.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace" json:"shutdown_grace,omitempty"`
+	// AlertWindow: after a run fails for good, an alert goes to its targets;
+	// further failures of the same source, name and error class within the
+	// window do not alert again (their error events still say everything).
+	// Default 6h; negative: alert on every failure.
+	AlertWindow time.Duration `yaml:"alert_window" json:"alert_window,omitempty"`
 	// Targets are the default connectors of every source. Default: all.
 	Targets []string `yaml:"targets" json:"targets,omitempty"`
 }
@@ -78,6 +83,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 10 * time.Second
+	}
+	if c.AlertWindow == 0 {
+		c.AlertWindow = 6 * time.Hour
 	}
 	return c
 }
@@ -295,6 +303,17 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 	run := &Run{ID: cr.claim.RunID, Request: req, Envelope: ev, Attempt: cr.claim.Attempts, Started: r.now()}
 	run.Targets = r.targetsFor(req, pol)
 	held := r.holdClaim(ctx, req.ID, cr.claim, lease)
+	if run.Attempt > r.cfg.MaxAttempts {
+		// Only takeovers get here: the request's runs kept dying with their
+		// instance. Stop, say so, and do not take the next instance down.
+		out := r.failWithAlert(ctx, run, pol, model.ClassPermanent,
+			fmt.Errorf("the run was interrupted %d times (its instance stopped or crashed each time); giving up", run.Attempt-1))
+		if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, held.release(), claimDone, out); err != nil {
+			log.Warn("settle claim", zap.Error(err))
+		}
+		_ = m.Term()
+		return
+	}
 	defer held.release()
 	defer func() {
 		// A panic in a gate, the provider or an observer is a bug that a
@@ -375,10 +394,7 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 		if s, ok := AsSkip(err); ok {
 			return r.skip(ctx, run, s), -1, false
 		}
-		if ctx.Err() != nil {
-			return "", 0, false
-		}
-		return r.fail(ctx, run, model.ClassPermanent, fmt.Errorf("input gate: %w", err)), -1, false
+		return r.gateFailed(ctx, log, run, pol, fmt.Errorf("input gate: %w", err))
 	}
 
 	// A request whose targets are all unknown can never be delivered: say
@@ -419,7 +435,7 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 			if s, ok := AsSkip(err); ok {
 				return r.skip(ctx, run, s), -1, false
 			}
-			return r.fail(ctx, run, model.ClassTransient, fmt.Errorf("output gate: %w", err)), -1, false
+			return r.gateFailed(ctx, log, run, pol, fmt.Errorf("output gate: %w", err))
 		}
 	}
 
@@ -428,12 +444,10 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 	if run.Notice != nil {
 		var err error
 		if ids, err = r.enqueue(ctx, run, run.Notice.Text, run.Notice.Urgency, ""); err != nil {
+			// Queueing is idempotent (notification ids are Nats-Msg-Ids), so
+			// a retry re-queues what was stored without sending it twice.
 			r.releaseDedup(ctx, run)
-			if run.Attempt < r.cfg.MaxAttempts && ctx.Err() == nil {
-				log.Warn("queueing notification failed; will retry", zap.Error(err))
-				return "", r.cfg.Backoff[0], true
-			}
-			return r.fail(ctx, run, model.ClassTransient, fmt.Errorf("queue notification: %w", err)), -1, false
+			return r.gateFailed(ctx, log, run, pol, fmt.Errorf("queue notification: %w", err))
 		}
 	}
 
@@ -534,18 +548,26 @@ func (r *Runner) unknownTargets(targets []string) []string {
 	return out
 }
 
+// enqueue queues text for every known target of the run. Unknown targets
+// (config validation rejects them; a request may still name one) are left
+// out with a warning. If queueing fails for any known target the whole call
+// fails, to be retried: what was stored is stored once (Nats-Msg-Id).
 func (r *Runner) enqueue(ctx context.Context, run *Run, text, urgency, kind string) ([]string, error) {
-	var ids []string
-	var errs []error
+	var known []string
 	for _, t := range run.Targets {
 		if len(r.targets) > 0 && !contains(r.targets, t) {
-			errs = append(errs, fmt.Errorf("unknown target %q (connectors: %v)", t, r.targets))
+			r.log.Warn("notification not queued: unknown target", zap.String("run", run.ID), zap.String("target", t), zap.Strings("connectors", r.targets))
 			continue
 		}
+		known = append(known, t)
+	}
+	var ids []string
+	var errs []error
+	for _, t := range known {
 		n := connectors.Notification{
 			ID: run.ID + kind + "." + t, RunID: run.ID, RequestID: run.Request.ID,
 			Source: run.Request.Source, Name: run.Request.Name, Text: text, Urgency: urgency,
-			Target: t, Targets: run.Targets, Time: r.now(), Metadata: run.Request.Metadata,
+			Target: t, Targets: known, Time: r.now(), Metadata: run.Request.Metadata,
 		}
 		if run.Notice != nil && kind == "" {
 			n.DedupKey = run.Notice.DedupKey
@@ -556,13 +578,26 @@ func (r *Runner) enqueue(ctx context.Context, run *Run, text, urgency, kind stri
 		}
 		ids = append(ids, n.ID)
 	}
-	if len(ids) == 0 && len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	for _, e := range errs {
-		r.log.Warn("notification not queued for a target", zap.String("run", run.ID), zap.Error(e))
+	if len(errs) > 0 {
+		return ids, errors.Join(errs...)
 	}
 	return ids, nil
+}
+
+// gateFailed handles an error that is not a decision: a gate, or the bus
+// under it, could not answer. The work is not dropped: the request goes back
+// with backoff and counts an attempt; after the last one the run fails with
+// an error event (and an alert). At shutdown the request is put back as is.
+func (r *Runner) gateFailed(ctx context.Context, log *zap.Logger, run *Run, pol Policy, err error) (string, time.Duration, bool) {
+	if ctx.Err() != nil {
+		return "", 0, false
+	}
+	if run.Attempt < r.cfg.MaxAttempts {
+		delay := r.cfg.Backoff[min(run.Attempt-1, len(r.cfg.Backoff)-1)]
+		log.Warn("run could not go on; will retry", zap.Int("attempt", run.Attempt), zap.Duration("retry_in", delay), zap.Error(err))
+		return "", delay, true
+	}
+	return r.failWithAlert(ctx, run, pol, model.ClassTransient, err), -1, false
 }
 
 func (r *Runner) releaseDedup(ctx context.Context, run *Run) {
@@ -612,13 +647,30 @@ func (r *Runner) fail(ctx context.Context, run *Run, class model.Class, err erro
 
 func (r *Runner) failWithAlert(ctx context.Context, run *Run, pol Policy, class model.Class, err error) string {
 	out := r.fail(ctx, run, class, err)
-	if pol.Alert == nil || *pol.Alert {
+	if (pol.Alert == nil || *pol.Alert) && r.firstAlert(ctx, run, class) {
 		text := fmt.Sprintf("agentwork: %s %q failed (%s) after %d attempt(s): %v", run.Request.Source, run.Request.Name, class, run.Attempt, err)
 		if _, qerr := r.enqueue(ctx, run, text, tools.UrgencyImportant, ".alert"); qerr != nil {
 			r.log.Error("alert not queued", zap.String("run", run.ID), zap.Error(qerr))
 		}
 	}
 	return out
+}
+
+// firstAlert reports whether this failure should alert: the first failure
+// of a source/name with a class within AlertWindow does, later ones do not
+// (a heartbeat with an expired API key would otherwise alert every tick).
+// The key is shared by all instances through agentwork_dedup.
+func (r *Runner) firstAlert(ctx context.Context, run *Run, class model.Class) bool {
+	if r.cfg.AlertWindow < 0 {
+		return true
+	}
+	key := "alert." + DedupKey(run.Request.Source, run.Request.Name+"\x00"+string(class))
+	_, err := r.bus.Dedup.Create(context.WithoutCancel(ctx), key, []byte(run.ID), jetstream.KeyTTL(r.cfg.AlertWindow))
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		r.log.Info("alert held back: already alerted within the alert window", zap.String("run", run.ID), zap.Duration("alert_window", r.cfg.AlertWindow))
+		return false
+	}
+	return true // on a bus error, alert rather than stay silent
 }
 
 // emit publishes the run's one event. Publishing is retried briefly; a

@@ -149,12 +149,12 @@ func TestInputGates(t *testing.T) {
 			outcome:   bus.OutcomeDone, model: 1,
 		},
 		{
-			name: "a gate error is an error event, not a model call",
+			name: "a gate error is retried, then one error event; never a model call",
 			gates: func(l *gateLog) []agentwork.InputGate {
 				return []agentwork.InputGate{fail(l, "a", errors.New("state unreadable")), pass(l, "b")}
 			},
-			wantCalls: []string{"a"},
-			outcome:   bus.OutcomeError, class: string(model.ClassPermanent),
+			wantCalls: []string{"a", "a", "a"}, // testConfig().MaxAttempts
+			outcome:   bus.OutcomeError, class: string(model.ClassTransient),
 		},
 	}
 	for _, tt := range tests {
@@ -728,7 +728,7 @@ func TestRedeliveryAfterCrash(t *testing.T) {
 			before: func(t *testing.T, s setup) {
 				putClaim(t, s.b, s.reqID, claimRecord{State: "running", RunID: crashedRun, Owner: "gone", Expires: time.Now().Add(-time.Second), Attempts: 1})
 			},
-			calls: 1, events: 1, runID: crashedRun, outcome: bus.OutcomeDone, queued: 1, attempt: 1,
+			calls: 1, events: 1, runID: crashedRun, outcome: bus.OutcomeDone, queued: 1, attempt: 2, // a takeover counts an attempt
 		},
 		{
 			name: "crash after the dedup key was taken: its own key is not a duplicate",
@@ -738,7 +738,7 @@ func TestRedeliveryAfterCrash(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			calls: 1, events: 1, runID: crashedRun, outcome: bus.OutcomeDone, queued: 1, attempt: 1,
+			calls: 1, events: 1, runID: crashedRun, outcome: bus.OutcomeDone, queued: 1, attempt: 2, // a takeover counts an attempt
 		},
 		{
 			name: "crash after the notification was queued: queued once",
@@ -754,14 +754,21 @@ func TestRedeliveryAfterCrash(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			calls: 1, events: 1, runID: crashedRun, outcome: bus.OutcomeDone, queued: 1, attempt: 1,
+			calls: 1, events: 1, runID: crashedRun, outcome: bus.OutcomeDone, queued: 1, attempt: 2, // a takeover counts an attempt
 		},
 		{
 			name: "a live instance's claim is left alone until its lease ends",
 			before: func(t *testing.T, s setup) {
 				putClaim(t, s.b, s.reqID, claimRecord{State: "running", RunID: crashedRun, Owner: "alive", Expires: time.Now().Add(time.Second), Attempts: 1})
 			},
-			liveLease: true, calls: 1, events: 1, runID: crashedRun, outcome: bus.OutcomeDone, queued: 1, attempt: 1,
+			liveLease: true, calls: 1, events: 1, runID: crashedRun, outcome: bus.OutcomeDone, queued: 1, attempt: 2, // a takeover counts an attempt
+		},
+		{
+			name: "a request that crashed its runner MaxAttempts times is given up with one error event",
+			before: func(t *testing.T, s setup) {
+				putClaim(t, s.b, s.reqID, claimRecord{State: "running", RunID: crashedRun, Owner: "gone", Expires: time.Now().Add(-time.Second), Attempts: 3})
+			},
+			calls: 0, events: 1, runID: crashedRun, outcome: bus.OutcomeError, queued: 1, attempt: 4, // the alert
 		},
 	}
 	for _, tt := range tests {
@@ -1263,5 +1270,35 @@ func TestRunAlive(t *testing.T) {
 		if err != nil || got != tt.want {
 			t.Errorf("RunAlive(%q) = %v, %v; want %v", tt.id, got, err, tt.want)
 		}
+	}
+}
+
+// A heartbeat whose API key expired fails on every tick: it alerts once per
+// alert window, not every tick; another name or class alerts on its own.
+func TestAlertsAreNotRepeated(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watchEvents(t, b)
+	_, p := scripted(t, script.Config{Default: &script.Reply{Error: &script.Fault{Class: "permanent", Message: "401: check model.api_key"}}})
+	cfg := testConfig()
+	cfg.Targets = []string{"rec"}
+	stop := startRunner(t, b, p, cfg, map[string]agentwork.Policy{"heartbeat": {}}, agentwork.WithConnectors("rec"))
+	for _, name := range []string{"default", "default", "default", "other"} {
+		publish(t, b, agentwork.Request{Source: "heartbeat", Name: name, Prompt: "check"})
+	}
+	evs := events.runEvents(4)
+	waitRequestsSettled(t, b)
+	stop()
+	for _, e := range evs {
+		if e.Run.Outcome != bus.OutcomeError {
+			t.Fatalf("outcome = %s, want error", e.Run.Outcome)
+		}
+	}
+	alerts := map[string]int{}
+	for _, n := range queued(t, b) {
+		alerts[n.Name]++
+	}
+	if alerts["default"] != 1 || alerts["other"] != 1 {
+		t.Fatalf("alerts queued per name = %v, want one for default and one for other", alerts)
 	}
 }
