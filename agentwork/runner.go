@@ -170,19 +170,34 @@ func (r *Runner) policy(source string) (Policy, bool) {
 // another instance, and returns.
 func (r *Runner) Run(ctx context.Context) error {
 	js := r.bus.JetStream()
-	cons, err := js.CreateOrUpdateConsumer(ctx, bus.StreamRequests, jetstream.ConsumerConfig{
-		Durable:       ConsumerName,
-		Description:   "agentwork runners (shared by all instances)",
-		FilterSubject: r.bus.Subjects.Requests(),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       r.cfg.AckWait,
-		MaxAckPending: 10000,
-	})
-	if err != nil {
+	// On a cluster the consumer may not be creatable for a moment after
+	// start (no JetStream leader yet): retry for a while before giving up.
+	var cons jetstream.Consumer
+	var err error
+	for delay, deadline := 100*time.Millisecond, time.Now().Add(time.Minute); ; delay = min(2*delay, 5*time.Second) {
+		cons, err = js.CreateOrUpdateConsumer(ctx, bus.StreamRequests, jetstream.ConsumerConfig{
+			Durable:       ConsumerName,
+			Description:   "agentwork runners (shared by all instances)",
+			FilterSubject: r.bus.Subjects.Requests(),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       r.cfg.AckWait,
+			MaxAckPending: 10000,
+		})
+		if err == nil {
+			break
+		}
 		if ctx.Err() != nil {
 			return nil // stopped while starting
 		}
-		return fmt.Errorf("runner: consumer: %w", err)
+		if time.Now().After(deadline) {
+			return fmt.Errorf("runner: consumer %s on %s: %w", ConsumerName, bus.StreamRequests, err)
+		}
+		r.log.Warn("runner consumer not ready; retrying", zap.Duration("retry_in", delay), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
 	}
 	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRuns()

@@ -179,3 +179,26 @@ func TestParseRequestSubject(t *testing.T) {
 	}
 	_ = context.Background
 }
+
+func TestListenStaysOnLoopbackUnlessAllowed(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		listen string
+		remote bool
+		ok     bool
+	}{
+		{"127.0.0.1:4222", false, true},
+		{"localhost:4222", false, true},
+		{"[::1]:4222", false, true},
+		{"off", false, true},
+		{":4222", false, false},
+		{"0.0.0.0:4222", false, false},
+		{"10.1.2.3:4222", false, false},
+		{"0.0.0.0:4222", true, true},
+	} {
+		err := bus.Config{Listen: tt.listen, AllowRemote: tt.remote}.Validate()
+		if (err == nil) != tt.ok {
+			t.Errorf("Validate(listen %q, allow_remote %v) = %v, want ok=%v", tt.listen, tt.remote, err, tt.ok)
+		}
+	}
+}

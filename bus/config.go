@@ -33,6 +33,10 @@ type Config struct {
 	// Listen is the embedded server's client address. Default 127.0.0.1:4222;
 	// "off" serves in-process connections only.
 	Listen string `yaml:"listen" json:"listen,omitempty"`
+	// AllowRemote permits a Listen address that is not loopback. The server
+	// then accepts the generated credentials from the network in plain text
+	// unless TLS is put in front: keep it on loopback where you can.
+	AllowRemote bool `yaml:"allow_remote" json:"allow_remote,omitempty"`
 	// MaxMemory and MaxStore cap JetStream (bytes). Defaults 256 MiB and 10 GiB.
 	MaxMemory int64 `yaml:"max_memory" json:"max_memory,omitempty"`
 	MaxStore  int64 `yaml:"max_store" json:"max_store,omitempty"`
@@ -100,8 +104,12 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.Listen != "" && c.Listen != "off" {
-		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		host, _, err := net.SplitHostPort(c.Listen)
+		if err != nil {
 			return fmt.Errorf("bus.listen: %q: want host:port or off", c.Listen)
+		}
+		if !c.AllowRemote && !loopback(host) {
+			return fmt.Errorf("bus.listen: %q is reachable from other machines; use 127.0.0.1:<port>, or set bus.allow_remote: true (and put TLS in front)", c.Listen)
 		}
 	}
 	if c.Prefix != "" && !tokenRE.MatchString(c.Prefix) {
@@ -114,4 +122,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bus.max_memory/max_store: must not be negative")
 	}
 	return nil
+}
+
+// loopback reports whether host names only this machine.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -152,6 +152,10 @@ func TestConfigCheck(t *testing.T) {
 		{"unknown key", "model:\n  provider: script\n  modle: x\n", `:3: unknown key "model.modle"`},
 		{"bad heartbeat hours", "heartbeat:\n  active_hours: {start: \"09:00\", end: \"25:00\"}\n", "heartbeat.active_hours.end"},
 		{"bad cron", "cron:\n  jobs:\n    - id: a\n      schedule: \"61 * * * *\"\n      prompt: x\n", "cron.jobs[0].schedule"},
+		{"unknown target", "heartbeat:\n  targets: [telegramm]\n", `heartbeat.targets[0]: "telegramm" is not a connector`},
+		{"cron job target", "connectors:\n  ops: {type: console}\ncron:\n  jobs:\n    - id: a\n      schedule: \"@daily\"\n      prompt: x\n      targets: [console]\n", `cron.jobs[0].targets[0]: "console" is not a connector`},
+		{"wildcard webhook source", "webhook:\n  tokens:\n    - name: ci\n      token: 0123456789abcdef0123\n      sources: [\"deploy-*\"]\n", "webhook.tokens[0].sources[0]"},
+		{"bus on the network", "bus:\n  listen: 0.0.0.0:4222\n", "bus.allow_remote"},
 		{"unset secret", "model:\n  provider: openai\n  model: m\n  api_key: ${AGENTWORK_TEST_UNSET_KEY}\n", "AGENTWORK_TEST_UNSET_KEY is not set"},
 	}
 	for i, tt := range tests {

@@ -79,12 +79,27 @@ func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
 	// Consumers (runner, connectors) live until the triggers have stopped.
 	consumeCtx, stopConsumers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopConsumers()
+	// A consumer that fails (it could not start) stops the whole service:
+	// triggers must not go on queueing work that nothing runs or delivers.
+	// The process exits non-zero so a supervisor restarts it.
+	triggerCtx, stopTriggers := context.WithCancelCause(ctx)
+	defer stopTriggers(nil)
 	var consumers errgroup.Group
-	consumers.Go(func() error { return runner.Run(consumeCtx) })
-	for _, c := range w.consumers {
-		consumers.Go(func() error { return c(consumeCtx) })
+	consume := func(name string, run func(context.Context) error) {
+		consumers.Go(func() error {
+			err := run(consumeCtx)
+			if err != nil {
+				log.Error(name+" failed; shutting down", zap.Error(err))
+				stopTriggers(err)
+			}
+			return err
+		})
 	}
-	triggers, tctx := errgroup.WithContext(ctx)
+	consume("runner", runner.Run)
+	for _, c := range w.consumers {
+		consume("connectors", c)
+	}
+	triggers, tctx := errgroup.WithContext(triggerCtx)
 	triggers.Go(func() error { <-tctx.Done(); return nil }) // serve until stopped
 	for _, t := range w.triggers {
 		triggers.Go(func() error { return t(tctx) })
