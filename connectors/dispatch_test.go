@@ -2,6 +2,7 @@ package connectors_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentwork/agentwork/bus"
@@ -548,5 +551,300 @@ func TestDispatcherBadName(t *testing.T) {
 	}
 	if _, err := b.JetStream().Consumer(t.Context(), bus.StreamDeliveries, connectors.ConsumerName("good")); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Errorf("consumer deliver_good after a failed Run: %v, want none created", err)
+	}
+}
+
+// slow is a Send that takes d, like a chat API that answers late, or
+// returns early when ctx is done.
+func slow(d time.Duration) func(context.Context, connectors.Notification, int) error {
+	return func(ctx context.Context, _ connectors.Notification, _ int) error {
+		select {
+		case <-time.After(d):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// eventually waits until cond holds, for at most wait.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(wait)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%s: not within %s", what, wait)
+		}
+	}
+}
+
+// ackPending returns how many notifications the consumer of connector
+// name has handed out and not had settled.
+func ackPending(t *testing.T, b *bus.Bus, name string) int {
+	t.Helper()
+	c, err := b.JetStream().Consumer(t.Context(), bus.StreamDeliveries, connectors.ConsumerName(name))
+	if err != nil {
+		return -1 // not created yet
+	}
+	info, err := c.Info(t.Context())
+	if err != nil {
+		t.Fatalf("consumer info: %v", err)
+	}
+	return info.NumAckPending
+}
+
+// naks delivers the stream sequence of every notification the consumer of
+// connector name is told to redeliver (JetStream's nak advisory).
+func naks(t *testing.T, b *bus.Bus, name string) <-chan uint64 {
+	t.Helper()
+	ch := make(chan uint64, 10)
+	sub, err := b.Conn().Subscribe(server.JSAdvisoryConsumerMsgNakPre+"."+bus.StreamDeliveries+"."+connectors.ConsumerName(name), func(m *nats.Msg) {
+		var adv server.JSConsumerDeliveryNakAdvisory
+		if err := json.Unmarshal(m.Data, &adv); err != nil {
+			t.Errorf("nak advisory %s: %v", m.Data, err)
+			return
+		}
+		select {
+		case ch <- adv.StreamSeq:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatalf("subscribe to nak advisories: %v", err)
+	}
+	if err := b.Conn().Flush(); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return ch
+}
+
+// TestDispatcherSlowSendsSentOnce: a notification that waits for a free
+// send slot and is then sent slowly, longer than AckWait in all, is not
+// handed to another instance meanwhile: it is sent once. (Without progress
+// signals JetStream redelivers it to the idle instance mid-send.)
+func TestDispatcherSlowSendsSentOnce(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	b2 := client(t, b)
+	events := watch(t, b)
+	const ackWait = time.Second
+	cfg := fastRetries
+	cfg.AckWait = ackWait
+	// Each send takes 1.5 AckWait, so the second notification waits that
+	// long for the slot and then sends that long.
+	chat := &fake{fn: slow(ackWait * 3 / 2)}
+	first, second := note("1", "chat", "first"), note("2", "chat", "second")
+	enqueue(t, b, first, second)
+	stop1 := run(t, b, connectors.Registry{"chat": chat}, cfg)
+	// Both are with the first instance: one sending, one waiting for the slot.
+	eventually(t, "both notifications handed to the first instance", func() bool { return ackPending(t, b, "chat") == 2 })
+	// The second instance idles with a pull request out, ready to take
+	// whatever JetStream redelivers.
+	stop2 := run(t, b2, connectors.Registry{"chat": chat}, cfg)
+	for range 2 {
+		if d := next(t, events); d.outcome != connectors.OutcomeDelivered {
+			t.Fatalf("event %s %+v, want delivered", d.outcome, d.res)
+		}
+	}
+	stopped(t, stop1)
+	stopped(t, stop2)
+	seen := map[string]int{}
+	for _, c := range chat.Calls() {
+		seen[c.n.ID]++
+	}
+	if seen[first.ID] != 1 || seen[second.ID] != 1 || len(seen) != 2 {
+		t.Errorf("Send calls per notification = %v, want each of %s, %s once", seen, first.ID, second.ID)
+	}
+}
+
+// TestDispatcherSkipsSentNotification: a notification that was sent
+// already and reaches the dispatcher again (its ack was lost in a crash, or
+// it was queued again after the stream's duplicate window) is acked, not
+// sent a second time, and reported delivered once.
+func TestDispatcherSkipsSentNotification(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watch(t, b)
+	chat := &fake{}
+	n, after := note("1", "chat", "Disk full"), note("2", "chat", "later")
+	enqueue(t, b, n)
+	stop := run(t, b, connectors.Registry{"chat": chat}, fastRetries)
+	if d := next(t, events); d.outcome != connectors.OutcomeDelivered || d.res.Notification.ID != n.ID {
+		t.Fatalf("event %s %+v, want %s delivered", d.outcome, d.res, n.ID)
+	}
+	// The same notification stored again under another Nats-Msg-Id, so the
+	// stream does not drop it as a duplicate.
+	ev, err := bus.NewEvent("agentwork/runner", bus.TypeOf("delivery", "queued"), n.Target, n.Time, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Publish(t.Context(), b.Subjects.Delivery(n.Target), ev, n.ID+".again"); err != nil {
+		t.Fatalf("publish the copy: %v", err)
+	}
+	// One send at a time: once the next one is delivered, the copy is settled.
+	enqueue(t, b, after)
+	if d := next(t, events); d.outcome != connectors.OutcomeDelivered || d.res.Notification.ID != after.ID {
+		t.Fatalf("event %s %+v, want %s delivered", d.outcome, d.res, after.ID)
+	}
+	stopped(t, stop)
+	var ids []string
+	for _, c := range chat.Calls() {
+		ids = append(ids, c.n.ID)
+	}
+	if want := []string{n.ID, after.ID}; !slices.Equal(ids, want) {
+		t.Errorf("Send calls = %v, want %v (the copy not sent)", ids, want)
+	}
+	if got := counts(t, b); got[connectors.OutcomeDelivered] != 2 || got[connectors.OutcomeFailed] != 0 {
+		t.Errorf("delivery events = %v, want two delivered", got)
+	}
+	if got := ackPending(t, b, "chat"); got != 0 {
+		t.Errorf("%d notifications still unacked, want the copy acked", got)
+	}
+}
+
+// TestDispatcherShutdownCancelsAfterGrace: a send still running when the
+// shutdown grace is over is cancelled and its notification put back at
+// once, not reported failed; another instance then delivers it, long
+// before AckWait would have released it.
+func TestDispatcherShutdownCancelsAfterGrace(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watch(t, b)
+	cfg := fastRetries
+	cfg.AckWait, cfg.ShutdownGrace, cfg.SendTimeout = time.Minute, 200*time.Millisecond, time.Minute
+	started := make(chan struct{})
+	sendErr := make(chan error, 1)
+	hung := &fake{fn: func(ctx context.Context, _ connectors.Notification, _ int) error {
+		close(started)
+		<-ctx.Done()
+		sendErr <- ctx.Err()
+		return ctx.Err()
+	}}
+	n := note("1", "chat", "in flight")
+	enqueue(t, b, n)
+	stop := run(t, b, connectors.Registry{"chat": hung}, cfg)
+	select {
+	case <-started:
+	case <-time.After(wait):
+		t.Fatal("Send was not called")
+	}
+	begun := time.Now()
+	stopped(t, stop)
+	if took := time.Since(begun); took < cfg.ShutdownGrace {
+		t.Errorf("Run returned %s after cancel, want it to wait the grace of %s", took, cfg.ShutdownGrace)
+	}
+	select {
+	case err := <-sendErr:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the hung send's ctx ended with %v, want context.Canceled", err)
+		}
+	default:
+		t.Fatal("Run returned while the hung send was still running")
+	}
+
+	chat := &fake{}
+	stop = run(t, b, connectors.Registry{"chat": chat}, cfg)
+	d := next(t, events)
+	if d.outcome != connectors.OutcomeDelivered || d.res.Notification.ID != n.ID || d.res.Attempts != 2 {
+		t.Fatalf("event %s %+v, want %s delivered at attempt 2 (no failure for the cancelled send)", d.outcome, d.res, n.ID)
+	}
+	stopped(t, stop)
+	if got := counts(t, b); got[connectors.OutcomeFailed] != 0 || got[connectors.OutcomeDelivered] != 1 {
+		t.Errorf("delivery events = %v, want one delivered and no failed", got)
+	}
+}
+
+// TestDispatcherShutdownPutsBackWaiting: a notification this instance has
+// pulled but not started sending when it stops is put back at once, not
+// sent while the send in flight finishes; another instance delivers it.
+func TestDispatcherShutdownPutsBackWaiting(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watch(t, b)
+	cfg := fastRetries
+	cfg.AckWait, cfg.SendTimeout = time.Minute, time.Minute
+	release := make(chan struct{})
+	chat := &fake{fn: func(ctx context.Context, n connectors.Notification, _ int) error {
+		if n.Text != "in flight" {
+			return nil
+		}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}}
+	inFlight, waiting := note("1", "chat", "in flight"), note("2", "chat", "waiting")
+	enqueue(t, b, inFlight, waiting)
+	stop := run(t, b, connectors.Registry{"chat": chat}, cfg)
+	eventually(t, "both notifications handed to the instance", func() bool { return ackPending(t, b, "chat") == 2 })
+	naked := naks(t, b, "chat")
+	returned := make(chan error, 1)
+	go func() { returned <- stop() }()
+	// The deliveries stream is the test's own: the waiting one is its second message.
+	for putBack := false; !putBack; {
+		select {
+		case seq := <-naked:
+			putBack = seq == 2
+		case <-time.After(wait):
+			t.Fatal("the waiting notification was not put back (nak'ed) on shutdown")
+		}
+	}
+	close(release)
+	select {
+	case err := <-returned:
+		if err != nil {
+			t.Fatalf("Run = %v, want nil", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("Run did not return after the send in flight finished")
+	}
+	if d := next(t, events); d.outcome != connectors.OutcomeDelivered || d.res.Notification.ID != inFlight.ID {
+		t.Fatalf("event %s %+v, want the send in flight delivered", d.outcome, d.res)
+	}
+	if calls := chat.Calls(); len(calls) != 1 {
+		t.Fatalf("the stopping instance sent %d notifications, want only the one in flight", len(calls))
+	}
+
+	other := &fake{}
+	stop = run(t, b, connectors.Registry{"chat": other}, cfg)
+	if d := next(t, events); d.outcome != connectors.OutcomeDelivered || d.res.Notification.ID != waiting.ID {
+		t.Fatalf("event %s %+v, want %s delivered by the next instance", d.outcome, d.res, waiting.ID)
+	}
+	stopped(t, stop)
+}
+
+// TestDispatcherConfigValidate: every field is checked and named.
+func TestDispatcherConfigValidate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cfg  connectors.DispatcherConfig
+		want string // "" = valid
+	}{
+		{"zero takes the defaults", connectors.DispatcherConfig{}, ""},
+		{"all set", connectors.DispatcherConfig{MaxAttempts: 3, Backoff: []time.Duration{time.Second}, SendTimeout: time.Second, AckWait: time.Second, ShutdownGrace: time.Second}, ""},
+		{"ack wait too short", connectors.DispatcherConfig{AckWait: 500 * time.Millisecond}, "delivery.ack_wait: 500ms"},
+		{"negative attempts", connectors.DispatcherConfig{MaxAttempts: -1}, "delivery.max_attempts"},
+		{"negative backoff", connectors.DispatcherConfig{Backoff: []time.Duration{time.Second, -time.Second}}, "delivery.backoff[1]"},
+		{"negative send timeout", connectors.DispatcherConfig{SendTimeout: -time.Second}, "delivery.send_timeout"},
+		{"negative grace", connectors.DispatcherConfig{ShutdownGrace: -time.Second}, "delivery.shutdown_grace"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := tc.cfg.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Validate() = %v, want an error naming %q", err, tc.want)
+			}
+		})
 	}
 }
