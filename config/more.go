@@ -11,7 +11,7 @@ import (
 
 func (f *File) validateMore() error {
 	return errors.Join(
-		f.Connectors.Validate(), f.Heartbeat.Validate(), f.Cron.Validate(), f.Webhook.Validate(), f.HTTP.Validate(),
+		f.Connectors.Validate(), f.Delivery.Validate(), f.Heartbeat.Validate(), f.Cron.Validate(), f.Webhook.Validate(), f.HTTP.Validate(),
 		f.validateTargets(), f.validateWebhookSources(),
 	)
 }
