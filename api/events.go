@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/api/problem"
 	"github.com/agentwork/agentwork/bus"
 )
@@ -25,7 +26,7 @@ import (
 // Limits of the event queries.
 const (
 	DefaultRunsLimit = 50
-	MaxRunsLimit     = 1000
+	MaxRunsLimit     = agentwork.MaxHistoryLimit
 	maxFilterValues  = 16
 	// resumeWindow is how far around a Last-Event-ID's time the stream is
 	// searched for it (clock skew between instances and the server).
@@ -124,11 +125,8 @@ func parseQuery(q url.Values, now time.Time, allowLimit bool, outcomes []string)
 }
 
 // subjects are the filter subjects of q on the events stream.
-func (q eventQuery) subjects(s bus.Subjects, defaultOutcomes []string) []string {
+func (q eventQuery) subjects(s bus.Subjects) []string {
 	sources, outcomes := q.sources, q.outcomes
-	if len(outcomes) == 0 {
-		outcomes = defaultOutcomes
-	}
 	if len(sources) == 0 && len(outcomes) == 0 {
 		return []string{s.Events()}
 	}
@@ -177,7 +175,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		problem.Invalid(w, "invalid event filter", errs...)
 		return
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: q.subjects(s.deps.Bus.Subjects, nil), DeliverPolicy: jetstream.DeliverNewPolicy}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: q.subjects(s.deps.Bus.Subjects), DeliverPolicy: jetstream.DeliverNewPolicy}
 	resume := newResume(r.Header.Get("Last-Event-ID"))
 	switch {
 	case resume != nil:
@@ -349,115 +347,27 @@ func oneLine(s string) string { return strings.NewReplacer("\r", " ", "\n", " ")
 // runs answers the recent run events (done, skip, error), newest first:
 // {"runs": [<CloudEvents>...]}.
 func (s *Server) runs(w http.ResponseWriter, r *http.Request) {
-	outcomes := []string{bus.OutcomeDone, bus.OutcomeSkip, bus.OutcomeError}
-	q, errs := parseQuery(r.URL.Query(), s.now(), true, outcomes)
+	q, errs := parseQuery(r.URL.Query(), s.now(), true, []string{bus.OutcomeDone, bus.OutcomeSkip, bus.OutcomeError})
 	if len(errs) > 0 {
 		problem.Invalid(w, "invalid run filter", errs...)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
-	evs, err := recentEvents(ctx, s.deps.Bus, q.subjects(s.deps.Bus.Subjects, outcomes), q)
+	recs, err := agentwork.History(ctx, s.deps.Bus, agentwork.HistoryQuery{
+		Sources: q.sources, Outcomes: q.outcomes, Names: q.names, Since: q.since, Limit: q.limit,
+	})
 	if err != nil {
 		problem.Unavailable(w, 5*time.Second, "cannot read the events stream: "+err.Error())
 		return
 	}
-	if evs == nil {
-		evs = []json.RawMessage{}
+	evs := make([]json.RawMessage, len(recs))
+	for i, rec := range recs {
+		evs[i] = rec.JSON
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Runs []json.RawMessage `json:"runs"`
 	}{evs})
-}
-
-// recentEvents returns up to q.limit events matching q, newest first. It
-// reads the stream backwards in growing windows of sequence numbers (a
-// JetStream consumer only reads forwards), so a query for the last few runs
-// reads about that many messages however long the history is.
-func recentEvents(ctx context.Context, b *bus.Bus, subjects []string, q eventQuery) ([]json.RawMessage, error) {
-	js := b.JetStream()
-	stream, err := js.Stream(ctx, bus.StreamEvents)
-	if err != nil {
-		return nil, err
-	}
-	st := stream.CachedInfo().State
-	if st.Msgs == 0 {
-		return nil, nil
-	}
-	first, last := st.FirstSeq, st.LastSeq
-	span := uint64(max(4*q.limit, 256))
-	for {
-		start := first
-		if last-first+1 > span {
-			start = last - span + 1
-		}
-		found, oldest, err := scanEvents(ctx, js, subjects, start, last, q)
-		if err != nil {
-			return nil, err
-		}
-		older := start == first || (!q.since.IsZero() && !oldest.IsZero() && oldest.Before(q.since))
-		if len(found) >= q.limit || older {
-			n := min(len(found), q.limit)
-			out := make([]json.RawMessage, 0, n)
-			for i := len(found) - 1; i >= len(found)-n; i-- {
-				out = append(out, found[i])
-			}
-			return out, nil
-		}
-		span *= 4
-	}
-}
-
-// scanEvents reads the matching events of sequences [start, last] in order
-// with a short-lived consumer. oldest is the stored time of the first
-// message read (zero if none).
-func scanEvents(ctx context.Context, js jetstream.JetStream, subjects []string, start, last uint64, q eventQuery) (found []json.RawMessage, oldest time.Time, err error) {
-	cons, err := js.CreateConsumer(ctx, bus.StreamEvents, jetstream.ConsumerConfig{
-		FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start,
-		AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute, MemoryStorage: true,
-	})
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_ = js.DeleteConsumer(dctx, bus.StreamEvents, cons.CachedInfo().Name)
-		cancel()
-	}()
-	pending := cons.CachedInfo().NumPending
-	for pending > 0 {
-		batch, err := cons.Fetch(int(min(pending, 256)), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return nil, time.Time{}, err
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			md, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			if oldest.IsZero() {
-				oldest = md.Timestamp
-			}
-			if md.Sequence.Stream > last {
-				return found, oldest, nil
-			}
-			ev, err := bus.DecodeEvent(m.Data())
-			if err != nil || !q.match(ev, md.Timestamp) {
-				continue
-			}
-			found = append(found, json.RawMessage(m.Data()))
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return nil, time.Time{}, err
-		}
-		if n == 0 {
-			break // the rest aged out meanwhile
-		}
-		pending -= min(uint64(n), pending)
-	}
-	return found, oldest, nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
