@@ -23,8 +23,9 @@ var t0 = time.Date(2026, 5, 4, 10, 0, 30, 0, time.UTC)
 const waitFor = 15 * time.Second
 
 // startScheduler runs a scheduler on b until the test ends (or until the
-// returned stop is called); its tick results go to results.
-func startScheduler(t *testing.T, b *bus.Bus, clk clock.Clock, cfg Config, results chan TickResult) (*Scheduler, func()) {
+// returned stop is called); its tick results go to results. mods adjust
+// the scheduler before it runs.
+func startScheduler(t *testing.T, b *bus.Bus, clk clock.Clock, cfg Config, results chan TickResult, mods ...func(*Scheduler)) (*Scheduler, func()) {
 	t.Helper()
 	s, err := New(b, cfg, WithClock(clk))
 	if err != nil {
@@ -32,6 +33,9 @@ func startScheduler(t *testing.T, b *bus.Bus, clk clock.Clock, cfg Config, resul
 	}
 	s.queuePoll = 50 * time.Millisecond
 	s.onTick = func(r TickResult) { results <- r }
+	for _, m := range mods {
+		m(s)
+	}
 	stop := runUntil(t, s.Run)
 	t.Cleanup(stop)
 	select {

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"sort"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,8 +24,9 @@ import (
 
 // Skip reasons of cron, beside agentwork's.
 const (
-	// ReasonMissed: the tick passed while no instance was up, and the job's
-	// catch-up policy did not run it.
+	// ReasonMissed: the tick passed while no instance was up, or could not
+	// be claimed or published (JetStream trouble) until it was too late,
+	// and the job's catch-up policy did not run it.
 	ReasonMissed = "missed"
 	// ReasonExpired: the job's expires_at has passed.
 	ReasonExpired = "expired"
@@ -47,12 +48,25 @@ const maxScan = 100000
 // metaRetry is the request metadata key of a retry's attempt number.
 const metaRetry = "cron_retry"
 
+// Backoff of a tick that could not be claimed or published: the first
+// retry after defaultRetryBase, doubling up to defaultRetryMax.
+const (
+	defaultRetryBase = time.Second
+	defaultRetryMax  = time.Minute
+)
+
+// opTimeout bounds one claim, publish or settle on the bus.
+const opTimeout = 10 * time.Second
+
 // Scheduler fires cron jobs: it keeps the jobs of the agentwork_jobs bucket
 // (config jobs written at start, API jobs kept), computes their ticks with an
 // injected clock, and publishes each tick once across all instances (a claim
-// in agentwork_locks, then a publish with Nats-Msg-Id <job>:<tick>). Its
-// Policy gates and observes the runs; its API (NATS service, HTTP routes)
-// manages the jobs. Safe for concurrent use.
+// in agentwork_locks, then a publish with Nats-Msg-Id <job>:<tick>). A tick
+// that cannot be claimed or published (JetStream trouble) is kept and
+// retried with backoff until it is published, or until the job's catch-up
+// policy would no longer run it: then it is recorded as a skip event with
+// reason missed. Its Policy gates and observes the runs; its API (NATS
+// service, HTTP routes) manages the jobs. Safe for concurrent use.
 type Scheduler struct {
 	bus   *bus.Bus
 	cfg   Config
@@ -63,6 +77,9 @@ type Scheduler struct {
 	onTick    func(TickResult) // test hook, called after each handled tick
 	stats     struct{ fired, missed, lost, failed atomic.Int64 }
 
+	retryBase, retryMax time.Duration      // backoff of ticks put off
+	lockKV              jetstream.KeyValue // test seam; nil: bus.Locks
+
 	mu      sync.Mutex
 	entries map[string]*entry
 	queue   entryHeap
@@ -70,7 +87,9 @@ type Scheduler struct {
 	wake    chan struct{}
 	ready   chan struct{}
 
-	rechecks []recheckTick // ticks to look at again (s.mu)
+	// deferred are tasks put off: ticks this instance could not claim or
+	// publish, and ticks another instance had claimed (s.mu).
+	deferred []deferredTask
 
 	leases sync.Map // run id -> lease revision
 }
@@ -80,7 +99,8 @@ type TickResult struct {
 	Job  string
 	Tick time.Time
 	// What is "fired", "missed", "lost" (another instance claimed it) or
-	// "failed" (not published; logged).
+	// "failed" (not claimed or published this time: logged, kept and tried
+	// again with backoff; a later result for the same tick follows).
 	What string
 	// At is when the instance was done with the tick (for a fired tick:
 	// when JetStream acknowledged the request). At - Tick is the lateness.
@@ -113,8 +133,8 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Scheduler, error) {
 	}
 	s := &Scheduler{
 		bus: b, cfg: cfg.WithDefaults(), log: zap.NewNop(), clock: clock.Real{},
-		queuePoll: 2 * time.Second,
-		entries:   map[string]*entry{}, wake: make(chan struct{}, 1), ready: make(chan struct{}),
+		queuePoll: 2 * time.Second, retryBase: defaultRetryBase, retryMax: defaultRetryMax,
+		entries: map[string]*entry{}, wake: make(chan struct{}, 1), ready: make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(s)
@@ -259,7 +279,24 @@ func (s *Scheduler) loop(ctx context.Context, tasks chan<- task) error {
 	for {
 		now := s.clock.Now()
 		var batch []task
+		var next time.Time
 		s.mu.Lock()
+		// Ticks put off first: they are older than what is due now.
+		keep := s.deferred[:0]
+		for _, d := range s.deferred {
+			if !d.at.After(now) {
+				if t, ok := s.revisit(d.t, now); ok {
+					batch = append(batch, t)
+				}
+				continue
+			}
+			keep = append(keep, d)
+			if next.IsZero() || d.at.Before(next) {
+				next = d.at
+			}
+		}
+		clear(s.deferred[len(keep):])
+		s.deferred = keep
 		for s.queue.Len() > 0 && !s.queue[0].due.After(now) {
 			e := s.queue[0]
 			if t, ok := s.take(e, now); ok {
@@ -267,28 +304,9 @@ func (s *Scheduler) loop(ctx context.Context, tasks chan<- task) error {
 			}
 			s.reschedule(e)
 		}
-		var next time.Time
-		if s.queue.Len() > 0 {
+		if s.queue.Len() > 0 && (next.IsZero() || s.queue[0].due.Before(next)) {
 			next = s.queue[0].due
 		}
-		keep := s.rechecks[:0]
-		for _, r := range s.rechecks {
-			if !r.at.After(now) {
-				t := task{job: r.job, recheck: true}
-				if r.retry > 0 {
-					t.retry = &RetryState{Tick: r.tick, Attempt: r.retry}
-				} else {
-					t.fire = []time.Time{r.tick}
-				}
-				batch = append(batch, t)
-				continue
-			}
-			keep = append(keep, r)
-			if next.IsZero() || r.at.Before(next) {
-				next = r.at
-			}
-		}
-		s.rechecks = keep
 		s.mu.Unlock()
 		for _, t := range batch {
 			select {
@@ -317,13 +335,21 @@ type task struct {
 	job    Job
 	fire   []time.Time
 	missed []time.Time
+	// stale are ticks that could not be published until the catch-up
+	// policy no longer ran them: recorded as missed, with cause.
+	stale []time.Time
 	// missed ticks beyond the enumeration bound: count and range.
 	moreMissed       int
 	moreAtLeast      bool // too many to count: moreMissed is a lower bound
 	moreFrom, moreTo time.Time
+	moreCause        string // some of them could not be published: why
 	retry            *RetryState
 	next             time.Time
-	recheck          bool // a tick another instance had claimed
+	// again: the task was put off before (its next is stale); recheck: its
+	// tick was reported lost to another instance already.
+	again, recheck bool
+	failures       int    // attempts in a row that failed
+	cause          string // the last failure
 }
 
 // take collects what is due of e at now and moves e's cursor. s.mu held.
@@ -361,16 +387,29 @@ func (s *Scheduler) take(e *entry, now time.Time) (task, bool) {
 	t.next = tick
 	s.applyCatchup(&t, due, now)
 	if e.job.MaxRuns > 0 {
-		if left := e.job.MaxRuns - e.state.Fires; left < len(t.fire) {
+		// Ticks put off still count: they fire once the bus is back.
+		if left := e.job.MaxRuns - e.state.Fires - s.deferredFires(e.job.ID); left < len(t.fire) {
 			t.fire = t.fire[:max(left, 0)]
 		}
 	}
 	return t, len(t.fire)+len(t.missed)+t.moreMissed > 0 || t.moreAtLeast
 }
 
+// deferredFires counts the ticks of job id this instance failed to fire
+// and will try again. s.mu held.
+func (s *Scheduler) deferredFires(id string) int {
+	n := 0
+	for _, d := range s.deferred {
+		if d.t.job.ID == id && d.t.retry == nil && d.t.failures > 0 {
+			n += len(d.t.fire)
+		}
+	}
+	return n
+}
+
 // addMore counts n ticks (from..to) into the summary of missed ticks.
 func (t *task) addMore(from, to time.Time, n int) {
-	if t.moreMissed == 0 && !t.moreAtLeast {
+	if (t.moreMissed == 0 && !t.moreAtLeast) || from.Before(t.moreFrom) {
 		t.moreFrom = from
 	}
 	t.moreMissed += n
@@ -411,19 +450,200 @@ func (s *Scheduler) applyCatchup(t *task, due []time.Time, now time.Time) {
 	}
 }
 
-// recheck is a tick another instance claimed but had not published yet.
-type recheckTick struct {
-	job   Job
-	tick  time.Time
-	retry int
-	at    time.Time
+// deferredTask is a task put off until at.
+type deferredTask struct {
+	t  task
+	at time.Time
 }
 
-func (s *Scheduler) addRecheck(r recheckTick) {
+// putOff keeps what is left of t after a failure and tries it again with
+// backoff. On shutdown it keeps nothing: a restart takes the ticks up
+// again from the job's state.
+func (s *Scheduler) putOff(ctx context.Context, log *zap.Logger, t task, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	t.failures++
+	t.cause = err.Error()
+	wait := s.retryMax
+	if n := t.failures - 1; n < 30 {
+		wait = min(s.retryBase<<n, s.retryMax)
+	}
+	first, n := t.span()
+	log.Warn("tick not fired yet (bus trouble?); kept and tried again", zap.Time("tick", first), zap.Int("ticks", n),
+		zap.Int("failures", t.failures), zap.Duration("retry_in", wait), zap.Error(err))
+	s.addDeferred(t, s.clock.Now().Add(wait))
+}
+
+// recheckLater looks at one's tick again once another instance's claim on
+// it has expired: if that instance died before publishing, this one takes
+// the tick over.
+func (s *Scheduler) recheckLater(one task, held *tickClaim) {
+	one.recheck, one.failures, one.cause = true, 0, ""
+	s.addDeferred(one, held.Expires.Add(time.Second))
+}
+
+// addDeferred queues t until at. The failed ticks of a job are kept as one
+// task on its backoff, so an outage costs one attempt per job per backoff
+// step (beside each new tick's own) however many ticks pass meanwhile.
+func (s *Scheduler) addDeferred(t task, at time.Time) {
 	s.mu.Lock()
-	s.rechecks = append(s.rechecks, r)
-	s.mu.Unlock()
-	s.poke()
+	defer s.mu.Unlock()
+	defer s.poke()
+	if t.failures > 0 && t.retry == nil {
+		for i := range s.deferred {
+			d := &s.deferred[i]
+			if d.t.job.ID == t.job.ID && d.t.failures > 0 && d.t.retry == nil && d.t.recheck == t.recheck {
+				d.t.merge(t)
+				return
+			}
+		}
+	}
+	s.deferred = append(s.deferred, deferredTask{t: t, at: at})
+}
+
+// hurry brings the failed ticks of job id forward to now: one of its
+// ticks was just published or recorded, so the bus is back.
+func (s *Scheduler) hurry(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	for i := range s.deferred {
+		if d := &s.deferred[i]; d.t.job.ID == id && d.t.failures > 0 && d.at.After(now) {
+			d.at = now
+			s.poke()
+		}
+	}
+}
+
+// revisit prepares a task put off for another attempt at now: ticks the
+// job's catch-up policy would no longer run become stale (recorded as
+// missed). It reports false when nothing is left to do. s.mu held.
+func (s *Scheduler) revisit(t task, now time.Time) (task, bool) {
+	t.again = true
+	e := s.entries[t.job.ID]
+	if t.retry != nil {
+		// A retry is wanted while the job's state asks for it: a later
+		// success clears it, a later failure replaces it.
+		if r := t.retry; e == nil || e.state.Retry == nil || !e.state.Retry.Tick.Equal(r.Tick) || e.state.Retry.Attempt != r.Attempt {
+			s.log.Info("retry of a failed tick no longer pending; not published", zap.String("job", t.job.ID), zap.Time("tick", r.Tick), zap.Int("retry", r.Attempt))
+			return t, false
+		}
+		return t, true
+	}
+	if t.recheck && t.failures == 0 {
+		// Another instance's expired claim: its holder may have published
+		// before it died, so fire (a duplicate of its Nats-Msg-Id is
+		// dropped) rather than record the tick as missed.
+		return t, true
+	}
+	sched := Schedule(nil)
+	if e != nil && e.sched != nil && e.job.UpdatedAt.Equal(t.job.UpdatedAt) {
+		sched = e.sched
+	} else if sc, err := t.job.Sched(); err == nil {
+		sched = sc
+	}
+	var fire []time.Time
+	for _, f := range t.fire {
+		if sched != nil && s.stillRuns(t.job, sched, f, now) {
+			fire = append(fire, f)
+		} else {
+			t.stale = append(t.stale, f)
+		}
+	}
+	t.fire = fire
+	if e != nil && t.job.MaxRuns > 0 {
+		if left := max(t.job.MaxRuns-e.state.Fires, 0); left < len(t.fire) {
+			s.log.Info("ticks put off not fired: the job reached max_runs", zap.String("job", t.job.ID), zap.Int("ticks", len(t.fire)-left))
+			t.fire = t.fire[:left]
+		}
+	}
+	slices.SortFunc(t.stale, time.Time.Compare)
+	t.fold()
+	return t, len(t.fire)+len(t.missed)+len(t.stale) > 0 || t.hasMore()
+}
+
+// stillRuns reports whether j's catch-up policy would still run tick at
+// now: on time (within the grace period) always; late, as applyCatchup
+// decides given the ticks that followed it.
+func (s *Scheduler) stillRuns(j Job, sched Schedule, tick, now time.Time) bool {
+	cut := now.Add(-s.cfg.Grace)
+	if !tick.Before(cut) {
+		return true
+	}
+	valid := func(n time.Time) bool { return !n.IsZero() && (j.ExpiresAt == nil || !n.After(*j.ExpiresAt)) }
+	switch j.Catchup.Policy {
+	case CatchupSkip:
+		return false
+	case CatchupRunAll:
+		// Runs the newest Max late ticks.
+		n, later := sched.Next(tick), 0
+		for ; valid(n) && n.Before(cut); n = sched.Next(n) {
+			if later++; later >= max(j.Catchup.Max, 1) {
+				return false
+			}
+		}
+		return true
+	default: // run_once: the newest tick, when no later one is due
+		n := sched.Next(tick)
+		return !valid(n) || n.After(now)
+	}
+}
+
+// merge adds o's ticks to t.
+func (t *task) merge(o task) {
+	t.fire = mergeTimes(t.fire, o.fire)
+	t.missed = mergeTimes(t.missed, o.missed)
+	t.stale = mergeTimes(t.stale, o.stale)
+	if o.hasMore() {
+		t.addMore(o.moreFrom, o.moreTo, o.moreMissed)
+		t.moreAtLeast = t.moreAtLeast || o.moreAtLeast
+		if o.moreCause != "" {
+			t.moreCause = o.moreCause
+		}
+	}
+	if o.job.UpdatedAt.After(t.job.UpdatedAt) {
+		t.job = o.job
+	}
+	t.failures, t.cause = max(t.failures, o.failures), o.cause
+}
+
+// mergeTimes returns the sorted union of a and b.
+func mergeTimes(a, b []time.Time) []time.Time {
+	out := slices.Concat(a, b)
+	slices.SortFunc(out, time.Time.Compare)
+	return slices.CompactFunc(out, time.Time.Equal)
+}
+
+// fold keeps at most maxEnumerate missed and stale ticks listed; older
+// ones are counted into the summary.
+func (t *task) fold() {
+	for len(t.missed)+len(t.stale) > maxEnumerate {
+		if len(t.stale) == 0 || (len(t.missed) > 0 && t.missed[0].Before(t.stale[0])) {
+			t.addMore(t.missed[0], t.missed[0], 1)
+			t.missed = t.missed[1:]
+			continue
+		}
+		t.addMore(t.stale[0], t.stale[0], 1)
+		t.moreCause = t.cause
+		t.stale = t.stale[1:]
+	}
+}
+
+func (t *task) hasMore() bool { return t.moreMissed > 0 || t.moreAtLeast }
+
+// span returns t's first tick and how many ticks it has (for logs).
+func (t *task) span() (time.Time, int) {
+	if t.retry != nil {
+		return t.retry.Tick, 1
+	}
+	var first time.Time
+	for _, l := range [][]time.Time{t.fire, t.missed, t.stale, {t.moreFrom}} {
+		if len(l) > 0 && !l[0].IsZero() && (first.IsZero() || l[0].Before(first)) {
+			first = l[0]
+		}
+	}
+	return first, len(t.fire) + len(t.missed) + len(t.stale) + t.moreMissed
 }
 
 // tickClaim is the record tick.cron.<job>.<unix> in agentwork_locks.
@@ -444,63 +664,136 @@ func tickKey(id string, tick time.Time, retry int) string {
 	return k
 }
 
+func (s *Scheduler) locks() jetstream.KeyValue {
+	if s.lockKV != nil {
+		return s.lockKV
+	}
+	return s.bus.Locks
+}
+
 // claim takes the tick for this instance. It reports false when another
-// instance has it (or had it and finished); held is that instance's claim
-// when it could be read.
+// instance has it (or had it and finished); held is that instance's claim.
+// An error means it could not tell (the bus failed): try again later.
 func (s *Scheduler) claim(ctx context.Context, key, what string) (rev uint64, ok bool, held *tickClaim, err error) {
-	kv := s.bus.Locks
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	kv := s.locks()
 	c := tickClaim{Owner: s.bus.Instance(), State: "claimed", What: what, Expires: s.clock.Now().Add(claimTTL)}
 	data, _ := json.Marshal(c)
-	rev, err = kv.Create(ctx, key, data)
-	if err == nil {
-		return rev, true, nil, nil
+	for range 3 {
+		rev, err = kv.Create(ctx, key, data)
+		if err == nil {
+			return rev, true, nil, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return 0, false, nil, fmt.Errorf("claim %s: %w", key, err)
+		}
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // released since: try again
+		}
+		if err != nil {
+			return 0, false, nil, fmt.Errorf("claim %s: read the existing claim: %w", key, err)
+		}
+		var old tickClaim
+		if err := json.Unmarshal(e.Value(), &old); err != nil {
+			// No instance writes this: nobody holds the tick.
+			s.log.Warn("tick claim is not valid JSON; taken over", zap.String("key", key), zap.Error(err))
+			old = tickClaim{}
+		}
+		if old.State == "done" || s.clock.Now().Before(old.Expires) {
+			return 0, false, &old, nil
+		}
+		// The holder died between claim and publish: take the tick over (the
+		// publish is idempotent by its Nats-Msg-Id).
+		rev, err = kv.Update(ctx, key, data, e.Revision())
+		if err == nil {
+			return rev, true, nil, nil
+		}
+		if !isConflict(err) {
+			return 0, false, nil, fmt.Errorf("claim %s: take over an expired claim: %w", key, err)
+		}
+		// Another instance took it over first: look again.
 	}
-	if !errors.Is(err, jetstream.ErrKeyExists) {
-		return 0, false, nil, fmt.Errorf("claim %s: %w", key, err)
-	}
-	e, err := kv.Get(ctx, key)
-	if err != nil {
-		return 0, false, nil, nil
-	}
-	var old tickClaim
-	if json.Unmarshal(e.Value(), &old) != nil {
-		return 0, false, nil, nil
-	}
-	if old.State == "done" || s.clock.Now().Before(old.Expires) {
-		return 0, false, &old, nil
-	}
-	// The holder died between claim and publish: take the tick over (the
-	// publish is idempotent by its Nats-Msg-Id).
-	rev, err = kv.Update(ctx, key, data, e.Revision())
-	if err != nil {
-		return 0, false, &old, nil
-	}
-	return rev, true, nil, nil
+	return 0, false, nil, fmt.Errorf("claim %s: changed by other instances three times in a row", key)
 }
 
 func (s *Scheduler) settle(ctx context.Context, key, what string, rev uint64) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
 	c := tickClaim{Owner: s.bus.Instance(), State: "done", What: what}
 	data, _ := json.Marshal(c)
-	if _, err := s.bus.Locks.Update(ctx, key, data, rev); err != nil {
+	if _, err := s.locks().Update(ctx, key, data, rev); err != nil {
+		// The claim expires; the Nats-Msg-Id (or the event's id) keeps a
+		// second publish by a taking-over instance a duplicate.
 		s.log.Debug("settle tick claim", zap.String("key", key), zap.Error(err))
 	}
 }
 
 func (s *Scheduler) release(ctx context.Context, key string, rev uint64) {
-	_ = s.bus.Locks.Delete(ctx, key, jetstream.LastRevision(rev))
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	_ = s.locks().Delete(ctx, key, jetstream.LastRevision(rev))
+}
+
+// tickItem is one tick of a task: to fire, missed, or stale.
+type tickItem struct {
+	at   time.Time
+	kind int
+}
+
+const (
+	kindFire = iota
+	kindMissed
+	kindStale
+)
+
+// items returns t's ticks in order.
+func (t *task) items() []tickItem {
+	out := make([]tickItem, 0, len(t.fire)+len(t.missed)+len(t.stale))
+	for kind, l := range [][]time.Time{kindFire: t.fire, kindMissed: t.missed, kindStale: t.stale} {
+		for _, at := range l {
+			out = append(out, tickItem{at, kind})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b tickItem) int { return a.at.Compare(b.at) })
+	return out
+}
+
+// with returns t carrying only items (and its summary when more is true).
+func (t task) with(items []tickItem, more bool) task {
+	t.fire, t.missed, t.stale = nil, nil, nil
+	for _, it := range items {
+		switch it.kind {
+		case kindFire:
+			t.fire = append(t.fire, it.at)
+		case kindMissed:
+			t.missed = append(t.missed, it.at)
+		default:
+			t.stale = append(t.stale, it.at)
+		}
+	}
+	if !more {
+		t.moreMissed, t.moreAtLeast, t.moreFrom, t.moreTo, t.moreCause = 0, false, time.Time{}, time.Time{}, ""
+	}
+	return t
 }
 
 // handle does one task: claims each tick, publishes it or its missed
-// event, and records the result in the job's state.
+// event, and records the result in the job's state. What fails is put off
+// and tried again.
 func (s *Scheduler) handle(ctx context.Context, t task) {
 	id := t.job.ID
 	log := s.log.With(zap.String("job", id))
-	var fired, missed int
-	var last, lastFired *time.Time
 	if t.retry != nil {
 		key := tickKey(id, t.retry.Tick, t.retry.Attempt)
-		if s.publishTick(ctx, log, t.job, key, t.retry.Tick, t.retry.Attempt, t.recheck) {
-			_, err := updateState(ctx, s.bus.State, id, func(st *State) bool {
+		ok, err := s.publishTick(ctx, log, t, key, t.retry.Tick, t.retry.Attempt)
+		if err != nil {
+			s.putOff(ctx, log, t, err)
+			return
+		}
+		if ok {
+			_, err := updateState(context.WithoutCancel(ctx), s.bus.State, id, func(st *State) bool {
 				if st.Retry == nil || !st.Retry.Tick.Equal(t.retry.Tick) || st.Retry.Attempt != t.retry.Attempt {
 					return false
 				}
@@ -513,62 +806,59 @@ func (s *Scheduler) handle(ctx context.Context, t task) {
 		}
 		return
 	}
-	ticks := make([]struct {
-		at   time.Time
-		fire bool
-	}, 0, len(t.fire)+len(t.missed))
-	for _, f := range t.fire {
-		ticks = append(ticks, struct {
-			at   time.Time
-			fire bool
-		}{f, true})
-	}
-	for _, m := range t.missed {
-		ticks = append(ticks, struct {
-			at   time.Time
-			fire bool
-		}{m, false})
-	}
-	sort.Slice(ticks, func(i, j int) bool { return ticks[i].at.Before(ticks[j].at) })
-	for _, tk := range ticks {
+	var fired, missed int
+	var last, lastFired *time.Time
+	items := t.items()
+	var err error
+	done := 0
+	for _, it := range items {
 		if ctx.Err() != nil {
-			return
+			break
 		}
-		key := tickKey(id, tk.at, 0)
-		if tk.fire {
-			if s.publishTick(ctx, log, t.job, key, tk.at, 0, t.recheck) {
+		one := t.with([]tickItem{it}, false)
+		key := tickKey(id, it.at, 0)
+		var ok bool
+		switch it.kind {
+		case kindFire:
+			if ok, err = s.publishTick(ctx, log, one, key, it.at, 0); ok {
 				fired++
-				last, lastFired = ptr(tk.at), ptr(s.clock.Now().UTC())
+				last, lastFired = later(last, ptr(it.at)), ptr(s.clock.Now().UTC())
 			}
-			continue
+		default:
+			if ok, err = s.recordMissed(ctx, log, one, key, it.at, t.missedDetail(it)); ok {
+				missed++
+				last = later(last, ptr(it.at))
+			}
 		}
-		if s.recordMissed(ctx, log, t.job, key, tk.at, "") {
-			missed++
-			last = ptr(tk.at)
+		if err != nil {
+			break
 		}
+		done++
 	}
-	if t.moreMissed > 0 || t.moreAtLeast {
+	if err == nil && ctx.Err() == nil && t.hasMore() {
 		key := tickKey(id, t.moreFrom, 0) + ".more"
-		n := strconv.Itoa(t.moreMissed)
-		if t.moreAtLeast {
-			n = "more than " + strconv.Itoa(maxScan)
-		}
-		detail := fmt.Sprintf("%s ticks from %s to %s passed while no instance was up (catch-up policy %s)", n, t.moreFrom.UTC().Format(time.RFC3339), t.moreTo.UTC().Format(time.RFC3339), t.job.Catchup.Policy)
-		if s.recordMissed(ctx, log, t.job, key, t.moreFrom, detail) {
+		var ok bool
+		if ok, err = s.recordMissed(ctx, log, t.with(nil, true), key, t.moreFrom, t.moreDetail()); ok {
 			missed += t.moreMissed
 			last = later(last, ptr(t.moreTo))
 		}
 	}
+	if err != nil {
+		s.putOff(ctx, log, t.with(items[done:], t.hasMore()), err)
+	}
 	if fired+missed == 0 {
 		return
 	}
-	_, err := updateState(context.WithoutCancel(ctx), s.bus.State, id, func(st *State) bool {
+	if err == nil {
+		s.hurry(id)
+	}
+	_, err = updateState(context.WithoutCancel(ctx), s.bus.State, id, func(st *State) bool {
 		st.LastTick = later(st.LastTick, last)
 		st.LastFired = later(st.LastFired, lastFired)
 		st.Fires += fired
 		st.Missed += missed
 		switch {
-		case t.recheck:
+		case t.again:
 		case !t.next.IsZero():
 			st.NextFire = ptr(t.next.UTC())
 		default:
@@ -581,25 +871,47 @@ func (s *Scheduler) handle(ctx context.Context, t task) {
 	}
 }
 
-// publishTick claims and publishes one tick (retry > 0: a retry of it).
-// A recheck (recheck true) that finds the tick done reports nothing.
-func (s *Scheduler) publishTick(ctx context.Context, log *zap.Logger, j Job, key string, tick time.Time, retry int, recheck bool) bool {
+// missedDetail is the detail of the missed event of a missed or stale tick.
+func (t *task) missedDetail(it tickItem) string {
+	at := it.at.UTC().Format(time.RFC3339)
+	if it.kind == kindStale {
+		return fmt.Sprintf("the tick of %s could not be published (last error: %s) until catch-up policy %s no longer ran it", at, t.cause, t.job.Catchup.Policy)
+	}
+	return fmt.Sprintf("the tick of %s passed while no instance was up; catch-up policy %s did not run it", at, t.job.Catchup.Policy)
+}
+
+// moreDetail is the detail of the summary of missed ticks.
+func (t *task) moreDetail() string {
+	n := strconv.Itoa(t.moreMissed)
+	if t.moreAtLeast {
+		n = "more than " + strconv.Itoa(maxScan)
+	}
+	from, to := t.moreFrom.UTC().Format(time.RFC3339), t.moreTo.UTC().Format(time.RFC3339)
+	if t.moreCause != "" {
+		return fmt.Sprintf("%s ticks from %s to %s passed while no instance was up or could not be published (last error: %s); catch-up policy %s did not run them", n, from, to, t.moreCause, t.job.Catchup.Policy)
+	}
+	return fmt.Sprintf("%s ticks from %s to %s passed while no instance was up (catch-up policy %s)", n, from, to, t.job.Catchup.Policy)
+}
+
+// publishTick claims and publishes the tick of one (retry > 0: a retry of
+// it). It reports whether this instance published it. Another instance's
+// claim is looked at again when it expires; an error (bus trouble) means
+// the tick is to be tried again.
+func (s *Scheduler) publishTick(ctx context.Context, log *zap.Logger, one task, key string, tick time.Time, retry int) (bool, error) {
+	j := one.job
 	rev, ok, held, err := s.claim(ctx, key, "fire")
 	if err != nil {
-		log.Error("tick not fired: claim failed", zap.Time("tick", tick), zap.Error(err))
-		s.report(j.ID, tick, "failed")
-		return false
+		s.failed(ctx, j.ID, tick)
+		return false, err
 	}
 	if !ok {
 		if held != nil && held.State == "claimed" {
-			// Look again once the holder's claim expires: if it died
-			// before publishing, this instance fires the tick.
-			s.addRecheck(recheckTick{job: j, tick: tick, retry: retry, at: held.Expires.Add(time.Second)})
+			s.recheckLater(one, held)
 		}
-		if !recheck {
+		if !one.recheck {
 			s.report(j.ID, tick, "lost")
 		}
-		return false
+		return false, nil
 	}
 	req := s.request(j, tick, false)
 	msgID := j.ID + ":" + tick.UTC().Format(time.RFC3339)
@@ -607,29 +919,27 @@ func (s *Scheduler) publishTick(ctx context.Context, log *zap.Logger, j Job, key
 		req.Metadata[metaRetry] = strconv.Itoa(retry)
 		msgID += ":retry" + strconv.Itoa(retry)
 	}
-	var perr error
-	for attempt := range 3 {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, perr = agentwork.Publish(pctx, s.bus, req, agentwork.PublishOptions{MsgID: msgID, Producer: Producer, Now: s.clock.Now()})
-		cancel()
-		if perr == nil || ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-s.clock.After(time.Duration(attempt+1) * 500 * time.Millisecond):
-		}
-	}
-	if perr != nil {
-		log.Error("tick not fired: publish failed; the claim is released", zap.Time("tick", tick), zap.Error(perr))
+	pctx, cancel := context.WithTimeout(ctx, opTimeout)
+	_, err = agentwork.Publish(pctx, s.bus, req, agentwork.PublishOptions{MsgID: msgID, Producer: Producer, Now: s.clock.Now()})
+	cancel()
+	if err != nil {
+		// Released, so another instance may fire it meanwhile; a publish
+		// that did land is deduplicated by its Nats-Msg-Id.
 		s.release(context.WithoutCancel(ctx), key, rev)
-		s.report(j.ID, tick, "failed")
-		return false
+		s.failed(ctx, j.ID, tick)
+		return false, fmt.Errorf("publish: %w", err)
 	}
 	s.settle(context.WithoutCancel(ctx), key, "fire", rev)
-	log.Debug("tick fired", zap.Time("tick", tick), zap.Int("retry", retry))
+	log.Debug("tick fired", zap.Time("tick", tick), zap.Int("retry", retry), zap.Bool("put_off", one.again))
 	s.report(j.ID, tick, "fired")
-	return true
+	return true, nil
+}
+
+// failed reports an attempt that failed, unless the scheduler is stopping.
+func (s *Scheduler) failed(ctx context.Context, id string, tick time.Time) {
+	if ctx.Err() == nil {
+		s.report(id, tick, "failed")
+	}
 }
 
 // request builds the request of a tick of j.
@@ -650,26 +960,35 @@ func (s *Scheduler) request(j Job, tick time.Time, manual bool) agentwork.Reques
 }
 
 // recordMissed claims a tick and publishes its skip event, reason missed.
-func (s *Scheduler) recordMissed(ctx context.Context, log *zap.Logger, j Job, key string, tick time.Time, detail string) bool {
-	rev, ok, _, err := s.claim(ctx, key, "missed")
-	if err != nil || !ok {
-		s.report(j.ID, tick, "lost")
-		return false
+// It reports whether this instance recorded it; an error (bus trouble)
+// means it is to be tried again.
+func (s *Scheduler) recordMissed(ctx context.Context, log *zap.Logger, one task, key string, tick time.Time, detail string) (bool, error) {
+	j := one.job
+	rev, ok, held, err := s.claim(ctx, key, "missed")
+	if err != nil {
+		s.failed(ctx, j.ID, tick)
+		return false, err
+	}
+	if !ok {
+		if held != nil && held.State == "claimed" {
+			s.recheckLater(one, held)
+		}
+		if !one.recheck {
+			s.report(j.ID, tick, "lost")
+		}
+		return false, nil
 	}
 	at := tick.UTC()
-	if detail == "" {
-		detail = fmt.Sprintf("the tick of %s passed while no instance was up; catch-up policy %s did not run it", at.Format(time.RFC3339), j.Catchup.Policy)
-	}
 	res := agentwork.Result{Source: bus.SourceCron, Name: j.ID, Outcome: bus.OutcomeSkip, Reason: ReasonMissed, Detail: detail, ScheduledAt: &at, Metadata: j.Metadata}
 	if err := s.emit(ctx, res, key); err != nil {
-		log.Error("missed tick not recorded", zap.Time("tick", tick), zap.Error(err))
 		s.release(context.WithoutCancel(ctx), key, rev)
-		s.report(j.ID, tick, "failed")
-		return false
+		s.failed(ctx, j.ID, tick)
+		return false, fmt.Errorf("record missed tick: %w", err)
 	}
 	s.settle(context.WithoutCancel(ctx), key, "missed", rev)
+	log.Debug("tick missed", zap.Time("tick", tick), zap.String("detail", detail))
 	s.report(j.ID, tick, "missed")
-	return true
+	return true, nil
 }
 
 // emit publishes a cron event (the runner's envelope style).
