@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -124,4 +125,11 @@ func newLogger(w io.Writer, level, format string) (*zap.Logger, error) {
 		enc = zapcore.NewJSONEncoder(ec)
 	}
 	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
+}
+
+// printJSON writes v as indented JSON (the --json output of every command).
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

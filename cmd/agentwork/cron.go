@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -62,7 +61,7 @@ func cmdCron(ctx context.Context, e *env, args []string) error {
 				return err
 			}
 			if *asJSON {
-				return cronJSON(e.stdout, list)
+				return printJSON(e.stdout, list)
 			}
 			cronPrintJobs(e.stdout, list)
 			return nil
@@ -74,7 +73,7 @@ func cmdCron(ctx context.Context, e *env, args []string) error {
 				return err
 			}
 			if *asJSON {
-				return cronJSON(e.stdout, st)
+				return printJSON(e.stdout, st)
 			}
 			cronPrintJob(e.stdout, st)
 			return nil
@@ -92,7 +91,7 @@ func cmdCron(ctx context.Context, e *env, args []string) error {
 				return err
 			}
 			if *asJSON {
-				return cronJSON(e.stdout, st)
+				return printJSON(e.stdout, st)
 			}
 			fmt.Fprintf(e.stdout, "added job %s; next fire %s\n", st.Job.ID, cronTime(st.Next))
 			return nil
@@ -105,7 +104,7 @@ func cmdCron(ctx context.Context, e *env, args []string) error {
 				return err
 			}
 			if *asJSON {
-				return cronJSON(e.stdout, st)
+				return printJSON(e.stdout, st)
 			}
 			fmt.Fprintf(e.stdout, "paused job %s (%s)\n", st.Job.ID, st.State.PausedReason)
 			return nil
@@ -117,7 +116,7 @@ func cmdCron(ctx context.Context, e *env, args []string) error {
 				return err
 			}
 			if *asJSON {
-				return cronJSON(e.stdout, st)
+				return printJSON(e.stdout, st)
 			}
 			fmt.Fprintf(e.stdout, "job %s is %s; next fire %s\n", st.Job.ID, st.Status, cronTime(st.Next))
 			return nil
@@ -129,7 +128,7 @@ func cmdCron(ctx context.Context, e *env, args []string) error {
 				return err
 			}
 			if *asJSON {
-				return cronJSON(e.stdout, rr)
+				return printJSON(e.stdout, rr)
 			}
 			fmt.Fprintf(e.stdout, "queued a run of job %s (request %s); see: agentwork cron history %s\n", rr.Job, rr.RequestID, rr.Job)
 			return nil
@@ -140,7 +139,7 @@ func cmdCron(ctx context.Context, e *env, args []string) error {
 				return err
 			}
 			if *asJSON {
-				return cronJSON(e.stdout, map[string]string{"deleted": pos[0]})
+				return printJSON(e.stdout, map[string]string{"deleted": pos[0]})
 			}
 			fmt.Fprintf(e.stdout, "deleted job %s\n", pos[0])
 			return nil
@@ -153,7 +152,7 @@ func cmdCron(ctx context.Context, e *env, args []string) error {
 				return err
 			}
 			if *asJSON {
-				return cronJSON(e.stdout, h)
+				return printJSON(e.stdout, h)
 			}
 			cronPrintHistory(e.stdout, h)
 			return nil
@@ -291,12 +290,6 @@ func cronReadJobFile(path string, j *cron.Job) error {
 		return fmt.Errorf("cron add: %s: %w", path, err)
 	}
 	return nil
-}
-
-func cronJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func cronPrintJobs(w io.Writer, list []cron.Status) {

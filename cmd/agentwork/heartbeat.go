@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -54,7 +53,7 @@ func cmdHeartbeat(ctx context.Context, e *env, args []string) error {
 				return err
 			}
 			if *asJSON {
-				return hbJSON(e.stdout, st)
+				return printJSON(e.stdout, st)
 			}
 			hbPrintStatus(e.stdout, st)
 			return nil
@@ -69,7 +68,7 @@ func cmdHeartbeat(ctx context.Context, e *env, args []string) error {
 					return err
 				}
 				if *asJSON {
-					return hbJSON(e.stdout, w)
+					return printJSON(e.stdout, w)
 				}
 				fmt.Fprintf(e.stdout, "woke heartbeat %s (request %s); see: agentwork heartbeat history\n", w.Name, w.ID)
 				return nil
@@ -87,7 +86,7 @@ func cmdHeartbeat(ctx context.Context, e *env, args []string) error {
 				return err
 			}
 			if *asJSON {
-				return hbJSON(e.stdout, heartbeat.HistoryResult{Runs: runs})
+				return printJSON(e.stdout, heartbeat.HistoryResult{Runs: runs})
 			}
 			hbPrintHistory(e.stdout, runs)
 			return nil
@@ -264,12 +263,6 @@ func hbDuration(s string) string {
 		out = strings.TrimSuffix(out, "0m")
 	}
 	return out
-}
-
-func hbJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func hbTime(t time.Time) string {
