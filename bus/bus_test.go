@@ -202,3 +202,33 @@ func TestListenStaysOnLoopbackUnlessAllowed(t *testing.T) {
 		}
 	}
 }
+
+// An instance configured with bus.url is a client of an existing server: it
+// provisions idempotently and shares the streams and buckets.
+func TestExternalURLSharesTheBus(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	owner := bustest.New(t, func(c *bus.Config) { c.DataDir = dir; c.Listen = "127.0.0.1:0" })
+	info, err := bus.ReadClientInfo(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := bus.Open(ctx, bus.Config{URL: info.URL, Replicas: 1, ReadyTimeout: 5 * time.Second}); err == nil {
+		t.Fatal("Open with the URL but no credentials succeeded; want an authorization error")
+	}
+	client, err := bus.Open(ctx, bus.Config{URL: info.URL, User: info.User, Password: info.Password, Replicas: 1})
+	if err != nil {
+		t.Fatalf("Open(url): %v", err)
+	}
+	defer client.Close()
+	if client.Server() != nil {
+		t.Error("a bus.url instance started a server of its own")
+	}
+	if _, err := client.Locks.Put(ctx, "shared", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := owner.Locks.Get(ctx, "shared"); err != nil || string(e.Value()) != "x" {
+		t.Fatalf("owner reads the client's key: %v, %v", e, err)
+	}
+}
