@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -125,6 +126,20 @@ type Runner struct {
 	targets  []string // all connector names, for validation and the default
 
 	inflight sync.Map // request id -> struct{}
+
+	consuming atomic.Bool // Run is taking requests
+}
+
+// ErrNotConsuming is what Ready reports while the runner takes no requests.
+var ErrNotConsuming = errors.New("runner: not consuming requests")
+
+// Ready reports nil while Run is taking requests: after its consumer is
+// set up and until shutdown begins. For readiness probes.
+func (r *Runner) Ready() error {
+	if !r.consuming.Load() {
+		return ErrNotConsuming
+	}
+	return nil
 }
 
 // Option configures a Runner.
@@ -228,7 +243,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runner: consume: %w", err)
 	}
+	r.consuming.Store(true)
 	<-ctx.Done()
+	r.consuming.Store(false)
 	close(stopping)
 	// Drain, not Stop: Stop drops the messages already pulled into the
 	// client's buffer, which JetStream then holds back for a whole AckWait.

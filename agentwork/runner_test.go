@@ -1302,3 +1302,25 @@ func TestAlertsAreNotRepeated(t *testing.T) {
 		t.Fatalf("alerts queued per name = %v, want one for default and one for other", alerts)
 	}
 }
+
+func TestRunnerReady(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	_, p := scripted(t, script.Config{})
+	r := agentwork.NewRunner(b, p, must(tools.NewRegistry(tools.Notify())), testConfig())
+	if err := r.Ready(); !errors.Is(err, agentwork.ErrNotConsuming) {
+		t.Fatalf("Ready before Run = %v, want ErrNotConsuming", err)
+	}
+	stop := runInBackground(t, "runner", r.Run)
+	deadline := time.Now().Add(10 * time.Second)
+	for r.Ready() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("Ready never nil while Run consumes")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	if err := r.Ready(); !errors.Is(err, agentwork.ErrNotConsuming) {
+		t.Fatalf("Ready after Run returned = %v, want ErrNotConsuming", err)
+	}
+}

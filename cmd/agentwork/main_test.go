@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -204,5 +207,40 @@ func TestUsage(t *testing.T) {
 	raw := &bytes.Buffer{}
 	if err := run(t.Context(), []string{"config", "schema"}, raw, raw); err != nil || !strings.Contains(raw.String(), `"heartbeat"`) {
 		t.Fatalf("config schema = %v", err)
+	}
+}
+
+// /readyz answers 200 only once the runner takes requests.
+func TestReadyzCoversTheRunner(t *testing.T) {
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := writeConfig(t, dir, strings.Replace(testConfig, `http:
+  listen: "off"`, "http:\n  listen: "+addr, 1))
+	_, stop := startServe(t, cfg, dataDir)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz = %d %s, want 200 once serving", resp.StatusCode, body)
+			}
+		} else if time.Now().After(deadline) {
+			t.Fatalf("/readyz: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -75,6 +75,7 @@ func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
 	for source, p := range w.policies {
 		runner.Handle(source, p)
 	}
+	w.runner = runner // for /readyz
 
 	// Consumers (runner, connectors) live until the triggers have stopped.
 	consumeCtx, stopConsumers := context.WithCancel(context.WithoutCancel(ctx))
@@ -115,7 +116,18 @@ func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
 	}
 	log.Info("shutting down")
 	stopConsumers()
-	cerr := consumers.Wait()
+	// Runs and sends in flight get their grace periods; past those and a
+	// margin, stop waiting: the bus puts back whatever was not acked.
+	budget := max(f.Runner.ShutdownGrace, f.Delivery.ShutdownGrace, 10*time.Second) + 15*time.Second
+	cdone := make(chan error, 1)
+	go func() { cdone <- consumers.Wait() }()
+	var cerr error
+	select {
+	case cerr = <-cdone:
+	case <-time.After(budget):
+		cerr = fmt.Errorf("shutdown: runs or deliveries still in flight after %s; exiting (the bus redelivers them)", budget)
+		log.Error("shutdown took too long", zap.Duration("budget", budget))
+	}
 	if ctx.Err() != nil {
 		terr = nil // a clean stop
 	}
@@ -128,6 +140,7 @@ type wiring struct {
 	connectorNames []string
 	consumers      []func(context.Context) error // stopped after triggers
 	triggers       []func(context.Context) error // stopped first
+	runner         *agentwork.Runner             // set once built; /readyz asks it
 }
 
 func providerName(p any) string {

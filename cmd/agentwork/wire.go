@@ -67,7 +67,16 @@ func wire(_ context.Context, e *env, f *config.File, b *bus.Bus, log *zap.Logger
 		}
 	}
 	if !f.HTTP.Off() {
-		srv := api.New(f.HTTP, api.Deps{Bus: b, Tasks: tasks, Routes: []api.Router{hb, sched}, DataDir: b.Config().DataDir},
+		ready := func(ctx context.Context) error {
+			if err := b.Ready(ctx); err != nil {
+				return err
+			}
+			if w.runner == nil {
+				return agentwork.ErrNotConsuming
+			}
+			return w.runner.Ready()
+		}
+		srv := api.New(f.HTTP, api.Deps{Bus: b, Tasks: tasks, Routes: []api.Router{hb, sched}, DataDir: b.Config().DataDir, Ready: ready},
 			api.WithLogger(log.Named("http")), api.WithVersion(version))
 		w.triggers = append(w.triggers, srv.Run)
 	}
