@@ -48,6 +48,18 @@ type Notification struct {
 // the server's retry-after) for what may succeed later, *PermanentError for
 // what never will (bad token, unknown chat); other errors are retried with
 // backoff. On ctx cancel it returns promptly with ctx's error.
+//
+// The Dispatcher sends each notification once across instances and
+// redeliveries, except when the destination accepted it but the dispatcher
+// could not record that: an instance died between the two, a shutdown
+// cancelled a send after its grace, or an instance lost the server for
+// longer than AckWait in the middle of a send. Then Send is called again
+// with the same n.ID, which is stable across attempts, instances and
+// redeliveries. A connector whose API takes an idempotency key should send
+// n.ID as that key (an Idempotency-Key header, a client message id), so the
+// API drops the repeat. NATS sends it as Nats-Msg-Id, which a stream
+// capturing its subject deduplicates; Console has nowhere to send it, and
+// prints a repeat again.
 type Connector interface {
 	Send(ctx context.Context, n Notification) error
 }

@@ -2,10 +2,14 @@ package connectors
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -58,8 +62,11 @@ type DispatcherConfig struct {
 	// before it gives a notification to another instance: the time a crashed
 	// instance holds its notifications back. While a notification waits for
 	// a free send slot and while it is sent, progress is signalled every
-	// AckWait/3, so a slow send is never handed out twice. Default 30s, at
-	// least 1s.
+	// AckWait/3, so a slow send is not handed out twice. It is also the
+	// lease of a send claim (see Dispatcher): an instance that gets a
+	// notification another one is still sending waits, and takes the send
+	// over only when that one has not renewed its claim for AckWait.
+	// Default 30s, at least 1s.
 	AckWait time.Duration `yaml:"ack_wait" json:"ack_wait,omitempty"`
 	// ShutdownGrace is how long sends in flight may finish once Run's ctx is
 	// done. Sends still running then are cancelled and their notifications
@@ -111,12 +118,40 @@ func (c DispatcherConfig) Validate() error {
 
 // Dispatcher delivers queued notifications: one durable consumer
 // (deliver_<name>) per connector, shared by all instances.
+//
+// A notification is sent once across instances and redeliveries, with the
+// exceptions below. Before Send, the dispatcher creates the send claim
+// send.<notification id> in agentwork_locks (owner, lease of AckWait,
+// attempts), renews it every AckWait/3 while Send runs, and records it sent
+// once Send returned: one Create and one Put per notification, plus a
+// renewal per AckWait/3 of a long send. An instance that gets a
+// notification whose claim is sent acks it and reports it delivered (again;
+// the event's Nats-Msg-Id makes that a no-op); one whose claim is live (an
+// instance that stalled or lost the server for longer than AckWait while
+// its send goes on) puts it back until the claim ends; one whose claim has
+// expired (its owner died) takes the send over. An instance that comes back
+// to find its claim taken over cancels its own send.
+//
+// A notification can still reach the chat twice when the destination
+// accepted it but the dispatcher could not record that: the instance died
+// between the two, a shutdown cancelled the send after ShutdownGrace, or
+// the instance lost the server for longer than AckWait in the middle of the
+// send (then it can neither renew its claim nor tell its send to stop in
+// time). Only the destination can drop such a repeat: see Connector for the
+// idempotency key.
+//
+// Leases are in real time (time.Now), like the runner's claims, and
+// compared across instances, so their clocks must agree to well within
+// AckWait.
 type Dispatcher struct {
 	bus *bus.Bus
 	reg Registry
 	cfg DispatcherConfig
 	log *zap.Logger
 	now func() time.Time
+	// stall is a test seam (export_test.go): set, the dispatcher acts like
+	// an instance that stalls mid-send.
+	stall struct{ signals, claims atomic.Bool }
 }
 
 // NewDispatcher returns a dispatcher for the connectors in reg. It does no
@@ -282,7 +317,7 @@ func (d *Dispatcher) acquire(f *flight, sem chan struct{}, m jetstream.Msg) bool
 	}
 	select {
 	case sem <- struct{}{}:
-		_ = m.InProgress()
+		d.signal(m)
 		return true
 	default:
 	}
@@ -293,20 +328,177 @@ func (d *Dispatcher) acquire(f *flight, sem chan struct{}, m jetstream.Msg) bool
 		case <-f.stopping:
 			return false
 		case sem <- struct{}{}:
-			_ = m.InProgress()
+			d.signal(m)
 			return true
 		case <-t.C:
-			_ = m.InProgress()
+			d.signal(m)
 		}
 	}
 }
 
 func (d *Dispatcher) progressEvery() time.Duration { return max(d.cfg.AckWait/3, 100*time.Millisecond) }
 
-// progress signals progress on m every AckWait/3 until the returned stop is
-// called; stop returns once the signalling goroutine has ended.
-func (d *Dispatcher) progress(m jetstream.Msg) (stop func()) {
+// signal tells JetStream that m is still being worked on.
+func (d *Dispatcher) signal(m jetstream.Msg) {
+	if !d.stall.signals.Load() {
+		_ = m.InProgress()
+	}
+}
+
+// States of a send claim.
+const (
+	sendSending = "sending" // Owner sends it now, until Expires unless renewed
+	sendSent    = "sent"    // the destination has it
+	sendRetry   = "retry"   // an attempt failed; the next one may take the claim
+)
+
+// sendClaim is the agentwork_locks record send.<notification id>. Token
+// tells this take of the claim from any other, even one by the same
+// instance.
+type sendClaim struct {
+	State    string    `json:"state"`
+	Owner    string    `json:"owner,omitempty"`
+	Token    string    `json:"token,omitempty"`
+	Expires  time.Time `json:"expires,omitzero"`
+	Attempts int       `json:"attempts"`
+	key      string
+	rev      uint64
+}
+
+func (c sendClaim) encode() []byte {
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(err) // strings, a time and an int
+	}
+	return b
+}
+
+// sendKey is the agentwork_locks key of notification id's send claim, and
+// false when id is empty (then nothing guards a redelivery from being sent
+// again). An id that cannot be a key is hashed.
+func sendKey(id string) (string, bool) {
+	if id == "" {
+		return "", false
+	}
+	valid := id[0] != '.' && id[len(id)-1] != '.' && !strings.Contains(id, "..")
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-/_=.", r)) {
+			valid = false
+			break
+		}
+	}
+	if !valid {
+		sum := sha256.Sum256([]byte(id))
+		return "send.sha256." + hex.EncodeToString(sum[:]), true
+	}
+	return "send." + id, true
+}
+
+// take is what takeSend found.
+type take struct {
+	claim   sendClaim
+	proceed bool          // ours: send it
+	sent    bool          // sent already: ack it
+	wait    time.Duration // another instance sends it: look again after this
+}
+
+// takeSend claims the send of the notification whose claim key is key: a
+// Create when no attempt was made yet; after a failed attempt, or when the
+// last owner's lease ran out, a CAS that counts one more attempt.
+func (d *Dispatcher) takeSend(ctx context.Context, key string) (take, error) {
+	kv := d.bus.Locks
+	for range 3 {
+		now := time.Now()
+		c := sendClaim{State: sendSending, Owner: d.bus.Instance(), Token: bus.NewID(), Expires: now.Add(d.cfg.AckWait), Attempts: 1, key: key}
+		rev, err := kv.Create(ctx, key, c.encode())
+		if err == nil {
+			c.rev = rev
+			return take{claim: c, proceed: true}, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return take{}, fmt.Errorf("create %s: %w", key, err)
+		}
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // given up and deleted meanwhile
+		}
+		if err != nil {
+			return take{}, fmt.Errorf("read %s: %w", key, err)
+		}
+		var old sendClaim
+		if err := json.Unmarshal(e.Value(), &old); err != nil {
+			old = sendClaim{} // unreadable: not a live claim; take it over
+		}
+		switch {
+		case old.State == sendSent:
+			old.key, old.rev = key, e.Revision()
+			return take{claim: old, sent: true}, nil
+		case old.State == sendSending && now.Before(old.Expires):
+			return take{claim: old, wait: old.Expires.Sub(now)}, nil
+		}
+		// A failed attempt, or a sending claim whose owner stopped renewing
+		// it (died, or stalled past its lease): that attempt counts too, so
+		// a notification that kills its instance does not go round for ever.
+		c.Attempts = old.Attempts + 1
+		rev, err = kv.Update(ctx, key, c.encode(), e.Revision())
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			continue
+		}
+		if err != nil {
+			return take{}, fmt.Errorf("take over %s: %w", key, err)
+		}
+		c.rev = rev
+		return take{claim: c, proceed: true}, nil
+	}
+	return take{wait: d.progressEvery()}, nil // contended: look again soon
+}
+
+// renew extends c's lease by CAS. It reports false when c is no longer
+// this send's: another instance took it over or recorded it sent.
+func (d *Dispatcher) renew(ctx context.Context, log *zap.Logger, c *sendClaim) bool {
+	if d.stall.claims.Load() {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.progressEvery())
+	defer cancel()
+	next := *c
+	next.Expires = time.Now().Add(d.cfg.AckWait)
+	rev, err := d.bus.Locks.Update(ctx, c.key, next.encode(), c.rev)
+	if err == nil {
+		next.rev = rev
+		*c = next
+		return true
+	}
+	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		log.Warn("send claim not renewed; trying again", zap.String("claim", c.key), zap.Error(err))
+		return true
+	}
+	// Written since our last write: by us if a renewal's reply was lost.
+	e, err := d.bus.Locks.Get(ctx, c.key)
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		log.Warn("send claim not renewed; trying again", zap.String("claim", c.key), zap.Error(err))
+		return true
+	}
+	var now sendClaim
+	if err == nil && json.Unmarshal(e.Value(), &now) == nil && now.Token == c.Token && now.State == sendSending {
+		c.rev, c.Expires = e.Revision(), now.Expires
+		return true
+	}
+	log.Warn("send claim taken over by another instance (this one stalled past its lease); cancelling this send",
+		zap.String("claim", c.key), zap.String("owner", now.Owner), zap.String("state", now.State))
+	return false
+}
+
+// hold keeps a send going: every AckWait/3 it signals progress on m, so
+// JetStream does not hand m to another instance, and renews c (nil: none),
+// so that an instance that gets m all the same (this one stalled past
+// AckWait) waits instead of sending it too. When c was taken over it
+// cancels the send and stops: the notification is the other instance's
+// now. release stops it and reports whether c was lost; c then holds the
+// last revision written.
+func (d *Dispatcher) hold(ctx context.Context, log *zap.Logger, m jetstream.Msg, c *sendClaim, cancelSend context.CancelFunc) (release func() (lost bool)) {
 	done := make(chan struct{})
+	var lost bool
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		t := time.NewTicker(d.progressEvery())
@@ -316,33 +508,58 @@ func (d *Dispatcher) progress(m jetstream.Msg) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				_ = m.InProgress()
+			}
+			d.signal(m)
+			if c != nil && !d.renew(ctx, log, c) {
+				lost = true
+				cancelSend()
+				return
 			}
 		}
 	})
-	return func() { close(done); wg.Wait() }
+	return func() bool { close(done); wg.Wait(); return lost }
 }
 
-// sentKey is the agentwork_locks key that records that notification id was
-// sent, and false when id cannot be part of a key (then nothing is
-// recorded and a redelivery is sent again).
-func sentKey(id string) (string, bool) {
-	if id == "" || id[0] == '.' || id[len(id)-1] == '.' || strings.Contains(id, "..") {
-		return "", false
+// settle ends this attempt's claim: sent (written over whatever is there:
+// the send happened), retry (the attempts kept, the claim free for the
+// next one), or deleted (given up: the same notification queued again
+// later starts afresh). It reports false when another instance took the
+// claim over, which then owns the notification.
+func (d *Dispatcher) settle(ctx context.Context, c *sendClaim, state string) (owned bool, err error) {
+	next := *c
+	next.State, next.Expires = state, time.Time{}
+	switch state {
+	case sendSent:
+		_, err = d.bus.Locks.Put(ctx, c.key, next.encode())
+	case sendRetry:
+		_, err = d.bus.Locks.Update(ctx, c.key, next.encode(), c.rev)
+	default:
+		err = d.bus.Locks.Delete(ctx, c.key, jetstream.LastRevision(c.rev))
 	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-/_=.", r)) {
-			return "", false
-		}
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return false, nil
 	}
-	return "sent." + id, true
+	return true, err
 }
 
-// deliver sends m and settles it: acked when sent, nak'ed for a retry or
-// when shutdown cancelled the send, terminated when it failed for good.
+// waitFor is how long to put back a notification whose claim another
+// instance holds for left more: until just after the claim would expire,
+// when it is either settled, renewed or free to take over.
+func (d *Dispatcher) waitFor(left time.Duration) time.Duration {
+	return min(max(left, 0), d.cfg.AckWait) + d.cfg.AckWait/10
+}
+
+func (d *Dispatcher) backoff(attempt int) time.Duration {
+	return d.cfg.Backoff[min(max(attempt, 1)-1, len(d.cfg.Backoff)-1)]
+}
+
+// deliver claims the send of m, sends it and settles it: acked when sent
+// (now or before), nak'ed for a retry, when shutdown cancelled the send or
+// while another instance holds the claim, terminated when it failed for
+// good, left alone when another instance took the claim over mid-send.
 // sends is cancelled when the shutdown grace is over.
 func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string, c Connector, m jetstream.Msg) {
-	// Bookkeeping (markers, acks, events) outlives the sends' cancellation:
+	// Bookkeeping (claims, acks, events) outlives the sends' cancellation:
 	// a send that finished must be recorded.
 	ctx := context.WithoutCancel(sends)
 	ev, err := bus.DecodeEvent(m.Data())
@@ -358,42 +575,74 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 	}
 	attempt := 1
 	if md, err := m.Metadata(); err == nil {
-		attempt = int(md.NumDelivered)
+		attempt = int(md.NumDelivered) // for an unclaimed send only
 	}
-	stopProgress := d.progress(m)
-	key, guarded := sentKey(n.ID)
-	if !guarded {
-		log.Debug("notification id cannot be a key; a redelivery of it is sent again", zap.String("notification", n.ID))
-	} else if _, err := d.bus.Locks.Get(ctx, key); err == nil {
-		// Sent before, and the ack was lost (a crash between Send and ack)
-		// or the same notification was queued again after the stream's
-		// duplicate window. Report again (the event's Nats-Msg-Id makes
-		// that a no-op within the events stream's duplicate window), in case
-		// the crash came before the report.
-		stopProgress()
-		log.Info("notification was sent already; not sending it again", zap.String("notification", n.ID), zap.Int("attempt", attempt))
-		d.delivered(ctx, log, name, m, n, attempt)
+	log = log.With(zap.String("notification", n.ID))
+	var claim *sendClaim
+	if key, ok := sendKey(n.ID); ok {
+		t, err := d.takeSend(ctx, key)
+		switch {
+		case err != nil:
+			// Sending unclaimed could send it twice; the bus is sick anyway.
+			delay := d.backoff(attempt)
+			log.Warn("send claim failed; putting the notification back", zap.Duration("retry_in", delay), zap.Error(err))
+			_ = m.NakWithDelay(delay)
+			return
+		case t.sent:
+			// Sent before, and the ack was lost (a crash between Send and
+			// ack, or another instance's ack of a redelivery), or it was
+			// queued again after the stream's duplicate window. Report again
+			// (the event's Nats-Msg-Id makes that a no-op within the events
+			// stream's duplicate window), in case the crash came before the
+			// report.
+			log.Info("notification was sent already; not sending it again", zap.Int("attempts", t.claim.Attempts))
+			d.delivered(ctx, log, name, m, n, t.claim.Attempts)
+			return
+		case !t.proceed:
+			delay := d.waitFor(t.wait)
+			log.Info("another instance is sending the notification; looking again when its claim ends",
+				zap.String("owner", t.claim.Owner), zap.Duration("retry_in", delay))
+			_ = m.NakWithDelay(delay)
+			return
+		}
+		claim, attempt = &t.claim, t.claim.Attempts
+	} else {
+		log.Debug("notification without an id; a redelivery of it is sent again")
+	}
+	if claim != nil && attempt > d.cfg.MaxAttempts {
+		// Only takeovers get here: the last attempts' instances stopped
+		// without an outcome.
+		d.fail(ctx, log, name, m, n, claim, attempt-1, fmt.Errorf("connectors: gave up after %d attempts; the last ended without an outcome (the instance sending it stopped)", attempt-1), false)
 		return
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		log.Debug("sent marker lookup failed; sending", zap.String("notification", n.ID), zap.Error(err))
 	}
 	sctx, cancel := context.WithTimeout(sends, d.cfg.SendTimeout)
+	release := d.hold(ctx, log, m, claim, cancel)
 	err = safeSend(sctx, c, n)
+	lost := release()
 	cancel()
 	if err == nil {
-		if guarded {
-			if _, perr := d.bus.Locks.Put(ctx, key, []byte(name)); perr != nil {
-				log.Warn("record sent marker; a redelivery would send it again", zap.String("notification", n.ID), zap.Error(perr))
+		if claim != nil {
+			if _, perr := d.settle(ctx, claim, sendSent); perr != nil {
+				log.Warn("record the send; a redelivery would send it again", zap.Error(perr))
 			}
 		}
-		stopProgress()
 		d.delivered(ctx, log, name, m, n, attempt)
 		return
 	}
-	stopProgress()
+	if lost {
+		log.Info("send abandoned to the instance that took it over", zap.Int("attempt", attempt), zap.Error(err))
+		return
+	}
 	if sends.Err() != nil {
 		// Cancelled by shutdown, not failed: another instance sends it.
-		log.Info("send cancelled by shutdown; putting the notification back", zap.String("notification", n.ID), zap.Int("attempt", attempt), zap.Error(err))
+		log.Info("send cancelled by shutdown; putting the notification back", zap.Int("attempt", attempt), zap.Error(err))
+		if claim != nil {
+			if owned, serr := d.settle(ctx, claim, sendRetry); !owned {
+				return
+			} else if serr != nil {
+				log.Warn("free the send claim; the next instance waits for its lease", zap.Error(serr))
+			}
+		}
 		_ = m.Nak()
 		return
 	}
@@ -401,16 +650,39 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 	if !perm && attempt < d.cfg.MaxAttempts {
 		delay := RetryAfter(err)
 		if delay <= 0 {
-			delay = d.cfg.Backoff[min(attempt-1, len(d.cfg.Backoff)-1)]
+			delay = d.backoff(attempt)
 		}
-		log.Warn("delivery failed, will retry", zap.String("notification", n.ID), zap.Int("attempt", attempt), zap.Duration("retry_in", delay), zap.Error(err))
+		if claim != nil {
+			if owned, serr := d.settle(ctx, claim, sendRetry); !owned {
+				log.Info("send failed after another instance took it over; leaving it to that one", zap.Int("attempt", attempt), zap.Error(err))
+				return
+			} else if serr != nil {
+				log.Warn("free the send claim; the retry waits for its lease", zap.Error(serr))
+			}
+		}
+		log.Warn("delivery failed, will retry", zap.Int("attempt", attempt), zap.Duration("retry_in", delay), zap.Error(err))
 		_ = m.NakWithDelay(delay)
 		return
 	}
-	log.Error("delivery failed", zap.String("notification", n.ID), zap.Int("attempts", attempt), zap.Bool("permanent", perm), zap.Error(err))
+	d.fail(ctx, log, name, m, n, claim, attempt, err, perm)
+}
+
+// fail gives n up: its claim deleted, m terminated, the dedup key released,
+// a failed event. When another instance took the claim over meanwhile, the
+// notification is that one's and nothing is done.
+func (d *Dispatcher) fail(ctx context.Context, log *zap.Logger, name string, m jetstream.Msg, n Notification, claim *sendClaim, attempts int, err error, perm bool) {
+	if claim != nil {
+		if owned, serr := d.settle(ctx, claim, ""); !owned {
+			log.Info("send failed after another instance took it over; leaving it to that one", zap.Error(err))
+			return
+		} else if serr != nil {
+			log.Warn("delete the send claim", zap.Error(serr))
+		}
+	}
+	log.Error("delivery failed", zap.Int("attempts", attempts), zap.Bool("permanent", perm), zap.Error(err))
 	_ = m.Term()
 	d.releaseDedup(ctx, n)
-	d.report(ctx, log, OutcomeFailed, Result{Notification: n, Connector: name, Attempts: attempt, Error: err.Error(), Permanent: perm})
+	d.report(ctx, log, OutcomeFailed, Result{Notification: n, Connector: name, Attempts: attempts, Error: err.Error(), Permanent: perm})
 }
 
 // delivered acks m, marks n's run delivered for releaseDedup and reports

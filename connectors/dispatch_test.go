@@ -60,6 +60,16 @@ func (f *fake) Calls() []call {
 	return slices.Clone(f.calls)
 }
 
+// parallel is a fake whose Send may run n at a time.
+type parallel struct {
+	*fake
+	n int
+}
+
+var _ connectors.Concurrent = parallel{}
+
+func (p parallel) Concurrency() int { return p.n }
+
 // fastRetries keeps retries within a test's patience.
 var fastRetries = connectors.DispatcherConfig{MaxAttempts: 8, Backoff: []time.Duration{20 * time.Millisecond}, SendTimeout: 5 * time.Second}
 
@@ -67,9 +77,14 @@ var fastRetries = connectors.DispatcherConfig{MaxAttempts: 8, Backoff: []time.Du
 // returns Run's error once Run has returned.
 func run(t *testing.T, b *bus.Bus, reg connectors.Registry, cfg connectors.DispatcherConfig) (stop func() error) {
 	t.Helper()
+	return start(t, connectors.NewDispatcher(b, reg, cfg, nil))
+}
+
+// start runs d like run.
+func start(t *testing.T, d *connectors.Dispatcher) (stop func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	d := connectors.NewDispatcher(b, reg, cfg, nil)
 	go func() { done <- d.Run(ctx) }()
 	var once sync.Once
 	var err error
@@ -704,6 +719,135 @@ func TestDispatcherSkipsSentNotification(t *testing.T) {
 	}
 	if got := ackPending(t, b, "chat"); got != 0 {
 		t.Errorf("%d notifications still unacked, want the copy acked", got)
+	}
+}
+
+// TestDispatcherStalledSendSentOnce: an instance stalls in the middle of a
+// send for longer than AckWait: no progress signal reaches JetStream, which
+// hands the notification out again, but the instance still renews its send
+// claim. Whichever instance gets the redelivery (both take two at a time)
+// sees the live claim and puts the notification back instead of sending it:
+// it is sent once and reported delivered once.
+func TestDispatcherStalledSendSentOnce(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	b2 := client(t, b)
+	events := watch(t, b)
+	naked := naks(t, b, "chat")
+	cfg := fastRetries
+	cfg.AckWait = time.Second
+	started := make(chan struct{})
+	// The first send lasts until the redelivery has been put back, so
+	// longer than AckWait; without the claim, the redelivery is sent.
+	chat := &fake{fn: func(ctx context.Context, _ connectors.Notification, attempt int) error {
+		if attempt > 1 {
+			return nil
+		}
+		close(started)
+		select {
+		case <-naked:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}}
+	n := note("1", "chat", "Disk /var is 95% full")
+	enqueue(t, b, n)
+	reg := connectors.Registry{"chat": parallel{chat, 2}}
+	stalled := connectors.NewDispatcher(b, reg, cfg, nil)
+	connectors.Stall(stalled, false)
+	stop1 := start(t, stalled)
+	select {
+	case <-started:
+	case <-time.After(wait):
+		t.Fatal("Send was not called")
+	}
+	stop2 := run(t, b2, reg, cfg)
+
+	if d := next(t, events); d.outcome != connectors.OutcomeDelivered || d.res.Notification.ID != n.ID || d.res.Attempts != 1 {
+		t.Fatalf("event %s %+v, want %s delivered at attempt 1", d.outcome, d.res, n.ID)
+	}
+	eventually(t, "the notification acked", func() bool { return ackPending(t, b, "chat") == 0 })
+	stopped(t, stop1)
+	stopped(t, stop2)
+	if calls := chat.Calls(); len(calls) != 1 {
+		t.Errorf("Send called %d times, want once", len(calls))
+	}
+	if got := counts(t, b); got[connectors.OutcomeDelivered] != 1 || got[connectors.OutcomeFailed] != 0 {
+		t.Errorf("delivery events = %v, want exactly one delivered", got)
+	}
+}
+
+// TestDispatcherTakesOverStoppedSend: an instance stops in the middle of a
+// send, signalling no progress and renewing no claim (its process froze or
+// died). Another instance takes the send over once the claim's lease ran
+// out and sends it once. When the frozen instance comes back, its next
+// renewal finds the claim taken and cancels its own send, which reports
+// nothing.
+func TestDispatcherTakesOverStoppedSend(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	b2 := client(t, b)
+	events := watch(t, b)
+	cfg := fastRetries
+	cfg.AckWait, cfg.ShutdownGrace, cfg.SendTimeout = time.Second, time.Minute, time.Minute
+	started := make(chan struct{})
+	abandoned := make(chan error, 1)
+	frozen := &fake{fn: func(ctx context.Context, _ connectors.Notification, _ int) error {
+		close(started)
+		<-ctx.Done()
+		abandoned <- ctx.Err()
+		return ctx.Err()
+	}}
+	n := note("1", "chat", "Disk /var is 95% full")
+	enqueue(t, b, n)
+	dead := connectors.NewDispatcher(b, connectors.Registry{"chat": frozen}, cfg, nil)
+	resume := connectors.Stall(dead, true)
+	stopDead := start(t, dead)
+	select {
+	case <-started:
+	case <-time.After(wait):
+		t.Fatal("Send was not called")
+	}
+	// It takes nothing more, as a dead process would: its consumer is
+	// closed, while its send stays frozen within the minute of grace.
+	deadReturned := make(chan error, 1)
+	go func() { deadReturned <- stopDead() }()
+
+	chat := &fake{}
+	stop := run(t, b2, connectors.Registry{"chat": chat}, cfg)
+	// Attempt 2: the frozen one counts.
+	if d := next(t, events); d.outcome != connectors.OutcomeDelivered || d.res.Notification.ID != n.ID || d.res.Attempts != 2 {
+		t.Fatalf("event %s %+v, want %s delivered at attempt 2 by the other instance", d.outcome, d.res, n.ID)
+	}
+	if calls := chat.Calls(); len(calls) != 1 {
+		t.Fatalf("the other instance sent %d times, want once", len(calls))
+	}
+
+	resume()
+	select {
+	case err := <-abandoned:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the frozen send's ctx ended with %v, want context.Canceled", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("the frozen instance's send went on after its claim was taken over")
+	}
+	select {
+	case err := <-deadReturned:
+		if err != nil {
+			t.Fatalf("Run = %v, want nil", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("the frozen instance's Run did not return")
+	}
+	eventually(t, "the notification acked", func() bool { return ackPending(t, b, "chat") == 0 })
+	stopped(t, stop)
+	if calls := chat.Calls(); len(calls) != 1 {
+		t.Errorf("the other instance sent %d times, want once", len(calls))
+	}
+	if got := counts(t, b); got[connectors.OutcomeDelivered] != 1 || got[connectors.OutcomeFailed] != 0 {
+		t.Errorf("delivery events = %v, want exactly one delivered and no failed", got)
 	}
 }
 
