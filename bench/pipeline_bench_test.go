@@ -172,9 +172,9 @@ func baselineStreams(b *testing.B, bb *bus.Bus) jetstream.KeyValue {
 }
 
 // startSameWrites is the raw-JetStream path with the pipeline's writes:
-// per request 7 persisted writes (request, claim create, delivery, event,
-// claim update, delivered marker, delivered event), 1 KV read and 2
-// double-acks, over the same two consumer hops.
+// per request 8 persisted writes (request, run claim create, delivery,
+// event, run claim update, send claim create, send claim settle, delivered
+// event), 1 KV read and 2 double-acks, over the same two consumer hops.
 func startSameWrites(b *testing.B, bb *bus.Bus, mark func(int)) func(context.Context, int) error {
 	kv := baselineStreams(b, bb)
 	js := bb.JetStream()
@@ -213,12 +213,15 @@ func startSameWrites(b *testing.B, bb *bus.Bus, mark func(int)) func(context.Con
 		if err != nil {
 			return err
 		}
-		mark(i)
-		if err := m.DoubleAck(ctx); err != nil {
+		id := m.Headers().Get(jetstream.MsgIDHeader)
+		if _, err := kv.Create(ctx, "send."+id, payload[:100]); err != nil {
 			return err
 		}
-		id := m.Headers().Get(jetstream.MsgIDHeader)
-		if _, err := kv.Put(ctx, "delivered."+id, []byte("bench")); err != nil {
+		mark(i)
+		if _, err := kv.Put(ctx, "send."+id, payload[:100]); err != nil {
+			return err
+		}
+		if err := m.DoubleAck(ctx); err != nil {
 			return err
 		}
 		return pub(ctx, "bench.event.delivery.delivered", id+".delivered")
