@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,11 +64,21 @@ func stepRetry(t *testing.T, clk *clock.Fake, n int, want time.Duration) {
 type flakyLocks struct {
 	jetstream.KeyValue
 	failCreate, failGet atomic.Int32 // how many calls still fail
+	failKeys            sync.Map     // keys whose Create always fails
+	hangKeys            sync.Map     // key -> chan struct{}: Create closes it and hangs until ctx ends
 }
 
 var errInjected = errors.New("injected: nats: timeout")
 
 func (f *flakyLocks) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	if _, ok := f.failKeys.Load(key); ok {
+		return 0, errInjected
+	}
+	if ch, ok := f.hangKeys.LoadAndDelete(key); ok {
+		close(ch.(chan struct{}))
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
 	if strings.HasPrefix(key, "tick.") && f.failCreate.Add(-1) >= 0 {
 		return 0, errInjected
 	}
@@ -88,6 +99,36 @@ func withFlakyLocks(b *bus.Bus, create, get int32) func(*Scheduler) {
 		f.failGet.Store(get)
 		s.lockKV = f
 	}
+}
+
+// flakyState is the state bucket whose writes of cron.* keys fail on demand.
+type flakyState struct {
+	jetstream.KeyValue
+	failWrites atomic.Int32 // how many writes still fail
+}
+
+func (f *flakyState) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	if strings.HasPrefix(key, "cron.") && f.failWrites.Add(-1) >= 0 {
+		return 0, errInjected
+	}
+	return f.KeyValue.Create(ctx, key, value, opts...)
+}
+
+func (f *flakyState) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	if strings.HasPrefix(key, "cron.") && f.failWrites.Add(-1) >= 0 {
+		return 0, errInjected
+	}
+	return f.KeyValue.Update(ctx, key, value, revision)
+}
+
+// waitingTicks is the union of the ticks st lists as waiting.
+func waitingTicks(st State) []time.Time {
+	var out []time.Time
+	for _, w := range st.Waiting {
+		out = append(out, w.Ticks...)
+	}
+	slices.SortFunc(out, time.Time.Compare)
+	return slices.CompactFunc(out, time.Time.Equal)
 }
 
 func whats(rs []TickResult) []string {
@@ -401,5 +442,318 @@ func TestFailedTickFollowsANewTickThatFired(t *testing.T) {
 	}
 	if now := clk.Now(); !now.Equal(first.Add(time.Minute)) {
 		t.Fatalf("clock moved to %v", now)
+	}
+}
+
+// A tick put off during an outage survives a restart: a per-second job's
+// ticks fail to publish, the bus flaps (a newer tick gets through, so the
+// job's last tick moves past them, while their own retries keep failing),
+// the instance stops, the bus recovers and a new instance starts. Every
+// tick ends fired or as a missed event in the history, once; none vanishes.
+func TestWaitingTicksSurviveRestart(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// restartAfter is how long after the last tick the new instance
+		// starts: within the grace period the waiting ticks still run;
+		// past it catch-up policy run_once no longer runs them.
+		restartAfter time.Duration
+		// failStateWrites: the first state writes fail too (the bus is
+		// down): the next write that succeeds lists the waiting ticks.
+		failStateWrites int32
+		wantWaiting     string // what becomes of the waiting ticks: fired | missed
+	}{
+		{name: "restart within grace", restartAfter: 0, wantWaiting: "fired"},
+		{name: "restart past grace", restartAfter: 61 * time.Second, wantWaiting: "missed"},
+		{name: "state write fails at first", failStateWrites: 1, wantWaiting: "fired"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := bustest.New(t)
+			clk := clock.NewFake(t0)
+			job := Job{ID: "sec", Schedule: "* * * * * *", Prompt: "p"} // catch-up run_once
+			cfg := Config{Jobs: []Job{job}}
+			var waiting []time.Time // 10:00:31 .. 10:00:35
+			for i := 1; i <= 5; i++ {
+				waiting = append(waiting, t0.Add(time.Duration(i)*time.Second))
+			}
+			newer := t0.Add(6 * time.Second)
+			locks := &flakyLocks{KeyValue: b.Locks}
+			states := &flakyState{KeyValue: b.State}
+			states.failWrites.Store(tt.failStateWrites)
+			results := make(chan TickResult, 1000)
+			_, stop := startScheduler(t, b, clk, cfg, results, func(s *Scheduler) { s.lockKV, s.stateKV = locks, states })
+
+			// The requests stream is gone: the five ticks cannot be published.
+			restore := dropStream(t, b, bus.StreamRequests)
+			advanceTo(t, clk, waiting[4], 1)
+			if r := nextResults(t, results, 1)[0]; r.What != "failed" || !r.Tick.Equal(waiting[0]) {
+				t.Fatalf("at %v: %+v, want the tick of %v failed", waiting[4], r, waiting[0])
+			}
+			// The bus flaps: the stream is back and the newer tick fires,
+			// but the claims of the five keep failing.
+			restore()
+			for _, w := range waiting {
+				locks.failKeys.Store(tickKey(job.ID, w, 0), true)
+			}
+			advanceTo(t, clk, newer, 1)
+			// The job's last tick is now past the five: its state must list them.
+			waitState(t, b, job.ID, func(st State) bool {
+				return st.LastTick != nil && st.LastTick.Equal(newer) && slices.EqualFunc(waitingTicks(st), waiting, time.Time.Equal)
+			})
+			if n := states.failWrites.Load(); n >= 0 {
+				t.Fatalf("%d state writes were to fail, %d did not happen", tt.failStateWrites, n+1)
+			}
+			stop() // the instance stops while the five wait
+
+			// The bus recovers; a new instance starts on it.
+			clk.Set(newer.Add(tt.restartAfter))
+			results2 := make(chan TickResult, 1000)
+			startScheduler(t, bustest.Client(t, b), clk, cfg, results2)
+			var all []time.Time // every tick up to now, but the one the first instance fired
+			for tk := waiting[0]; !tk.After(clk.Now()); tk = tk.Add(time.Second) {
+				if !tk.Equal(newer) {
+					all = append(all, tk)
+				}
+			}
+			got := map[time.Time]string{}
+			deadline := time.After(waitFor)
+			for len(got) < len(all) {
+				select {
+				case r := <-results2:
+					if r.What == "fired" || r.What == "missed" {
+						if prev, ok := got[r.Tick]; ok {
+							t.Fatalf("tick %v %s, then %s", r.Tick, prev, r.What)
+						}
+						got[r.Tick] = r.What
+					}
+				case <-deadline:
+					var gone []string
+					for _, tk := range all {
+						if _, ok := got[tk]; !ok {
+							gone = append(gone, tk.Format("15:04:05"))
+						}
+					}
+					t.Fatalf("after the restart these ticks were neither fired nor recorded as missed: %v", gone)
+				}
+			}
+			for _, w := range waiting {
+				if got[w] != tt.wantWaiting {
+					t.Errorf("tick %v: %s, want %s", w.Format("15:04:05"), got[w], tt.wantWaiting)
+				}
+			}
+
+			// The bus agrees: each tick once, as a request or as a missed event.
+			seen := map[time.Time]int{}
+			for _, r := range requests(t, b) {
+				seen[r.Req.ScheduledAt.UTC()]++
+			}
+			hist, err := History(t.Context(), b, bus.SourceCron, job.ID, 500)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range hist {
+				if h.Outcome != bus.OutcomeSkip || h.Result.Reason != ReasonMissed {
+					continue
+				}
+				at := h.Result.ScheduledAt.UTC()
+				seen[at]++
+				if slices.ContainsFunc(waiting, at.Equal) && !strings.Contains(h.Result.Detail, "could not be published") {
+					t.Errorf("missed event of %v: detail %q does not say why", at, h.Result.Detail)
+				}
+			}
+			for _, tk := range append(all, newer) {
+				if seen[tk] != 1 {
+					t.Errorf("tick %v is on the bus %d times (requests and missed events), want once", tk.Format("15:04:05"), seen[tk])
+				}
+			}
+			if len(seen) != len(all)+1 {
+				t.Errorf("%d ticks on the bus, want %d", len(seen), len(all)+1)
+			}
+			// Nothing waits any more, on either instance's list.
+			waitState(t, b, job.ID, func(st State) bool { return len(st.Waiting) == 0 && st.Fires+st.Missed == len(all)+1 })
+		})
+	}
+}
+
+// What an instance lists as waiting is bounded: beyond 1,000 ticks the
+// oldest are counted. An instance that starts takes up the lists of two
+// that stopped: the ticks once each, overlapping summaries once, ticks
+// after the job's last tick left to the catch-up.
+func TestWaitingBoundedAndTakenUp(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(t0)
+	s, err := New(nil, Config{}, WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := Job{ID: "sec", Schedule: "@every 1s", Catchup: Catchup{Policy: CatchupSkip}}
+	start := t0.Add(-2 * time.Hour)
+	at := func(i int) time.Time { return start.Add(time.Duration(i) * time.Second) }
+	var stale []time.Time
+	for i := range 3000 {
+		stale = append(stale, at(i))
+	}
+	s.mu.Lock()
+	s.addDeferredLocked(task{job: job, stale: stale, failures: 1, kept: true, cause: errInjected.Error()}, t0)
+	w := s.waitingOf(job.ID, time.Time{})
+	s.mu.Unlock()
+	if len(w.Ticks) != maxWaiting || w.More != 3000-maxWaiting || !w.MoreFrom.Equal(at(0)) || !w.MoreTo.Equal(at(3000-maxWaiting-1)) ||
+		!w.Ticks[0].Equal(at(3000-maxWaiting)) || w.Error != errInjected.Error() {
+		t.Fatalf("waitingOf: %d ticks from %v, %d more (%v to %v), error %q; want %d, %d more",
+			len(w.Ticks), w.Ticks[0], w.More, w.MoreFrom, w.MoreTo, w.Error, maxWaiting, 3000-maxWaiting)
+	}
+
+	// A new instance: the same list from two instances (one also holds
+	// two newer ticks, one of them after the job's last tick).
+	s2, err := New(nil, Config{}, WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2 := w
+	w2.Ticks = append(slices.Clone(w.Ticks), at(3000), at(3002))
+	last := at(3001)
+	e := &entry{job: job, sched: Every(time.Second), index: -1, state: State{LastTick: &last, Waiting: map[string]Waiting{"a": w, "b": w2}}}
+	s2.mu.Lock()
+	s2.entries[job.ID] = e
+	s2.adopt(e, t0)
+	if len(s2.deferred) != 1 || !slices.Equal(s2.adopted[job.ID], []string{"a", "b"}) {
+		t.Fatalf("adopt: %d tasks put off, adopted %v; want 1, [a b]", len(s2.deferred), s2.adopted[job.ID])
+	}
+	tk := s2.deferred[0].t
+	tk, ok := s2.revisit(tk, t0)
+	s2.mu.Unlock()
+	// 3001 ticks (at(3002) is after the last tick): the newest 1,000
+	// listed, the rest in one summary.
+	if !ok || len(tk.fire) != 0 || len(tk.stale) != maxEnumerate || tk.moreMissed != 3001-maxEnumerate || !tk.moreFrom.Equal(at(0)) ||
+		!tk.stale[len(tk.stale)-1].Equal(at(3000)) || !strings.Contains(tk.moreDetail(), errInjected.Error()) {
+		t.Fatalf("taken up: fire %d stale %d (last %v) more %d from %v, detail %q", len(tk.fire), len(tk.stale), tk.stale[len(tk.stale)-1],
+			tk.moreMissed, tk.moreFrom, tk.moreDetail())
+	}
+	if !e.cursor.IsZero() {
+		t.Fatalf("cursor %v: the catch-up must still start after the last tick", e.cursor)
+	}
+}
+
+// A tick still being claimed (the bus does not answer) when a newer tick
+// of its job fires: the write that records the newer tick lists the older
+// one as waiting, so even an instance killed then, writing nothing more,
+// leaves it to the next one, which fires it.
+func TestTickInFlightAtStopSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	clk := clock.NewFake(t0)
+	cfg := Config{Jobs: []Job{{ID: "sec", Schedule: "* * * * * *", Prompt: "p"}}}
+	first, second := t0.Add(time.Second), t0.Add(2*time.Second)
+	locks := &flakyLocks{KeyValue: b.Locks}
+	states := &flakyState{KeyValue: b.State}
+	hanging := make(chan struct{})
+	locks.hangKeys.Store(tickKey("sec", first, 0), hanging)
+	results := make(chan TickResult, 100)
+	_, stop := startScheduler(t, b, clk, cfg, results, func(s *Scheduler) { s.lockKV, s.stateKV = locks, states })
+
+	advanceTo(t, clk, first, 1)
+	select {
+	case <-hanging:
+	case <-time.After(waitFor):
+		t.Fatal("the first tick was never claimed")
+	}
+	advanceTo(t, clk, second, 1)
+	if r := nextResults(t, results, 1)[0]; r.What != "fired" || !r.Tick.Equal(second) {
+		t.Fatalf("second tick: %+v, want fired", r)
+	}
+	st := waitState(t, b, "sec", func(st State) bool { return st.LastTick != nil && st.LastTick.Equal(second) })
+	if !slices.EqualFunc(waitingTicks(st), []time.Time{first}, time.Time.Equal) {
+		t.Fatalf("waiting once the second tick is recorded: %v, want the first tick", waitingTicks(st))
+	}
+	states.failWrites.Store(1 << 20) // killed: nothing more is written
+	stop()
+
+	results2 := make(chan TickResult, 100)
+	startScheduler(t, bustest.Client(t, b), clk, cfg, results2)
+	if r := nextResults(t, results2, 1)[0]; r.What != "fired" || !r.Tick.Equal(first) {
+		t.Fatalf("after the restart: %+v, want the first tick fired", r)
+	}
+	reqs := requests(t, b)
+	if len(reqs) != 2 || !reqs[0].Req.ScheduledAt.Equal(second) || !reqs[1].Req.ScheduledAt.Equal(first) {
+		t.Fatalf("requests = %+v, want the second tick, then the first", reqs)
+	}
+	waitState(t, b, "sec", func(st State) bool { return len(st.Waiting) == 0 && st.Fires == 2 })
+}
+
+// Two instances: A cannot claim a tick that B fires, and stops while it
+// still holds it. The instance that starts next does not fire the tick
+// again (its claim is done), and no list is left waiting.
+func TestWaitingTickFiredByAnotherInstance(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	clk := clock.NewFake(t0)
+	tick := t0.Truncate(time.Minute).Add(time.Minute)
+	cfg := Config{Jobs: []Job{minuteJob("m")}}
+	locks := &flakyLocks{KeyValue: b.Locks}
+	locks.failKeys.Store(tickKey("m", tick, 0), true)
+	resultsA, resultsB := make(chan TickResult, 100), make(chan TickResult, 100)
+	_, stopA := startScheduler(t, b, clk, cfg, resultsA, func(s *Scheduler) { s.lockKV = locks })
+	startScheduler(t, bustest.Client(t, b), clk, cfg, resultsB)
+
+	advanceTo(t, clk, tick, 2)
+	if r := nextResults(t, resultsA, 1)[0]; r.What != "failed" {
+		t.Fatalf("A: %+v, want failed", r)
+	}
+	if r := nextResults(t, resultsB, 1)[0]; r.What != "fired" {
+		t.Fatalf("B: %+v, want fired", r)
+	}
+	waitState(t, b, "m", func(st State) bool { return st.Fires == 1 })
+	stopA()
+
+	resultsC := make(chan TickResult, 100)
+	startScheduler(t, bustest.Client(t, b), clk, cfg, resultsC)
+	waitState(t, b, "m", func(st State) bool { return len(st.Waiting) == 0 })
+	for len(resultsC) > 0 {
+		if r := <-resultsC; r.What != "lost" {
+			t.Fatalf("C: %+v, want the tick lost to B's claim or not looked at", r)
+		}
+	}
+	if reqs := requests(t, b); len(reqs) != 1 {
+		t.Fatalf("%d requests, want the tick once", len(reqs))
+	}
+	hist, err := History(t.Context(), b, bus.SourceCron, "m", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 0 {
+		t.Fatalf("history %+v, want no missed event (the tick fired)", hist)
+	}
+}
+
+// A write that records ticks removes them from the lists of other
+// instances too, so a list left by an instance that stopped for good does
+// not outlive the claims that keep its ticks once (7 days).
+func TestSaveRemovesResolvedTicksFromOtherLists(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, err := New(b, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, y := t0, t0.Add(time.Minute)
+	s.entries["m"] = &entry{job: minuteJob("m"), index: -1}
+	if _, err := updateState(t.Context(), b.State, "m", func(st *State) bool {
+		st.Waiting = map[string]Waiting{"gone": {Ticks: []time.Time{x, y}}, "gone-too": {Ticks: []time.Time{x}}}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	progress := func(st *State) bool { st.Fires++; return true }
+	if err := s.save(t.Context(), "m", progress, []time.Time{x}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := readState(t.Context(), b.State, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Waiting) != 1 || !slices.EqualFunc(st.Waiting["gone"].Ticks, []time.Time{y}, time.Time.Equal) || st.Fires != 1 {
+		t.Fatalf("state after recording %v: waiting %+v, fires %d; want only gone: [%v], fires 1", x, st.Waiting, st.Fires, y)
 	}
 }

@@ -65,8 +65,10 @@ const opTimeout = 10 * time.Second
 // that cannot be claimed or published (JetStream trouble) is kept and
 // retried with backoff until it is published, or until the job's catch-up
 // policy would no longer run it: then it is recorded as a skip event with
-// reason missed. Its Policy gates and observes the runs; its API (NATS
-// service, HTTP routes) manages the jobs. Safe for concurrent use.
+// reason missed. Ticks kept are also written to the job's state, so an
+// instance that starts takes up what a stopped one left waiting. Its
+// Policy gates and observes the runs; its API (NATS service, HTTP routes)
+// manages the jobs. Safe for concurrent use.
 type Scheduler struct {
 	bus   *bus.Bus
 	cfg   Config
@@ -79,6 +81,7 @@ type Scheduler struct {
 
 	retryBase, retryMax time.Duration      // backoff of ticks put off
 	lockKV              jetstream.KeyValue // test seam; nil: bus.Locks
+	stateKV             jetstream.KeyValue // test seam for writes; nil: bus.State
 
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -90,6 +93,17 @@ type Scheduler struct {
 	// deferred are tasks put off: ticks this instance could not claim or
 	// publish, and ticks another instance had claimed (s.mu).
 	deferred []deferredTask
+	// held are the tasks of each job that are put off or handed to a
+	// worker, by hold id: what the job's state lists as this instance's
+	// waiting ticks: kept ones (ticks that failed) always, others (ticks
+	// being handled for the first time) once this instance wrote a later
+	// last tick (wrote) (s.mu).
+	held    map[string]map[uint64]task
+	lastHID uint64
+	wrote   map[string]time.Time
+	// adopted are the instances whose waiting ticks of a job this one took
+	// up at start: its next write of the job's state removes their lists (s.mu).
+	adopted map[string][]string
 
 	leases sync.Map // run id -> lease revision
 }
@@ -99,8 +113,10 @@ type TickResult struct {
 	Job  string
 	Tick time.Time
 	// What is "fired", "missed", "lost" (another instance claimed it) or
-	// "failed" (not claimed or published this time: logged, kept and tried
-	// again with backoff; a later result for the same tick follows).
+	// "failed" (not claimed or published this time: logged, kept, written
+	// to the job's state and tried again with backoff; a later result for
+	// the same tick follows, on this instance or, after a restart, on the
+	// next one to start).
 	What string
 	// At is when the instance was done with the tick (for a fired tick:
 	// when JetStream acknowledged the request). At - Tick is the lateness.
@@ -135,6 +151,7 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Scheduler, error) {
 		bus: b, cfg: cfg.WithDefaults(), log: zap.NewNop(), clock: clock.Real{},
 		queuePoll: 2 * time.Second, retryBase: defaultRetryBase, retryMax: defaultRetryMax,
 		entries: map[string]*entry{}, wake: make(chan struct{}, 1), ready: make(chan struct{}),
+		held: map[string]map[uint64]task{}, adopted: map[string][]string{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -150,9 +167,11 @@ func (s *Scheduler) Stats() Stats {
 	return Stats{Fired: s.stats.fired.Load(), Missed: s.stats.missed.Load(), Lost: s.stats.lost.Load(), Failed: s.stats.failed.Load()}
 }
 
-// Run loads the jobs, writes the config's jobs, serves the API on NATS and
-// fires ticks until ctx is done. It returns nil after a clean stop. Call it
-// once per Scheduler.
+// Run loads the jobs, writes the config's jobs, takes up the ticks that
+// stopped instances left waiting, serves the API on NATS and fires ticks
+// until ctx is done. On its way out it writes the waiting ticks whose last
+// write failed (for at most 10 seconds). It returns nil after a clean
+// stop. Call it once per Scheduler.
 func (s *Scheduler) Run(parent context.Context) error {
 	g, ctx := errgroup.WithContext(parent)
 	jobsLoaded, statesLoaded := make(chan struct{}), make(chan struct{})
@@ -181,7 +200,9 @@ func (s *Scheduler) Run(parent context.Context) error {
 		}
 		s.mu.Lock()
 		s.loaded = true
+		now := s.clock.Now()
 		for _, e := range s.entries {
+			s.adopt(e, now)
 			s.reschedule(e)
 		}
 		s.mu.Unlock()
@@ -191,6 +212,7 @@ func (s *Scheduler) Run(parent context.Context) error {
 	})
 	g.Go(func() error { return s.serve(ctx) })
 	err := g.Wait()
+	s.flush(context.WithoutCancel(parent))
 	if parent.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
 		return nil
 	}
@@ -286,7 +308,10 @@ func (s *Scheduler) loop(ctx context.Context, tasks chan<- task) error {
 		for _, d := range s.deferred {
 			if !d.at.After(now) {
 				if t, ok := s.revisit(d.t, now); ok {
+					s.hold(&t) // in flight now, as revisit left it
 					batch = append(batch, t)
+				} else {
+					s.unhold(d.t)
 				}
 				continue
 			}
@@ -300,6 +325,7 @@ func (s *Scheduler) loop(ctx context.Context, tasks chan<- task) error {
 		for s.queue.Len() > 0 && !s.queue[0].due.After(now) {
 			e := s.queue[0]
 			if t, ok := s.take(e, now); ok {
+				s.track(&t)
 				batch = append(batch, t)
 			}
 			s.reschedule(e)
@@ -350,6 +376,10 @@ type task struct {
 	again, recheck bool
 	failures       int    // attempts in a row that failed
 	cause          string // the last failure
+	// kept: its ticks failed before and are held (listed in the job's
+	// state) until published or recorded; hid is its id in s.held.
+	kept bool
+	hid  uint64
 }
 
 // take collects what is due of e at now and moves e's cursor. s.mu held.
@@ -456,12 +486,32 @@ type deferredTask struct {
 	at time.Time
 }
 
-// putOff keeps what is left of t after a failure and tries it again with
-// backoff. On shutdown it keeps nothing: a restart takes the ticks up
-// again from the job's state.
+// putOff ends the task t came from (t.hid) and keeps t, what is left of
+// it after err, to try it again with backoff; its ticks stay held, so the
+// job's state lists them until they are published or recorded as missed.
+// When the scheduler is stopping, t is not tried again but stays held, so
+// the last write of the job's state keeps it for the next start.
 func (s *Scheduler) putOff(ctx context.Context, log *zap.Logger, t task, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unhold(t)
+	t.hid = 0
+	if t.retry == nil && len(t.fire)+len(t.missed)+len(t.stale) == 0 && !t.hasMore() {
+		return // all done
+	}
+	// A job's retry is not a tick: its state keeps it (State.Retry).
+	t.kept = t.retry == nil
 	if ctx.Err() != nil {
+		if t.kept {
+			if t.cause == "" {
+				t.cause = "the instance stopped before it was done"
+			}
+			s.hold(&t)
+		}
 		return
+	}
+	if err == nil {
+		err = errors.New("the task ended before its ticks were done")
 	}
 	t.failures++
 	t.cause = err.Error()
@@ -472,7 +522,45 @@ func (s *Scheduler) putOff(ctx context.Context, log *zap.Logger, t task, err err
 	first, n := t.span()
 	log.Warn("tick not fired yet (bus trouble?); kept and tried again", zap.Time("tick", first), zap.Int("ticks", n),
 		zap.Int("failures", t.failures), zap.Duration("retry_in", wait), zap.Error(err))
-	s.addDeferred(t, s.clock.Now().Add(wait))
+	s.addDeferredLocked(t, s.clock.Now().Add(wait))
+}
+
+// hold records t as in s.held (when kept), giving it a hold id if it has
+// none. s.mu held.
+func (s *Scheduler) hold(t *task) {
+	if t.kept {
+		s.track(t)
+	}
+}
+
+// track records t, a task being handed to a worker, in s.held. s.mu held.
+func (s *Scheduler) track(t *task) {
+	if t.retry != nil {
+		return
+	}
+	if t.hid == 0 {
+		s.lastHID++
+		t.hid = s.lastHID
+	}
+	if s.held == nil {
+		s.held = map[string]map[uint64]task{}
+	}
+	m := s.held[t.job.ID]
+	if m == nil {
+		m = map[uint64]task{}
+		s.held[t.job.ID] = m
+	}
+	m[t.hid] = *t
+}
+
+// unhold forgets t in s.held: it is done, or replaced. s.mu held.
+func (s *Scheduler) unhold(t task) {
+	if m := s.held[t.job.ID]; m != nil && t.hid != 0 {
+		delete(m, t.hid)
+		if len(m) == 0 {
+			delete(s.held, t.job.ID)
+		}
+	}
 }
 
 // recheckLater looks at one's tick again once another instance's claim on
@@ -483,22 +571,31 @@ func (s *Scheduler) recheckLater(one task, held *tickClaim) {
 	s.addDeferred(one, held.Expires.Add(time.Second))
 }
 
-// addDeferred queues t until at. The failed ticks of a job are kept as one
-// task on its backoff, so an outage costs one attempt per job per backoff
-// step (beside each new tick's own) however many ticks pass meanwhile.
+// addDeferred queues t until at.
 func (s *Scheduler) addDeferred(t task, at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.addDeferredLocked(t, at)
+}
+
+// addDeferredLocked queues t until at. The failed ticks of a job are kept
+// as one task on its backoff, so an outage costs one attempt per job per
+// backoff step (beside each new tick's own) however many ticks pass
+// meanwhile. s.mu held.
+func (s *Scheduler) addDeferredLocked(t task, at time.Time) {
 	defer s.poke()
+	t.hid = 0 // a new hold, or merged into one
 	if t.failures > 0 && t.retry == nil {
 		for i := range s.deferred {
 			d := &s.deferred[i]
 			if d.t.job.ID == t.job.ID && d.t.failures > 0 && d.t.retry == nil && d.t.recheck == t.recheck {
 				d.t.merge(t)
+				s.hold(&d.t)
 				return
 			}
 		}
 	}
+	s.hold(&t)
 	s.deferred = append(s.deferred, deferredTask{t: t, at: at})
 }
 
@@ -606,6 +703,7 @@ func (t *task) merge(o task) {
 		t.job = o.job
 	}
 	t.failures, t.cause = max(t.failures, o.failures), o.cause
+	t.kept = t.kept || o.kept
 }
 
 // mergeTimes returns the sorted union of a and b.
@@ -793,7 +891,7 @@ func (s *Scheduler) handle(ctx context.Context, t task) {
 			return
 		}
 		if ok {
-			_, err := updateState(context.WithoutCancel(ctx), s.bus.State, id, func(st *State) bool {
+			_, err := updateState(context.WithoutCancel(ctx), s.states(), id, func(st *State) bool {
 				if st.Retry == nil || !st.Retry.Tick.Equal(t.retry.Tick) || st.Retry.Attempt != t.retry.Attempt {
 					return false
 				}
@@ -808,6 +906,7 @@ func (s *Scheduler) handle(ctx context.Context, t task) {
 	}
 	var fired, missed int
 	var last, lastFired *time.Time
+	var resolved []time.Time // fired or recorded as missed here
 	items := t.items()
 	var err error
 	done := 0
@@ -822,11 +921,13 @@ func (s *Scheduler) handle(ctx context.Context, t task) {
 		case kindFire:
 			if ok, err = s.publishTick(ctx, log, one, key, it.at, 0); ok {
 				fired++
+				resolved = append(resolved, it.at)
 				last, lastFired = later(last, ptr(it.at)), ptr(s.clock.Now().UTC())
 			}
 		default:
 			if ok, err = s.recordMissed(ctx, log, one, key, it.at, t.missedDetail(it)); ok {
 				missed++
+				resolved = append(resolved, it.at)
 				last = later(last, ptr(it.at))
 			}
 		}
@@ -835,6 +936,7 @@ func (s *Scheduler) handle(ctx context.Context, t task) {
 		}
 		done++
 	}
+	moreDone := !t.hasMore()
 	if err == nil && ctx.Err() == nil && t.hasMore() {
 		key := tickKey(id, t.moreFrom, 0) + ".more"
 		var ok bool
@@ -842,32 +944,38 @@ func (s *Scheduler) handle(ctx context.Context, t task) {
 			missed += t.moreMissed
 			last = later(last, ptr(t.moreTo))
 		}
+		moreDone = err == nil
 	}
-	if err != nil {
-		s.putOff(ctx, log, t.with(items[done:], t.hasMore()), err)
-	}
-	if fired+missed == 0 {
-		return
-	}
-	if err == nil {
+	// What is left (after an error, or cut short by a stop) stays held.
+	s.putOff(ctx, log, t.with(items[done:], !moreDone), err)
+	if err == nil && fired+missed > 0 {
 		s.hurry(id)
 	}
-	_, err = updateState(context.WithoutCancel(ctx), s.bus.State, id, func(st *State) bool {
-		st.LastTick = later(st.LastTick, last)
-		st.LastFired = later(st.LastFired, lastFired)
-		st.Fires += fired
-		st.Missed += missed
-		switch {
-		case t.again:
-		case !t.next.IsZero():
-			st.NextFire = ptr(t.next.UTC())
-		default:
-			st.NextFire = nil
+	var progress func(*State) bool
+	if fired+missed > 0 {
+		progress = func(st *State) bool {
+			st.LastTick = later(st.LastTick, last)
+			st.LastFired = later(st.LastFired, lastFired)
+			st.Fires += fired
+			st.Missed += missed
+			switch {
+			case t.again:
+			case !t.next.IsZero():
+				st.NextFire = ptr(t.next.UTC())
+			default:
+				st.NextFire = nil
+			}
+			return true
 		}
-		return true
-	})
-	if err != nil {
-		log.Warn("record tick in state", zap.Error(err))
+	}
+	// One write: the progress, and the job's waiting ticks as they are
+	// now (with what just failed, without what was just done).
+	if err := s.save(context.WithoutCancel(ctx), id, progress, resolved); err != nil {
+		if progress != nil {
+			log.Warn("record tick in state", zap.Error(err))
+		} else {
+			log.Debug("write waiting ticks to state; written with the next write that succeeds", zap.Error(err))
+		}
 	}
 }
 
