@@ -35,7 +35,20 @@ type claim struct {
 	Expires  time.Time `json:"expires"`
 	Attempts int       `json:"attempts"`
 	Outcome  string    `json:"outcome,omitempty"`
-	rev      uint64
+	// Checkpoint, once set, is what the run decided: a retry of the request
+	// re-queues its notification and emits its event, and never calls the
+	// model again (which could answer differently).
+	Checkpoint *checkpoint `json:"checkpoint,omitempty"`
+	rev        uint64
+}
+
+// checkpoint is a run's decided outcome, kept in its claim.
+type checkpoint struct {
+	// Result is the run's event data.
+	Result *Result `json:"result"`
+	// Notice is the notification to queue (nil: none), to Targets.
+	Notice  *Notice  `json:"notice,omitempty"`
+	Targets []string `json:"targets,omitempty"`
 }
 
 func claimKey(requestID string) string { return "run." + requestID }
@@ -109,13 +122,31 @@ func (r *Runner) settleClaim(ctx context.Context, requestID string, c claim, sta
 	if state == claimRunning && c.rev == 0 {
 		return nil
 	}
-	_, err := r.bus.Locks.Update(ctx, claimKey(requestID), mustJSON(c), c.rev)
-	if err != nil && (errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err)) {
-		// Someone took the claim over (our run outlived its lease). Record
-		// our outcome anyway: the run did happen.
-		_, err = r.bus.Locks.Put(ctx, claimKey(requestID), mustJSON(c))
+	kv, key := r.bus.Locks, claimKey(requestID)
+	for range 3 {
+		_, err := kv.Update(ctx, key, mustJSON(c), c.rev)
+		if err == nil || !(errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err)) {
+			return err
+		}
+		// Someone else wrote the claim (our run outlived its lease and was
+		// taken over). Never undo their progress: a done claim stays done,
+		// and another owner's running claim is not turned back into a
+		// retry. Our own done outcome is recorded (the run did happen),
+		// keeping the larger attempt count.
+		e, gerr := kv.Get(ctx, key)
+		if gerr != nil {
+			return gerr
+		}
+		var cur claim
+		if json.Unmarshal(e.Value(), &cur) == nil {
+			if cur.State == claimDone || (state != claimDone && cur.Owner != c.Owner) {
+				return nil
+			}
+			c.Attempts = max(c.Attempts, cur.Attempts)
+		}
+		c.rev = e.Revision()
 	}
-	return err
+	return fmt.Errorf("claim %s: kept changing while settling", key)
 }
 
 func isWrongSequence(err error) bool {
@@ -157,13 +188,7 @@ func (r *Runner) holdClaim(ctx context.Context, requestID string, c claim, lease
 			case <-t.C:
 			}
 			h.mu.Lock()
-			next := h.c
-			next.Expires = time.Now().Add(lease)
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease/3)
-			rev, err := r.bus.Locks.Update(rctx, claimKey(requestID), mustJSON(next), next.rev)
-			cancel()
-			if err == nil {
-				next.rev = rev
+			if next, err := r.renewClaim(ctx, requestID, h.c, lease); err == nil {
 				h.c = next
 			} else {
 				r.log.Warn("run claim not renewed", zap.String("request", requestID), zap.Error(err))
@@ -172,6 +197,35 @@ func (r *Runner) holdClaim(ctx context.Context, requestID string, c claim, lease
 		}
 	}()
 	return h
+}
+
+// checkpoint returns the checkpoint the claim carries, if any.
+func (h *heldClaim) checkpoint() *checkpoint {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.c.Checkpoint
+}
+
+// save writes cp into the claim at once (CAS), before the run does anything
+// it could not take back. The renewals carry it on.
+func (h *heldClaim) save(ctx context.Context, r *Runner, requestID string, cp *checkpoint, lease time.Duration) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next := h.c
+	next.Checkpoint = cp
+	next, err := r.renewClaim(ctx, requestID, next, lease)
+	if err != nil {
+		return err
+	}
+	h.c = next
+	return nil
+}
+
+// keep sets cp in the claim without writing it: the settle writes it.
+func (h *heldClaim) keep(cp *checkpoint) {
+	h.mu.Lock()
+	h.c.Checkpoint = cp
+	h.mu.Unlock()
 }
 
 // release stops the renewals and returns the claim as last written.
@@ -207,4 +261,32 @@ func RunAlive(ctx context.Context, b *bus.Bus, requestID string) (bool, error) {
 		return true, fmt.Errorf("agentwork: run claim of %s: %w", requestID, err)
 	}
 	return c.State == claimRunning && time.Now().Before(c.Expires), nil
+}
+
+// renewClaim extends c by lease with a CAS write. If the write conflicts,
+// it may have landed with its reply lost: when the stored claim is still
+// this run's, its revision is adopted and the renewal tried once more.
+func (r *Runner) renewClaim(ctx context.Context, requestID string, c claim, lease time.Duration) (claim, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease/3)
+	defer cancel()
+	kv, key := r.bus.Locks, claimKey(requestID)
+	c.Expires = time.Now().Add(lease)
+	rev, err := kv.Update(ctx, key, mustJSON(c), c.rev)
+	if err != nil && (errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err)) {
+		e, gerr := kv.Get(ctx, key)
+		if gerr != nil {
+			return c, errors.Join(err, gerr)
+		}
+		var cur claim
+		if json.Unmarshal(e.Value(), &cur) != nil || cur.State != claimRunning || cur.RunID != c.RunID || cur.Owner != c.Owner {
+			return c, fmt.Errorf("claim taken over by %s: %w", cur.Owner, err)
+		}
+		c.rev = e.Revision()
+		rev, err = kv.Update(ctx, key, mustJSON(c), c.rev)
+	}
+	if err != nil {
+		return c, err
+	}
+	c.rev = rev
+	return c, nil
 }

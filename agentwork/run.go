@@ -31,6 +31,7 @@ type Run struct {
 	Result *Result
 
 	release func() // frees input-gate leases; called once, before the event
+	emitErr error  // the event could not be published
 }
 
 // Result is the data of every run event (agentwork.<source>.done|skip|error).

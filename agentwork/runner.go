@@ -370,7 +370,20 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 		}
 		_ = m.DoubleAck(sctx)
 	}()
-	outcome, retry, spent := r.execute(ctx, log, m, run, pol, timeout)
+	outcome, retry, spent := r.execute(ctx, log, m, run, pol, timeout, held, lease)
+	if retry < 0 && run.emitErr != nil {
+		// The run ended but its event did not get out (the events stream is
+		// unavailable). Keep the result and put the request back: the next
+		// delivery only emits the event (same id, so stored once).
+		cp := held.checkpoint()
+		if cp == nil {
+			cp = &checkpoint{}
+		}
+		cp.Result = run.Result
+		held.keep(cp)
+		log.Warn("run event not published; will emit it again", zap.Error(run.emitErr))
+		retry, spent = eventRetry, false
+	}
 	switch {
 	case retry >= 0:
 		state := claimRetry
@@ -398,7 +411,14 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 // request should be redelivered after that delay without an event; spent
 // then says whether the try used up one of MaxAttempts (a model or queueing
 // failure) or not (a deferral, a shutdown).
-func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, run *Run, pol Policy, timeout time.Duration) (outcome string, retry time.Duration, spent bool) {
+// eventRetry is how soon a run whose event could not be published is
+// delivered again to emit it.
+const eventRetry = 5 * time.Second
+
+func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, run *Run, pol Policy, timeout time.Duration, held *heldClaim, lease time.Duration) (outcome string, retry time.Duration, spent bool) {
+	if cp := held.checkpoint(); cp != nil && cp.Result != nil {
+		return r.resume(ctx, log, run, pol, cp)
+	}
 	// 1. Input gates.
 	// Leases taken by input gates are released before the run's event is
 	// emitted (see emit), so work started on seeing the event finds them free.
@@ -420,8 +440,9 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 		}
 		var d *DeferError
 		if errors.As(err, &d) {
-			log.Debug("deferred", zap.String("reason", d.Reason), zap.Duration("after", d.After))
-			return "", d.After, false
+			after := max(d.After, 100*time.Millisecond) // never a tight loop, never "no retry"
+			log.Debug("deferred", zap.String("reason", d.Reason), zap.Duration("after", after))
+			return "", after, false
 		}
 		if s, ok := AsSkip(err); ok {
 			return r.skip(ctx, run, s), -1, false
@@ -471,26 +492,59 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 		}
 	}
 
-	// 4. Delivery: queue one notification per target (durable).
-	var ids []string
-	if run.Notice != nil {
-		var err error
-		if ids, err = r.enqueue(ctx, run, run.Notice.Text, run.Notice.Urgency, ""); err != nil {
-			// Queueing is idempotent (notification ids are Nats-Msg-Ids), so
-			// a retry re-queues what was stored without sending it twice.
-			r.releaseDedup(ctx, run)
-			return r.gateFailed(ctx, log, run, pol, fmt.Errorf("queue notification: %w", err))
-		}
-	}
-
-	// 5. The done event.
+	// The done event, prepared now: with the notice it is checkpointed in
+	// the claim before anything is queued, so a retry (a target that could
+	// not be queued, a crash) queues and reports exactly this.
 	res := r.result(run, bus.OutcomeDone)
 	res.Reply, res.ToolCalls = out.Text, out.Calls
 	if run.Notice != nil {
-		res.Text, res.Urgency, res.Targets, res.NotificationIDs = run.Notice.Text, run.Notice.Urgency, run.Targets, ids
+		known := r.knownTargets(run)
+		res.Text, res.Urgency, res.Targets = run.Notice.Text, run.Notice.Urgency, known
+		for _, t := range known {
+			res.NotificationIDs = append(res.NotificationIDs, run.ID+"."+t)
+		}
+		cp := &checkpoint{Result: res, Notice: run.Notice, Targets: run.Targets}
+		if err := held.save(ctx, r, run.Request.ID, cp, lease); err != nil {
+			r.releaseDedup(ctx, run)
+			return r.gateFailed(ctx, log, run, pol, fmt.Errorf("checkpoint: %w", err))
+		}
+	}
+	return r.finish(ctx, log, run, pol, res)
+}
+
+// resume finishes a run from its checkpoint: nothing before it runs again.
+func (r *Runner) resume(ctx context.Context, log *zap.Logger, run *Run, pol Policy, cp *checkpoint) (string, time.Duration, bool) {
+	log.Info("resuming a run from its checkpoint", zap.String("run", run.ID), zap.String("outcome", cp.Result.Outcome))
+	run.Notice, run.Targets = cp.Notice, cp.Targets
+	if run.release != nil {
+		run.release() // no input gate ran; nothing to hold
+	}
+	return r.finish(ctx, log, run, pol, cp.Result)
+}
+
+// finish queues the run's notice (idempotent: notification ids are
+// Nats-Msg-Ids) and emits its event.
+func (r *Runner) finish(ctx context.Context, log *zap.Logger, run *Run, pol Policy, res *Result) (string, time.Duration, bool) {
+	if run.Notice != nil {
+		if _, err := r.enqueue(ctx, run, run.Notice.Text, run.Notice.Urgency, ""); err != nil {
+			// Some targets may be queued already: keep the dedup key (the
+			// checkpoint retries this very notice) and try again.
+			return r.gateFailed(ctx, log, run, pol, fmt.Errorf("queue notification: %w", err))
+		}
 	}
 	r.emit(ctx, run, res)
-	return bus.OutcomeDone, -1, false
+	return res.Outcome, -1, false
+}
+
+// knownTargets returns the run's targets that name configured connectors.
+func (r *Runner) knownTargets(run *Run) []string {
+	var out []string
+	for _, t := range run.Targets {
+		if len(r.targets) == 0 || contains(r.targets, t) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func (r *Runner) callModel(ctx context.Context, m jetstream.Msg, run *Run, pol Policy, timeout time.Duration) (Output, error) {
@@ -585,13 +639,9 @@ func (r *Runner) unknownTargets(targets []string) []string {
 // out with a warning. If queueing fails for any known target the whole call
 // fails, to be retried: what was stored is stored once (Nats-Msg-Id).
 func (r *Runner) enqueue(ctx context.Context, run *Run, text, urgency, kind string) ([]string, error) {
-	var known []string
-	for _, t := range run.Targets {
-		if len(r.targets) > 0 && !contains(r.targets, t) {
-			r.log.Warn("notification not queued: unknown target", zap.String("run", run.ID), zap.String("target", t), zap.Strings("connectors", r.targets))
-			continue
-		}
-		known = append(known, t)
+	known := r.knownTargets(run)
+	if len(known) < len(run.Targets) {
+		r.log.Warn("notification not queued for unknown targets", zap.String("run", run.ID), zap.Strings("targets", run.Targets), zap.Strings("connectors", r.targets))
 	}
 	var ids []string
 	var errs []error
@@ -709,6 +759,7 @@ func (r *Runner) firstAlert(ctx context.Context, run *Run, class model.Class) bo
 // failure is logged and never ends the run.
 func (r *Runner) emit(ctx context.Context, run *Run, res *Result) {
 	run.Result = res
+	run.emitErr = nil
 	ev, err := bus.NewEvent("agentwork/runner", bus.TypeOf(res.Source, res.Outcome), res.Name, r.now(), res)
 	if err != nil {
 		r.log.Error("build event", zap.Error(err))
@@ -731,6 +782,7 @@ func (r *Runner) emit(ctx context.Context, run *Run, res *Result) {
 		}
 		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
 	}
+	run.emitErr = err
 	r.log.Error("event not published", zap.String("run", run.ID), zap.String("subject", subject), zap.Error(err))
 }
 

@@ -533,17 +533,31 @@ func TestModelErrors(t *testing.T) {
 
 // Emitting an event never crashes a run: with the events stream gone or
 // full, the run still finishes, delivers and acks its request.
+// When the events stream rejects the run's event, the run still delivers
+// its notification, and the request is not acked without its event: it is
+// put back and, once the stream takes writes again, the event is emitted
+// exactly once, without calling the model again.
 func TestEmitFailureDoesNotStopTheRun(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name        string
-		breakEvents func(t *testing.T, b *bus.Bus)
+		name          string
+		breakEvents   func(t *testing.T, b *bus.Bus)
+		restoreEvents func(t *testing.T, b *bus.Bus)
 	}{
 		{
 			name: "events stream deleted",
 			breakEvents: func(t *testing.T, b *bus.Bus) {
 				if err := b.JetStream().DeleteStream(t.Context(), bus.StreamEvents); err != nil {
 					t.Fatal(err)
+				}
+			},
+			restoreEvents: func(t *testing.T, b *bus.Bus) {
+				for _, sc := range b.StreamConfigs() {
+					if sc.Name == bus.StreamEvents {
+						if _, err := b.JetStream().CreateStream(t.Context(), sc); err != nil {
+							t.Fatal(err)
+						}
+					}
 				}
 			},
 		},
@@ -564,6 +578,18 @@ func TestEmitFailureDoesNotStopTheRun(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
+			restoreEvents: func(t *testing.T, b *bus.Bus) {
+				js := b.JetStream()
+				st, err := js.Stream(t.Context(), bus.StreamEvents)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg := st.CachedInfo().Config
+				cfg.MaxMsgs, cfg.Discard = -1, jetstream.DiscardOld
+				if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
+					t.Fatal(err)
+				}
+			},
 		},
 	}
 	for _, tt := range tests {
@@ -571,7 +597,7 @@ func TestEmitFailureDoesNotStopTheRun(t *testing.T) {
 			t.Parallel()
 			b := bustest.New(t)
 			tt.breakEvents(t, b)
-			_, p := scripted(t, script.Config{Default: &script.Reply{Text: "report ready"}})
+			calls, p := scripted(t, script.Config{Default: &script.Reply{Text: "report ready"}})
 			rec := newRecorder(nil)
 			startDispatcher(t, b, connectors.Registry{"rec": rec})
 			outcomes := make(chan string, 4)
@@ -579,24 +605,49 @@ func TestEmitFailureDoesNotStopTheRun(t *testing.T) {
 			stop := startRunner(t, b, p, testConfig(), map[string]agentwork.Policy{"task": pol}, agentwork.WithConnectors("rec"))
 			id := publish(t, b, agentwork.Request{Source: "task", Name: "report", Prompt: "go"})
 
+			// The notification goes out although the event cannot.
+			if got := rec.waitSent(t, 1); got[0].Text != "report ready" || got[0].RequestID != id {
+				t.Errorf("delivered %+v, want the report of request %s", got[0], id)
+			}
+			// The request is put back with its result kept, not acked.
+			deadline := time.Now().Add(waitTimeout)
+			for readClaim(t, b, id).State != "deferred" {
+				if time.Now().After(deadline) {
+					t.Fatalf("claim = %+v, want deferred (the run put back to emit its event)", readClaim(t, b, id))
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			select {
+			case o := <-outcomes:
+				t.Fatalf("the run ended (%s) while its event could not be stored", o)
+			default:
+			}
+			tt.restoreEvents(t, b)
 			select {
 			case o := <-outcomes:
 				if o != bus.OutcomeDone {
 					t.Errorf("outcome = %s, want done", o)
 				}
 			case <-time.After(waitTimeout):
-				t.Fatal("the run did not end")
+				t.Fatal("the run did not end after the events stream came back")
 			}
-			if got := rec.waitSent(t, 1); got[0].Text != "report ready" || got[0].RequestID != id {
-				t.Errorf("delivered %+v, want the report of request %s", got[0], id)
-			}
-			ci := waitRequestsSettled(t, b)
+			waitRequestsSettled(t, b)
 			stop()
-			if ci.Delivered.Consumer != 1 {
-				t.Errorf("request delivered %d times, want once", ci.Delivered.Consumer)
-			}
 			if c := readClaim(t, b, id); c.State != "done" {
 				t.Errorf("claim = %+v, want done", c)
+			}
+			if n := calls.Load(); n != 1 {
+				t.Errorf("model calls = %d, want 1 (the retry emits the kept result)", n)
+			}
+			if n := len(rec.delivered()); n != 1 {
+				t.Errorf("delivered %d times, want once", n)
+			}
+			st, err := b.JetStream().Stream(t.Context(), bus.StreamEvents)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.GetLastMsgForSubject(t.Context(), b.Subjects.Event("task", bus.OutcomeDone)); err != nil {
+				t.Errorf("no done event stored after the stream came back: %v", err)
 			}
 		})
 	}
@@ -1322,5 +1373,69 @@ func TestRunnerReady(t *testing.T) {
 	stop()
 	if err := r.Ready(); !errors.Is(err, agentwork.ErrNotConsuming) {
 		t.Fatalf("Ready after Run returned = %v, want ErrNotConsuming", err)
+	}
+}
+
+// A run whose notification could be queued for one target but not another
+// is retried from its checkpoint: the model is not called again (it might
+// answer differently), both targets get the same text, and the done event
+// reports that text.
+func TestPartialQueueingRetriesTheSameNotice(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	js := b.JetStream()
+	st, err := js.Stream(t.Context(), bus.StreamDeliveries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := st.CachedInfo().Config
+	full := orig
+	full.MaxMsgsPerSubject, full.Discard, full.DiscardNewPerSubject = 1, jetstream.DiscardNew, true
+	if _, err := js.UpdateStream(t.Context(), full); err != nil {
+		t.Fatal(err)
+	}
+	filler := connectors.Notification{ID: "filler", RunID: "filler", Source: "task", Name: "x", Text: "filler", Target: "b", Time: time.Now()}
+	if err := connectors.Enqueue(t.Context(), b, filler); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	p := model.ProviderFunc(func(context.Context, model.Request) (model.Reply, error) {
+		n := calls.Add(1)
+		return model.Reply{Text: fmt.Sprintf("Disk %d is full", n), Model: "counter"}, nil
+	})
+	events := watchEvents(t, b)
+	stop := startRunner(t, b, p, testConfig(), map[string]agentwork.Policy{"task": {Targets: []string{"a", "b"}}}, agentwork.WithConnectors("a", "b"))
+	id := publish(t, b, agentwork.Request{Source: "task", Name: "disk", Prompt: "check"})
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		e, err := b.Locks.Get(t.Context(), "run."+id)
+		if err == nil && strings.Contains(string(e.Value()), `"state":"retry"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no retry claim after target b could not be queued (%v)", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := js.UpdateStream(t.Context(), orig); err != nil {
+		t.Fatal(err)
+	}
+	ev := events.runEvents(1)[0]
+	waitRequestsSettled(t, b)
+	stop()
+	if n := calls.Load(); n != 1 {
+		t.Errorf("model calls = %d, want 1", n)
+	}
+	if ev.Run.Outcome != bus.OutcomeDone || ev.Run.Text != "Disk 1 is full" {
+		t.Errorf("event = %s %q, want done with the first answer", ev.Run.Outcome, ev.Run.Text)
+	}
+	texts := map[string]string{}
+	for _, n := range queued(t, b) {
+		if n.ID != "filler" {
+			texts[n.Target] = n.Text
+		}
+	}
+	if texts["a"] != "Disk 1 is full" || texts["b"] != "Disk 1 is full" {
+		t.Errorf("queued %v, want the same first answer for a and b", texts)
 	}
 }
