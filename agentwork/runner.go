@@ -218,35 +218,52 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer cancelRuns()
 	stopping := make(chan struct{})
 	sem := make(chan struct{}, r.cfg.Concurrency)
-	var wg sync.WaitGroup
+	var runs flight
+	lost := make(chan error, 1) // the consumer is gone: nothing would ever run
 	cc, err := cons.Consume(func(m jetstream.Msg) {
-		select {
-		case <-stopping:
-			_ = m.Nak() // shutting down: another instance takes it now
-			return
-		default:
-		}
 		select {
 		case sem <- struct{}{}:
 		case <-stopping:
+			_ = m.Nak() // shutting down: another instance takes it now
+			return
+		}
+		// start fails once stopping is closed, so no run begins after the
+		// shutdown started and the wait below covers every run.
+		if !runs.start() {
+			<-sem
 			_ = m.Nak()
 			return
 		}
-		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
+			defer func() { <-sem; runs.done() }()
 			r.handle(runCtx, m)
 		}()
 	}, jetstream.PullMaxMessages(r.cfg.Concurrency), jetstream.PullHeartbeat(pullHeartbeat), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			select {
+			case lost <- err:
+			default:
+			}
+			return
+		}
 		r.log.Debug("consume", zap.Error(err))
 	}))
 	if err != nil {
 		return fmt.Errorf("runner: consume: %w", err)
 	}
 	r.consuming.Store(true)
-	<-ctx.Done()
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-lost:
+		// Somebody deleted the durable consumer (or its stream). Say so and
+		// stop: serve then stops, and a restart recreates it.
+		runErr = fmt.Errorf("runner: consumer %s lost: %w", ConsumerName, err)
+		r.log.Error("request consumer lost; stopping", zap.Error(err))
+	}
 	r.consuming.Store(false)
 	close(stopping)
+	runs.stop()
 	// Drain, not Stop: Stop drops the messages already pulled into the
 	// client's buffer, which JetStream then holds back for a whole AckWait.
 	// Drained, they reach the callback above and are nak'ed at once; when
@@ -258,7 +275,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.log.Warn("request consumer did not drain in time", zap.Duration("grace", r.cfg.ShutdownGrace))
 	}
 	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	go func() { runs.wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(r.cfg.ShutdownGrace):
@@ -266,8 +283,36 @@ func (r *Runner) Run(ctx context.Context) error {
 		cancelRuns()
 		<-done
 	}
-	return nil
+	return runErr
 }
+
+// flight counts runs in flight and refuses new ones once stopped, so that
+// waiting for them cannot race with one starting.
+type flight struct {
+	mu      sync.Mutex
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+func (f *flight) start() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return false
+	}
+	f.wg.Add(1)
+	return true
+}
+
+func (f *flight) done() { f.wg.Done() }
+
+func (f *flight) stop() {
+	f.mu.Lock()
+	f.stopped = true
+	f.mu.Unlock()
+}
+
+func (f *flight) wait() { f.wg.Wait() }
 
 // handle runs one message to its end. It never panics out and always ends
 // with the message acked, nak'ed (retry / put back) or terminated.
@@ -749,6 +794,9 @@ func (r *Runner) firstAlert(ctx context.Context, run *Run, class model.Class) bo
 	key := "alert." + DedupKey(run.Request.Source, run.Request.Name+"\x00"+string(class))
 	_, err := r.bus.Dedup.Create(context.WithoutCancel(ctx), key, []byte(run.ID), jetstream.KeyTTL(r.cfg.AlertWindow))
 	if errors.Is(err, jetstream.ErrKeyExists) {
+		if e, gerr := r.bus.Dedup.Get(context.WithoutCancel(ctx), key); gerr == nil && string(e.Value()) == run.ID {
+			return true // ours, from an attempt that crashed before queueing it
+		}
 		r.log.Info("alert held back: already alerted within the alert window", zap.String("run", run.ID), zap.Duration("alert_window", r.cfg.AlertWindow))
 		return false
 	}

@@ -1439,3 +1439,33 @@ func TestPartialQueueingRetriesTheSameNotice(t *testing.T) {
 		t.Errorf("queued %v, want the same first answer for a and b", texts)
 	}
 }
+
+// A runner whose durable consumer is deleted under it (an operator, a
+// re-created stream) must not go on waiting while requests pile up: Run
+// returns an error, which stops `agentwork serve`.
+func TestRunStopsWhenItsConsumerIsDeleted(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	_, p := scripted(t, script.Config{})
+	r := agentwork.NewRunner(b, p, must(tools.NewRegistry(tools.Notify())), testConfig())
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(t.Context()) }()
+	deadline := time.Now().Add(waitTimeout)
+	for r.Ready() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("runner never ready")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := b.JetStream().DeleteConsumer(t.Context(), bus.StreamRequests, agentwork.ConsumerName); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "lost") {
+			t.Fatalf("Run = %v, want a consumer lost error", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("Run went on after its consumer was deleted")
+	}
+}
