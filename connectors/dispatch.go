@@ -171,6 +171,7 @@ func ConsumerName(name string) string { return "deliver_" + name }
 type flight struct {
 	sends    context.Context // the sends' parent; cancelled when the grace is over
 	stopping chan struct{}   // closed when Run stops taking notifications
+	lost     chan error      // a consumer was deleted under Run
 
 	mu      sync.Mutex
 	stopped bool // set with stopping; guards wg.Add against wg.Wait
@@ -209,7 +210,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	sends, cancelSends := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelSends()
-	f := &flight{sends: sends, stopping: make(chan struct{})}
+	f := &flight{sends: sends, stopping: make(chan struct{}), lost: make(chan error, 1)}
 	var ccs []jetstream.ConsumeContext
 	var startErr error
 	for _, name := range d.reg.Names() {
@@ -221,7 +222,15 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		ccs = append(ccs, cc)
 	}
 	if startErr == nil {
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case err := <-f.lost:
+			// A connector's durable consumer was deleted: its notifications
+			// would pile up unsent. Stop and say so (serve stops; a restart
+			// recreates the consumer).
+			startErr = fmt.Errorf("connectors: %w", err)
+			d.log.Error("delivery consumer lost; stopping", zap.Error(err))
+		}
 	}
 	d.shutdown(f, ccs, cancelSends)
 	if startErr != nil && ctx.Err() == nil {
@@ -300,9 +309,14 @@ func (d *Dispatcher) consume(ctx context.Context, f *flight, name string, c Conn
 			d.deliver(f.sends, log, name, c, m)
 		}()
 	}, jetstream.PullMaxMessages(1), jetstream.PullHeartbeat(time.Second), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		if !errors.Is(err, jetstream.ErrConsumerDeleted) {
-			log.Debug("consume", zap.Error(err))
+		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			select {
+			case f.lost <- fmt.Errorf("consumer %s lost: %w", ConsumerName(name), err):
+			default:
+			}
+			return
 		}
+		log.Debug("consume", zap.Error(err))
 	}))
 }
 

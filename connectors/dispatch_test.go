@@ -992,3 +992,34 @@ func TestDispatcherConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// A dispatcher whose consumer is deleted under it returns an error instead
+// of leaving that connector's notifications unsent.
+func TestDispatcherStopsWhenItsConsumerIsDeleted(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	d := connectors.NewDispatcher(b, connectors.Registry{"rec": &fake{fn: func(context.Context, connectors.Notification, int) error { return nil }}}, connectors.DispatcherConfig{}, nil)
+	errc := make(chan error, 1)
+	go func() { errc <- d.Run(t.Context()) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := b.JetStream().Consumer(t.Context(), bus.StreamDeliveries, connectors.ConsumerName("rec")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("consumer never created")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := b.JetStream().DeleteConsumer(t.Context(), bus.StreamDeliveries, connectors.ConsumerName("rec")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "lost") {
+			t.Fatalf("Run = %v, want a consumer lost error", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run went on after its consumer was deleted")
+	}
+}
