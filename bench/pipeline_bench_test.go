@@ -172,9 +172,10 @@ func baselineStreams(b *testing.B, bb *bus.Bus) jetstream.KeyValue {
 }
 
 // startSameWrites is the raw-JetStream path with the pipeline's writes:
-// per request 8 persisted writes (request, run claim create, delivery,
-// event, run claim update, send claim create, send claim settle, delivered
-// event), 1 KV read and 2 double-acks, over the same two consumer hops.
+// per request 9 persisted writes (request, run claim create, run claim
+// checkpoint, delivery, event, run claim settle, send claim create, send
+// claim settle, delivered event), 1 KV read and 2 double-acks, over the same
+// two consumer hops.
 func startSameWrites(b *testing.B, bb *bus.Bus, mark func(int)) func(context.Context, int) error {
 	kv := baselineStreams(b, bb)
 	js := bb.JetStream()
@@ -192,6 +193,9 @@ func startSameWrites(b *testing.B, bb *bus.Bus, mark func(int)) func(context.Con
 		}
 		rev, err := kv.Create(ctx, key, payload[:100])
 		if err != nil {
+			return err
+		}
+		if rev, err = kv.Update(ctx, key, payload, rev); err != nil { // the checkpoint
 			return err
 		}
 		dm := &nats.Msg{Subject: "bench.delivery.bench", Data: payload, Header: nats.Header{}}
