@@ -133,3 +133,18 @@ func printJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// show returns what prints a command's result: as JSON with --json, else
+// with pretty. Use it as show(e, *asJSON, printX)(client.Call(ctx)).
+func show[T any](e *env, asJSON bool, pretty func(io.Writer, T)) func(T, error) error {
+	return func(v T, err error) error {
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return printJSON(e.stdout, v)
+		}
+		pretty(e.stdout, v)
+		return nil
+	}
+}

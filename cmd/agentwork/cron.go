@@ -56,27 +56,11 @@ func cmdCron(ctx context.Context, e *env, args []string) error {
 	case "list":
 		needID = false
 		run = func(c *cron.Client, _ []string) error {
-			list, err := c.List(ctx)
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return printJSON(e.stdout, list)
-			}
-			cronPrintJobs(e.stdout, list)
-			return nil
+			return show(e, *asJSON, cronPrintJobs)(c.List(ctx))
 		}
 	case "show":
 		run = func(c *cron.Client, pos []string) error {
-			st, err := c.Get(ctx, pos[0])
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return printJSON(e.stdout, st)
-			}
-			cronPrintJob(e.stdout, st)
-			return nil
+			return show(e, *asJSON, cronPrintJob)(c.Get(ctx, pos[0]))
 		}
 	case "add":
 		needID = false
@@ -147,15 +131,7 @@ func cmdCron(ctx context.Context, e *env, args []string) error {
 	case "history":
 		limit := fs.Int("limit", cron.DefaultHistoryLimit, "how many entries")
 		run = func(c *cron.Client, pos []string) error {
-			h, err := c.History(ctx, pos[0], *limit)
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return printJSON(e.stdout, h)
-			}
-			cronPrintHistory(e.stdout, h)
-			return nil
+			return show(e, *asJSON, cronPrintHistory)(c.History(ctx, pos[0], *limit))
 		}
 	default:
 		fmt.Fprintln(e.stderr, cronUsage)

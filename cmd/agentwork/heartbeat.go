@@ -48,15 +48,7 @@ func cmdHeartbeat(ctx context.Context, e *env, args []string) error {
 	switch verb {
 	case "status":
 		run = func(ctx context.Context, _ *bus.Bus, c *heartbeat.Client) error {
-			st, err := c.Status(ctx)
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return printJSON(e.stdout, st)
-			}
-			hbPrintStatus(e.stdout, st)
-			return nil
+			return show(e, *asJSON, hbPrintStatus)(c.Status(ctx))
 		}
 	case "wake":
 		wait := fs.Bool("wait", false, "wait for the run's outcome and print it")
