@@ -23,15 +23,14 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentwork/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/agentwork/model/internal/fakeserver"
 )
 
 // DefaultKey is the API key a new Server expects; see SetKey.
@@ -115,80 +114,52 @@ type Server struct {
 	// URL is the API root to use as model.base_url (no /v1).
 	URL string
 
-	t    testing.TB
-	srv  *httptest.Server
-	done chan struct{}
-
-	mu    sync.Mutex
-	key   string
-	queue []Response
-	reqs  []Request
-	n     int
+	fs *fakeserver.Server[Request, Response]
 }
 
 // New starts a fake that expects DefaultKey. It is closed when the test ends.
 func New(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{t: t, key: DefaultKey, done: make(chan struct{})}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	s.URL = s.srv.URL
-	t.Cleanup(s.srv.Close)
-	t.Cleanup(func() { close(s.done) }) // runs first: releases hanging handlers
+	s := &Server{}
+	s.fs = fakeserver.New[Request, Response](t, "anthropicfake", DefaultKey, http.HandlerFunc(s.serve))
+	s.URL = s.fs.URL
 	return s
 }
 
 // SetKey sets the API key the server expects as x-api-key; "" accepts any
 // request, as local servers do.
-func (s *Server) SetKey(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.key = key
-}
+func (s *Server) SetKey(key string) { s.fs.SetKey(key) }
 
 // Config returns a model config for this server: provider anthropic,
 // base_url URL, model DefaultModel and the expected key.
 func (s *Server) Config() model.Config {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return model.Config{Provider: "anthropic", BaseURL: s.URL, Model: DefaultModel, APIKey: s.key}
+	return model.Config{Provider: "anthropic", BaseURL: s.URL, Model: DefaultModel, APIKey: s.fs.Key()}
 }
 
 // Enqueue appends responses; each request takes the next one. It fails the
 // test if a tool call's arguments are not a JSON object, which the real API
 // cannot send.
 func (s *Server) Enqueue(rs ...Response) {
-	s.t.Helper()
+	s.fs.T().Helper()
 	for _, r := range rs {
 		for _, tc := range r.Reply.ToolCalls {
 			var obj map[string]json.RawMessage
 			if strings.TrimSpace(tc.Arguments) != "" && (json.Unmarshal([]byte(tc.Arguments), &obj) != nil || obj == nil) {
-				s.t.Fatalf("anthropicfake: tool call %s: arguments %q are not a JSON object", tc.Name, tc.Arguments)
+				s.fs.T().Fatalf("anthropicfake: tool call %s: arguments %q are not a JSON object", tc.Name, tc.Arguments)
 			}
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.queue = append(s.queue, rs...)
+	s.fs.Enqueue(rs...)
 }
 
 // Pending returns how many queued responses were not used yet.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.queue)
-}
+func (s *Server) Pending() int { return s.fs.Pending() }
 
 // Requests returns the requests received so far, in arrival order.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.reqs...)
-}
+func (s *Server) Requests() []Request { return s.fs.Requests() }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	var body bytes.Buffer
-	_, _ = body.ReadFrom(http.MaxBytesReader(w, r.Body, 32<<20))
-	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body.Bytes()}
+	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: fakeserver.Body(w, r)}
 	var wire messagesRequest
 	jsonErr := json.Unmarshal(req.Body, &wire)
 	if jsonErr == nil {
@@ -196,11 +167,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		req.Conversation = wire.conversation()
 	}
 
-	s.mu.Lock()
-	s.reqs = append(s.reqs, req)
-	s.n++
-	n, key := s.n, s.key
-	s.mu.Unlock()
+	n, key := s.fs.Record(req)
 
 	w.Header().Set("request-id", fmt.Sprintf("req_fake%d", n))
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
@@ -230,20 +197,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	s.mu.Lock()
-	if len(s.queue) == 0 {
-		s.mu.Unlock()
-		s.t.Errorf("anthropicfake: request %d: no response queued", n)
+	resp, ok := s.fs.Next(n)
+	if !ok {
 		writeError(w, http.StatusInternalServerError, "api_error", "anthropicfake: no response queued")
 		return
 	}
-	resp := s.queue[0]
-	s.queue = s.queue[1:]
-	s.mu.Unlock()
 
 	if resp.Check != nil {
 		if err := resp.Check(req); err != nil {
-			s.t.Errorf("anthropicfake: request %d: %v", n, err)
+			s.fs.Fail(n, err)
 			writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 			return
 		}
@@ -252,36 +214,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) respond(w http.ResponseWriter, r *http.Request, n int, reqModel string, resp Response) {
-	switch {
-	case resp.Hang:
-		select {
-		case <-r.Context().Done():
-		case <-s.done:
-		}
+	raw := fakeserver.Raw{Hang: resp.Hang, Disconnect: resp.Disconnect, Header: resp.Header, Body: resp.Body, Status: resp.Status}
+	if s.fs.Respond(w, r, raw) {
 		return
-	case resp.Disconnect:
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				_ = conn.Close()
-				return
-			}
-		}
-		panic(http.ErrAbortHandler)
-	}
-	for k, vs := range resp.Header {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
 	}
 	switch {
-	case resp.Body != "":
-		status := resp.Status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte(resp.Body))
 	case resp.Status >= 400:
 		typ := resp.Type
 		if typ == "" {
@@ -289,7 +226,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, n int, reqModel
 		}
 		writeError(w, resp.Status, typ, resp.Message)
 	default:
-		writeJSON(w, http.StatusOK, messageBody(n, reqModel, resp))
+		fakeserver.WriteJSON(w, http.StatusOK, messageBody(n, reqModel, resp))
 	}
 }
 
@@ -367,22 +304,11 @@ func defaultType(status int) string {
 }
 
 func writeError(w http.ResponseWriter, status int, typ, message string) {
-	writeJSON(w, status, map[string]any{
+	fakeserver.WriteJSON(w, status, map[string]any{
 		"type":       "error",
 		"error":      map[string]any{"type": typ, "message": message},
 		"request_id": w.Header().Get("request-id"),
 	})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
 }
 
 func derefInt(p *int) int {

@@ -21,15 +21,14 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentwork/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/agentwork/model/internal/fakeserver"
 )
 
 // DefaultKey is the API key a new Server expects; see SetKey.
@@ -113,69 +112,39 @@ type Server struct {
 	// URL is the API root to use as model.base_url (ends in /v1).
 	URL string
 
-	t    testing.TB
-	srv  *httptest.Server
-	done chan struct{}
-
-	mu    sync.Mutex
-	key   string
-	queue []Response
-	reqs  []Request
-	n     int
+	fs *fakeserver.Server[Request, Response]
 }
 
 // New starts a fake that expects DefaultKey. It is closed when the test ends.
 func New(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{t: t, key: DefaultKey, done: make(chan struct{})}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	s.URL = s.srv.URL + "/v1"
-	t.Cleanup(s.srv.Close)
-	t.Cleanup(func() { close(s.done) }) // runs first: releases hanging handlers
+	s := &Server{}
+	s.fs = fakeserver.New[Request, Response](t, "openaifake", DefaultKey, http.HandlerFunc(s.serve))
+	s.URL = s.fs.URL + "/v1"
 	return s
 }
 
 // SetKey sets the API key the server expects as "Authorization: Bearer";
 // "" accepts any request, as local servers do.
-func (s *Server) SetKey(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.key = key
-}
+func (s *Server) SetKey(key string) { s.fs.SetKey(key) }
 
 // Config returns a model config for this server: provider openai, base_url
 // URL, model DefaultModel and the expected key.
 func (s *Server) Config() model.Config {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return model.Config{Provider: "openai", BaseURL: s.URL, Model: DefaultModel, APIKey: s.key}
+	return model.Config{Provider: "openai", BaseURL: s.URL, Model: DefaultModel, APIKey: s.fs.Key()}
 }
 
 // Enqueue appends responses; each request takes the next one.
-func (s *Server) Enqueue(rs ...Response) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.queue = append(s.queue, rs...)
-}
+func (s *Server) Enqueue(rs ...Response) { s.fs.Enqueue(rs...) }
 
 // Pending returns how many queued responses were not used yet.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.queue)
-}
+func (s *Server) Pending() int { return s.fs.Pending() }
 
 // Requests returns the requests received so far, in arrival order.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.reqs...)
-}
+func (s *Server) Requests() []Request { return s.fs.Requests() }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	var body bytes.Buffer
-	_, _ = body.ReadFrom(http.MaxBytesReader(w, r.Body, 32<<20))
-	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body.Bytes()}
+	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: fakeserver.Body(w, r)}
 	var wire chatRequest
 	jsonErr := json.Unmarshal(req.Body, &wire)
 	if jsonErr == nil {
@@ -184,11 +153,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		req.Conversation = wire.conversation()
 	}
 
-	s.mu.Lock()
-	s.reqs = append(s.reqs, req)
-	s.n++
-	n, key := s.n, s.key
-	s.mu.Unlock()
+	n, key := s.fs.Record(req)
 
 	w.Header().Set("x-request-id", fmt.Sprintf("req_fake%d", n))
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
@@ -214,20 +179,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	s.mu.Lock()
-	if len(s.queue) == 0 {
-		s.mu.Unlock()
-		s.t.Errorf("openaifake: request %d: no response queued", n)
+	resp, ok := s.fs.Next(n)
+	if !ok {
 		writeError(w, http.StatusInternalServerError, "openaifake: no response queued", "server_error", "")
 		return
 	}
-	resp := s.queue[0]
-	s.queue = s.queue[1:]
-	s.mu.Unlock()
 
 	if resp.Check != nil {
 		if err := resp.Check(req); err != nil {
-			s.t.Errorf("openaifake: request %d: %v", n, err)
+			s.fs.Fail(n, err)
 			writeError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", "")
 			return
 		}
@@ -236,36 +196,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) respond(w http.ResponseWriter, r *http.Request, n int, reqModel string, resp Response) {
-	switch {
-	case resp.Hang:
-		select {
-		case <-r.Context().Done():
-		case <-s.done:
-		}
+	raw := fakeserver.Raw{Hang: resp.Hang, Disconnect: resp.Disconnect, Header: resp.Header, Body: resp.Body, Status: resp.Status}
+	if s.fs.Respond(w, r, raw) {
 		return
-	case resp.Disconnect:
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				_ = conn.Close()
-				return
-			}
-		}
-		panic(http.ErrAbortHandler)
-	}
-	for k, vs := range resp.Header {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
 	}
 	switch {
-	case resp.Body != "":
-		status := resp.Status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte(resp.Body))
 	case resp.Status >= 400:
 		typ, code := resp.Type, resp.Code
 		if typ == "" {
@@ -273,7 +208,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, n int, reqModel
 		}
 		writeError(w, resp.Status, resp.Message, typ, code)
 	default:
-		writeJSON(w, http.StatusOK, completion(n, reqModel, resp))
+		fakeserver.WriteJSON(w, http.StatusOK, completion(n, reqModel, resp))
 	}
 }
 
@@ -351,18 +286,7 @@ func writeError(w http.ResponseWriter, status int, message, typ, code string) {
 	if code != "" {
 		c = code
 	}
-	writeJSON(w, status, map[string]any{"error": map[string]any{"message": message, "type": typ, "param": nil, "code": c}})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	fakeserver.WriteJSON(w, status, map[string]any{"error": map[string]any{"message": message, "type": typ, "param": nil, "code": c}})
 }
 
 // mask shows a key the way OpenAI does in its 401 message.
