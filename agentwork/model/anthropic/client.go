@@ -1,11 +1,9 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/agentwork/model/internal/httpcall"
 )
 
 // DefaultBaseURL is the API root used when model.base_url is empty. Like the
@@ -22,11 +21,6 @@ const DefaultBaseURL = "https://api.anthropic.com"
 
 // Version is the anthropic-version header sent with every request.
 const Version = "2023-06-01"
-
-const (
-	maxReplyBytes = 8 << 20  // a message larger than this is refused
-	maxErrorBytes = 64 << 10 // how much of an error body is read
-)
 
 // Client calls an Anthropic Messages endpoint. It is safe for concurrent use.
 type Client struct {
@@ -78,20 +72,9 @@ func WithLogger(l *zap.Logger) Option {
 // /v1/v1/messages). Anthropic takes temperatures from 0 to 1 only. New does
 // no I/O.
 func New(cfg model.Config, opts ...Option) (*Client, error) {
-	switch cfg.Provider {
-	case "", "anthropic":
-	default:
-		return nil, fmt.Errorf("anthropic: model.provider is %q, want anthropic", cfg.Provider)
-	}
-	cfg.Provider = "anthropic"
-	if cfg.BaseURL == "" {
-		cfg.BaseURL = DefaultBaseURL
-	}
-	// A key read from a file or an env var often ends in a newline.
-	cfg.APIKey = strings.TrimSpace(cfg.APIKey)
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("anthropic: %w", err)
+	cfg, err := httpcall.Config("anthropic", DefaultBaseURL, cfg)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Temperature != nil && *cfg.Temperature > 1 {
 		return nil, fmt.Errorf("anthropic: model.temperature: %g is out of range for Anthropic (want 0-1)", *cfg.Temperature)
@@ -133,67 +116,44 @@ func (c *Client) Complete(ctx context.Context, req model.Request) (model.Reply, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return model.Reply{}, &model.Error{Class: model.ClassPermanent, Message: fmt.Sprintf("anthropic: cannot build a request for %s; check model.base_url", c.where)}
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
-	hreq.Header.Set("User-Agent", "agentwork")
-	hreq.Header.Set("anthropic-version", Version)
+	headers := map[string]string{"anthropic-version": Version}
 	if c.cfg.APIKey != "" {
-		hreq.Header.Set("x-api-key", c.cfg.APIKey)
+		headers["x-api-key"] = c.cfg.APIKey
 	}
-	for k, v := range c.cfg.Headers {
-		hreq.Header.Set(k, v)
+	hreq, err := httpcall.NewRequest(ctx, c.errs(), c.endpoint, body, headers, c.cfg.Headers)
+	if err != nil {
+		return model.Reply{}, err
 	}
 
 	start := time.Now()
 	reply, status, err := c.do(ctx, hreq)
-	log := c.log.With(zap.String("provider", "anthropic"), zap.String("model", c.cfg.Model),
-		zap.Int("status", status), zap.Duration("duration", time.Since(start)))
+	httpcall.Log(c.log, "anthropic", c.cfg.Model, status, time.Since(start), reply, err)
 	if err != nil {
-		log.Debug("model call failed", zap.String("class", string(model.Classify(err))), zap.Error(err))
 		return model.Reply{}, err
 	}
-	log.Debug("model call", zap.Int("input_tokens", reply.Usage.InputTokens),
-		zap.Int("output_tokens", reply.Usage.OutputTokens), zap.Int("tool_calls", len(reply.ToolCalls)))
 	return reply, nil
 }
 
 func (c *Client) do(ctx context.Context, hreq *http.Request) (model.Reply, int, error) {
-	resp, err := c.hc.Do(hreq)
+	resp, err := httpcall.Do(ctx, c.errs(), c.hc, hreq)
 	if err != nil {
-		return model.Reply{}, 0, c.transportError(ctx, err, false)
+		return model.Reply{}, resp.Status, err
 	}
-	defer func() {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBytes))
-		_ = resp.Body.Close()
-	}()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
-		return model.Reply{}, resp.StatusCode, c.statusError(resp.StatusCode, "", resp.Header, b)
+	if !resp.OK() {
+		return model.Reply{}, resp.Status, c.statusError(resp.Status, "", resp.Header, resp.Body)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes+1))
-	if err != nil {
-		return model.Reply{}, resp.StatusCode, c.transportError(ctx, err, true)
-	}
-	if len(b) > maxReplyBytes {
-		return model.Reply{}, resp.StatusCode, &model.Error{Class: model.ClassPermanent, Status: resp.StatusCode,
-			Message: fmt.Sprintf("anthropic: reply from %s is larger than %d MiB; lower model.max_tokens", c.where, maxReplyBytes>>20)}
-	}
-	reply, err := decodeReply(b)
+	reply, err := decodeReply(resp.Body)
 	if err != nil {
 		var se *serverError
 		if errors.As(err, &se) {
-			return model.Reply{}, resp.StatusCode, c.statusError(resp.StatusCode, se.typ, resp.Header, b)
+			return model.Reply{}, resp.Status, c.statusError(resp.Status, se.typ, resp.Header, resp.Body)
 		}
-		return model.Reply{}, resp.StatusCode, &model.Error{Class: model.ClassPermanent, Status: resp.StatusCode,
+		return model.Reply{}, resp.Status, &model.Error{Class: model.ClassPermanent, Status: resp.Status,
 			Message: fmt.Sprintf("anthropic: reply from %s is not a message (is model.base_url an Anthropic Messages API root, e.g. https://api.anthropic.com?)", c.where),
 			Err:     err}
 	}
 	if reply.Model == "" {
 		reply.Model = c.cfg.Model
 	}
-	return reply, resp.StatusCode, nil
+	return reply, resp.Status, nil
 }

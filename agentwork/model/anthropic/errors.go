@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -53,12 +52,6 @@ func (c *Client) statusError(status int, errType string, h http.Header, body []b
 		status = s
 	}
 	return c.errs().StatusError(status, h, body)
-}
-
-// transportError classifies a failure to get a whole reply; reading says
-// whether the reply had begun.
-func (c *Client) transportError(ctx context.Context, err error, reading bool) *model.Error {
-	return c.errs().TransportError(ctx, err, reading)
 }
 
 // rateLimitReset returns the wait until the latest of Anthropic's exhausted

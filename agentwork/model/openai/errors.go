@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -42,12 +41,6 @@ func (c *Client) statusError(status int, h http.Header, body []byte) *model.Erro
 		return ep.Error(status, model.ClassPermanent, ep.Hint(http.StatusPaymentRequired), h, body)
 	}
 	return ep.StatusError(status, h, body)
-}
-
-// transportError classifies a failure to get a whole reply; reading says
-// whether the reply had begun.
-func (c *Client) transportError(ctx context.Context, err error, reading bool) *model.Error {
-	return c.errs().TransportError(ctx, err, reading)
 }
 
 // rateLimitReset returns the wait until the later of OpenAI's exhausted
