@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
@@ -719,6 +720,13 @@ func (r *Runner) gateFailed(ctx context.Context, log *zap.Logger, run *Run, pol 
 	if ctx.Err() != nil {
 		return "", 0, false
 	}
+	if busUnreachable(err) {
+		// The bus itself is unreachable: the request is safe in its stream,
+		// so wait for the bus without spending attempts, however long the
+		// outage lasts, instead of failing work that will run fine later.
+		log.Warn("bus unreachable; will retry", zap.Duration("retry_in", r.cfg.Backoff[0]), zap.Error(err))
+		return "", r.cfg.Backoff[0], false
+	}
 	if run.Attempt < r.cfg.MaxAttempts {
 		delay := r.cfg.Backoff[min(run.Attempt-1, len(r.cfg.Backoff)-1)]
 		log.Warn("run could not go on; will retry", zap.Int("attempt", run.Attempt), zap.Duration("retry_in", delay), zap.Error(err))
@@ -781,6 +789,21 @@ func (r *Runner) failWithAlert(ctx context.Context, run *Run, pol Policy, class 
 		}
 	}
 	return out
+}
+
+// busUnreachable reports whether err says the NATS server or JetStream did
+// not answer (as opposed to answering with an error, which may be lasting).
+func busUnreachable(err error) bool {
+	for _, target := range []error{
+		nats.ErrTimeout, nats.ErrConnectionClosed, nats.ErrDisconnected, nats.ErrNoResponders,
+		nats.ErrConnectionDraining, nats.ErrConnectionReconnecting, context.DeadlineExceeded,
+		jetstream.ErrNoStreamResponse, jetstream.ErrStreamNotFound, jetstream.ErrBucketNotFound,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 // firstAlert reports whether this failure should alert: the first failure

@@ -1469,3 +1469,29 @@ func TestRunStopsWhenItsConsumerIsDeleted(t *testing.T) {
 		t.Fatal("Run went on after its consumer was deleted")
 	}
 }
+
+// A gate whose bus lookups time out (an outage) does not use up the run's
+// attempts: the request waits for the bus and then runs.
+func TestBusOutageInAGateWaitsInsteadOfFailing(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watchEvents(t, b)
+	var checks atomic.Int64
+	gate := agentwork.InputGateFunc(func(context.Context, *agentwork.Run) error {
+		if checks.Add(1) <= 6 { // twice MaxAttempts
+			return fmt.Errorf("read state: %w", nats.ErrTimeout)
+		}
+		return nil
+	})
+	calls, p := scripted(t, script.Config{})
+	stop := startRunner(t, b, p, testConfig(), map[string]agentwork.Policy{"task": {Input: []agentwork.InputGate{gate}}})
+	publish(t, b, agentwork.Request{Source: "task", Name: "outage", Prompt: "go"})
+	ev := events.runEvents(1)[0]
+	stop()
+	if ev.Run.Outcome != bus.OutcomeDone || ev.Run.Attempt != 1 {
+		t.Fatalf("event = %s attempt %d (%s), want done at attempt 1 after the outage", ev.Run.Outcome, ev.Run.Attempt, ev.Run.Error)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("model calls = %d, want 1", n)
+	}
+}
