@@ -168,11 +168,12 @@ func mustJSON(v any) []byte {
 // request over after our lease lapsed; the run finishes anyway and its
 // settle records the outcome.
 type heldClaim struct {
-	mu   sync.Mutex
-	c    claim
-	once sync.Once
-	stop chan struct{}
-	done chan struct{}
+	mu     sync.Mutex
+	c      claim
+	isLost bool // a renewal found another owner
+	once   sync.Once
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 func (r *Runner) holdClaim(ctx context.Context, requestID string, c claim, lease time.Duration) *heldClaim {
@@ -191,6 +192,7 @@ func (r *Runner) holdClaim(ctx context.Context, requestID string, c claim, lease
 			if next, err := r.renewClaim(ctx, requestID, h.c, lease); err == nil {
 				h.c = next
 			} else {
+				h.isLost = h.isLost || errors.Is(err, errClaimLost)
 				r.log.Warn("run claim not renewed", zap.String("request", requestID), zap.Error(err))
 			}
 			h.mu.Unlock()
@@ -215,17 +217,33 @@ func (h *heldClaim) save(ctx context.Context, r *Runner, requestID string, cp *c
 	next.Checkpoint = cp
 	next, err := r.renewClaim(ctx, requestID, next, lease)
 	if err != nil {
+		h.isLost = h.isLost || errors.Is(err, errClaimLost)
 		return err
 	}
 	h.c = next
 	return nil
 }
 
-// keep sets cp in the claim without writing it: the settle writes it.
-func (h *heldClaim) keep(cp *checkpoint) {
+// keepResult records the run's result in a fresh checkpoint without writing
+// it (the settle writes it). The notice of an earlier checkpoint is kept
+// only if res is that checkpoint's own result: a done notice must not ride
+// along with an error result.
+func (h *heldClaim) keepResult(res *Result) {
 	h.mu.Lock()
-	h.c.Checkpoint = cp
-	h.mu.Unlock()
+	defer h.mu.Unlock()
+	next := &checkpoint{Result: res}
+	if old := h.c.Checkpoint; old != nil && old.Result == res {
+		next.Notice, next.Targets = old.Notice, old.Targets
+	}
+	h.c.Checkpoint = next
+}
+
+// lost reports whether a renewal found the claim taken over by another
+// instance.
+func (h *heldClaim) lost() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.isLost
 }
 
 // release stops the renewals and returns the claim as last written.
@@ -263,6 +281,9 @@ func RunAlive(ctx context.Context, b *bus.Bus, requestID string) (bool, error) {
 	return c.State == claimRunning && time.Now().Before(c.Expires), nil
 }
 
+// errClaimLost: another instance holds the claim now.
+var errClaimLost = errors.New("claim taken over")
+
 // renewClaim extends c by lease with a CAS write. If the write conflicts,
 // it may have landed with its reply lost: when the stored claim is still
 // this run's, its revision is adopted and the renewal tried once more.
@@ -279,7 +300,7 @@ func (r *Runner) renewClaim(ctx context.Context, requestID string, c claim, leas
 		}
 		var cur claim
 		if json.Unmarshal(e.Value(), &cur) != nil || cur.State != claimRunning || cur.RunID != c.RunID || cur.Owner != c.Owner {
-			return c, fmt.Errorf("claim taken over by %s: %w", cur.Owner, err)
+			return c, fmt.Errorf("%w by %s", errClaimLost, cur.Owner)
 		}
 		c.rev = e.Revision()
 		rev, err = kv.Update(ctx, key, mustJSON(c), c.rev)

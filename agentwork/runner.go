@@ -261,6 +261,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		// stop: serve then stops, and a restart recreates it.
 		runErr = fmt.Errorf("runner: consumer %s lost: %w", ConsumerName, err)
 		r.log.Error("request consumer lost; stopping", zap.Error(err))
+	case <-cc.Closed():
+		// Consume stopped by itself (a bad request, a closed connection).
+		runErr = fmt.Errorf("runner: consumer %s stopped unexpectedly", ConsumerName)
+		r.log.Error("request consumer stopped; stopping", zap.Error(runErr))
 	}
 	r.consuming.Store(false)
 	close(stopping)
@@ -381,8 +385,9 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 	run := &Run{ID: cr.claim.RunID, Request: req, Envelope: ev, Attempt: cr.claim.Attempts, Started: r.now()}
 	run.Targets = r.targetsFor(req, pol)
 	held := r.holdClaim(ctx, req.ID, cr.claim, lease)
-	if run.Attempt > r.cfg.MaxAttempts {
-		// Only takeovers get here: the request's runs kept dying with their
+	if run.Attempt > r.cfg.MaxAttempts && cr.claim.Checkpoint == nil {
+		// Only takeovers get here (a run with a checkpoint only re-queues and
+		// emits what it decided, which calls no model: it may go on): the request's runs kept dying with their
 		// instance. Stop, say so, and do not take the next instance down.
 		out := r.failWithAlert(ctx, run, pol, model.ClassPermanent,
 			fmt.Errorf("the run was interrupted %d times (its instance stopped or crashed each time); giving up", run.Attempt-1))
@@ -421,12 +426,7 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 		// The run ended but its event did not get out (the events stream is
 		// unavailable). Keep the result and put the request back: the next
 		// delivery only emits the event (same id, so stored once).
-		cp := held.checkpoint()
-		if cp == nil {
-			cp = &checkpoint{}
-		}
-		cp.Result = run.Result
-		held.keep(cp)
+		held.keepResult(run.Result)
 		log.Warn("run event not published; will emit it again", zap.Error(run.emitErr))
 		retry, spent = eventRetry, false
 	}
@@ -551,7 +551,11 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 		}
 		cp := &checkpoint{Result: res, Notice: run.Notice, Targets: run.Targets}
 		if err := held.save(ctx, r, run.Request.ID, cp, lease); err != nil {
-			r.releaseDedup(ctx, run)
+			if !held.lost() {
+				// Another instance that took the run over (same run id)
+				// may own this key now: only release what is still ours.
+				r.releaseDedup(ctx, run)
+			}
 			return r.gateFailed(ctx, log, run, pol, fmt.Errorf("checkpoint: %w", err))
 		}
 	}
@@ -720,10 +724,12 @@ func (r *Runner) gateFailed(ctx context.Context, log *zap.Logger, run *Run, pol 
 	if ctx.Err() != nil {
 		return "", 0, false
 	}
-	if busUnreachable(err) {
-		// The bus itself is unreachable: the request is safe in its stream,
-		// so wait for the bus without spending attempts, however long the
-		// outage lasts, instead of failing work that will run fine later.
+	if busUnreachable(err) && r.bus.Ready(ctx) != nil {
+		// The bus itself does not answer (and a readiness ping agrees): the
+		// request is safe in its stream, so wait for the bus without
+		// spending attempts, however long the outage lasts, instead of
+		// failing work that will run fine later. Errors the bus answers
+		// with, and timeouts while it answers pings, count attempts.
 		log.Warn("bus unreachable; will retry", zap.Duration("retry_in", r.cfg.Backoff[0]), zap.Error(err))
 		return "", r.cfg.Backoff[0], false
 	}
@@ -791,13 +797,13 @@ func (r *Runner) failWithAlert(ctx context.Context, run *Run, pol Policy, class 
 	return out
 }
 
-// busUnreachable reports whether err says the NATS server or JetStream did
-// not answer (as opposed to answering with an error, which may be lasting).
+// busUnreachable reports whether err is a NATS connectivity error: the
+// server did not answer (as opposed to answering with an error, which may
+// be lasting, like a deleted stream).
 func busUnreachable(err error) bool {
 	for _, target := range []error{
 		nats.ErrTimeout, nats.ErrConnectionClosed, nats.ErrDisconnected, nats.ErrNoResponders,
-		nats.ErrConnectionDraining, nats.ErrConnectionReconnecting, context.DeadlineExceeded,
-		jetstream.ErrNoStreamResponse, jetstream.ErrStreamNotFound, jetstream.ErrBucketNotFound,
+		nats.ErrConnectionDraining, nats.ErrConnectionReconnecting,
 	} {
 		if errors.Is(err, target) {
 			return true

@@ -2,6 +2,7 @@ package agentwork_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -1470,28 +1471,69 @@ func TestRunStopsWhenItsConsumerIsDeleted(t *testing.T) {
 	}
 }
 
-// A gate whose bus lookups time out (an outage) does not use up the run's
-// attempts: the request waits for the bus and then runs.
-func TestBusOutageInAGateWaitsInsteadOfFailing(t *testing.T) {
+// A gate whose lookups time out while the bus answers pings is not an
+// outage: the attempts are spent and the run ends with one error event,
+// never a silent loop.
+func TestGateTimeoutsWhileTheBusAnswersSpendAttempts(t *testing.T) {
+	t.Parallel()
+	for _, gerr := range []error{nats.ErrTimeout, context.DeadlineExceeded, jetstream.ErrBucketNotFound} {
+		t.Run(gerr.Error(), func(t *testing.T) {
+			t.Parallel()
+			b := bustest.New(t)
+			events := watchEvents(t, b)
+			var checks atomic.Int64
+			gate := agentwork.InputGateFunc(func(context.Context, *agentwork.Run) error {
+				checks.Add(1)
+				return fmt.Errorf("read state: %w", gerr)
+			})
+			calls, p := scripted(t, script.Config{})
+			stop := startRunner(t, b, p, testConfig(), map[string]agentwork.Policy{"task": {Input: []agentwork.InputGate{gate}}})
+			publish(t, b, agentwork.Request{Source: "task", Name: "slowgate", Prompt: "go"})
+			ev := events.runEvents(1)[0]
+			stop()
+			if ev.Run.Outcome != bus.OutcomeError || checks.Load() != 3 {
+				t.Fatalf("event = %s after %d checks, want one error event after 3 (max_attempts)", ev.Run.Outcome, checks.Load())
+			}
+			if n := calls.Load(); n != 0 {
+				t.Errorf("model calls = %d, want 0", n)
+			}
+		})
+	}
+}
+
+// A run that saved its checkpoint and was then interrupted at its last
+// attempt is finished from the checkpoint, not failed as a crash loop:
+// resuming calls no model.
+func TestCheckpointResumesPastTheCrashGuard(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
 	events := watchEvents(t, b)
-	var checks atomic.Int64
-	gate := agentwork.InputGateFunc(func(context.Context, *agentwork.Run) error {
-		if checks.Add(1) <= 6 { // twice MaxAttempts
-			return fmt.Errorf("read state: %w", nats.ErrTimeout)
-		}
-		return nil
-	})
 	calls, p := scripted(t, script.Config{})
-	stop := startRunner(t, b, p, testConfig(), map[string]agentwork.Policy{"task": {Input: []agentwork.InputGate{gate}}})
-	publish(t, b, agentwork.Request{Source: "task", Name: "outage", Prompt: "go"})
-	ev := events.runEvents(1)[0]
-	stop()
-	if ev.Run.Outcome != bus.OutcomeDone || ev.Run.Attempt != 1 {
-		t.Fatalf("event = %s attempt %d (%s), want done at attempt 1 after the outage", ev.Run.Outcome, ev.Run.Attempt, ev.Run.Error)
+	id := bus.NewID()
+	runID := bus.NewID()
+	res := agentwork.Result{Source: "task", Name: "cp", Outcome: bus.OutcomeDone, Text: "saved text", Targets: []string{"rec"}, NotificationIDs: []string{runID + ".rec"}, Attempt: 3}
+	raw, _ := json.Marshal(map[string]any{
+		"state": "running", "run_id": runID, "owner": "gone", "expires": time.Now().Add(-time.Second), "attempts": 3,
+		"checkpoint": map[string]any{"result": res, "notice": map[string]any{"Text": "saved text", "Urgency": "info"}, "targets": []string{"rec"}},
+	})
+	if _, err := b.Locks.Put(t.Context(), "run."+id, raw); err != nil {
+		t.Fatal(err)
 	}
-	if n := calls.Load(); n != 1 {
-		t.Errorf("model calls = %d, want 1", n)
+	stop := startRunner(t, b, p, testConfig(), map[string]agentwork.Policy{"task": {}}, agentwork.WithConnectors("rec"))
+	if _, err := agentwork.Publish(t.Context(), b, agentwork.Request{Source: "task", Name: "cp", Prompt: "go"}, agentwork.PublishOptions{EventID: id}); err != nil {
+		t.Fatal(err)
+	}
+	ev := events.runEvents(1)[0]
+	waitRequestsSettled(t, b)
+	stop()
+	if ev.Run.Outcome != bus.OutcomeDone || ev.Run.Text != "saved text" || ev.Event.RunID != runID {
+		t.Fatalf("event = %s %q run %s, want the checkpoint's done event of run %s", ev.Run.Outcome, ev.Run.Text, ev.Event.RunID, runID)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("model calls = %d, want 0 (resumed from the checkpoint)", n)
+	}
+	q := queued(t, b)
+	if len(q) != 1 || q[0].Text != "saved text" {
+		t.Errorf("queued %+v, want the saved notice once", q)
 	}
 }
