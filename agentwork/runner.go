@@ -338,8 +338,9 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 			// what it knows the request by.
 			req.ID = m.Headers().Get(jetstream.MsgIDHeader)
 		}
-		r.fail(ctx, &Run{ID: newRunID(), Request: req, Envelope: ev, Started: r.now()}, model.ClassPermanent, fmt.Errorf("malformed request: %w", err))
-		_ = m.Term()
+		run := &Run{ID: newRunID(), Request: req, Envelope: ev, Started: r.now()}
+		r.fail(ctx, run, model.ClassPermanent, fmt.Errorf("malformed request: %w", err))
+		r.termAfterEvent(m, run)
 		return
 	}
 	if _, busy := r.inflight.LoadOrStore(req.ID, struct{}{}); busy {
@@ -355,9 +356,9 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 
 	pol, ok := r.policy(req.Source)
 	if !ok {
-		r.fail(ctx, &Run{ID: newRunID(), Request: req, Envelope: ev, Started: r.now(), Attempt: 1}, model.ClassPermanent,
-			fmt.Errorf("unknown source %q: no trigger handles it", req.Source))
-		_ = m.Term()
+		run := &Run{ID: newRunID(), Request: req, Envelope: ev, Started: r.now(), Attempt: 1}
+		r.fail(ctx, run, model.ClassPermanent, fmt.Errorf("unknown source %q: no trigger handles it", req.Source))
+		r.termAfterEvent(m, run)
 		return
 	}
 	timeout := r.cfg.Timeout
@@ -391,6 +392,16 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 		// instance. Stop, say so, and do not take the next instance down.
 		out := r.failWithAlert(ctx, run, pol, model.ClassPermanent,
 			fmt.Errorf("the run was interrupted %d times (its instance stopped or crashed each time); giving up", run.Attempt-1))
+		if run.emitErr != nil {
+			// Its event did not get out: keep the result and come back to
+			// emit it (a resume calls no model, so this cannot crash again).
+			held.keepResult(run.Result)
+			if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, held.release(), claimDeferred, ""); err != nil {
+				log.Warn("release claim", zap.Error(err))
+			}
+			_ = m.NakWithDelay(eventRetry)
+			return
+		}
 		if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, held.release(), claimDone, out); err != nil {
 			log.Warn("settle claim", zap.Error(err))
 		}
@@ -457,6 +468,18 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 // request should be redelivered after that delay without an event; spent
 // then says whether the try used up one of MaxAttempts (a model or queueing
 // failure) or not (a deferral, a shutdown).
+// termAfterEvent terminates a request that can never run, once its error
+// event is stored; if the event could not be published, the request comes
+// back to emit it (its run id is derived from the request, so it is stored
+// once).
+func (r *Runner) termAfterEvent(m jetstream.Msg, run *Run) {
+	if run.emitErr != nil {
+		_ = m.NakWithDelay(eventRetry)
+		return
+	}
+	_ = m.Term()
+}
+
 // eventRetry is how soon a run whose event could not be published is
 // delivered again to emit it.
 const eventRetry = 5 * time.Second

@@ -30,7 +30,11 @@ const (
 	maxFilterValues  = 16
 	// resumeWindow is how far around a Last-Event-ID's time the stream is
 	// searched for it (clock skew between instances and the server).
-	resumeWindow  = 30 * time.Second
+	resumeWindow = 30 * time.Second
+	// resumeLate is how long after its id's time an event may be stored: a
+	// run's event carries the run's id, made when the run started, so it is
+	// stored up to the run's timeout later.
+	resumeLate    = 10 * time.Minute
 	maxResumeHeld = 1000
 )
 
@@ -237,7 +241,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, context.DeadlineExceeded):
-			if resume != nil && resume.expired(s.now()) {
+			// Caught up with the stream and the id never came by: it was
+			// stored before the scan's start or not at all (the client had
+			// it, so it cannot come later). Send what was held back.
+			if resume != nil {
 				if resume.flush(send) != nil {
 					return
 				}
@@ -303,7 +310,7 @@ func (rs *resumeState) offer(ev bus.Event, data []byte, stored time.Time, matche
 	if ev.ID == rs.id {
 		return nil, nil // found: what came before was sent before, what follows is new
 	}
-	if stored.After(rs.at.Add(resumeWindow)) || len(rs.held) >= maxResumeHeld {
+	if stored.After(rs.at.Add(resumeLate)) || len(rs.held) >= maxResumeHeld {
 		if err := rs.flush(send); err != nil {
 			return nil, err
 		}
@@ -317,9 +324,6 @@ func (rs *resumeState) offer(ev bus.Event, data []byte, stored time.Time, matche
 	}
 	return rs, nil
 }
-
-// expired reports whether the id can no longer turn up.
-func (rs *resumeState) expired(now time.Time) bool { return now.After(rs.at.Add(resumeWindow)) }
 
 func (rs *resumeState) flush(send func(bus.Event, []byte) error) error {
 	for _, h := range rs.held {
