@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/config"
 )
@@ -147,4 +149,31 @@ func show[T any](e *env, asJSON bool, pretty func(io.Writer, T)) func(T, error) 
 		pretty(e.stdout, v)
 		return nil
 	}
+}
+
+// runDetail is the one-line gist of a run's outcome for history tables: the
+// skip reason, the error, or what was sent (else the reply).
+func runDetail(r agentwork.Result) string {
+	switch r.Outcome {
+	case bus.OutcomeSkip:
+		if r.Detail != "" {
+			return r.Reason + ": " + r.Detail
+		}
+		return r.Reason
+	case bus.OutcomeError:
+		return r.Class + ": " + r.Error
+	}
+	if r.Text != "" {
+		return "sent: " + r.Text
+	}
+	return r.Reply
+}
+
+// oneLine folds white space and cuts s to n characters.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
 }

@@ -15,7 +15,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/triggers/cron"
 )
 
@@ -369,22 +368,7 @@ func cronPrintHistory(w io.Writer, h []cron.Entry) {
 		if r.Manual {
 			tick = "manual"
 		}
-		var detail string
-		switch r.Outcome {
-		case bus.OutcomeSkip:
-			detail = r.Reason
-			if r.Detail != "" {
-				detail += ": " + r.Detail
-			}
-		case bus.OutcomeError:
-			detail = r.Class + ": " + r.Error
-		default:
-			detail = r.Text
-			if detail == "" {
-				detail = r.Reply
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Time.Local().Format("2006-01-02 15:04:05"), r.Outcome, tick, cronOneLine(detail, 100))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Time.Local().Format("2006-01-02 15:04:05"), r.Outcome, tick, oneLine(runDetail(r), 100))
 	}
 	_ = tw.Flush()
 }
@@ -394,12 +378,4 @@ func cronTime(t *time.Time) string {
 		return "-"
 	}
 	return t.Local().Format("2006-01-02 15:04:05 MST")
-}
-
-func cronOneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
 }

@@ -195,9 +195,9 @@ func hbPrintStatus(w io.Writer, st heartbeat.Status) {
 		row("last run", out)
 		switch {
 		case lr.Text != "":
-			row("sent", hbOneLine(lr.Text, 200))
+			row("sent", oneLine(lr.Text, 200))
 		case lr.Detail != "":
-			row("detail", hbOneLine(lr.Detail, 200))
+			row("detail", oneLine(lr.Detail, 200))
 		}
 	} else {
 		row("last run", "none yet")
@@ -224,19 +224,7 @@ func hbPrintHistory(w io.Writer, runs []heartbeat.Entry) {
 		if r.Manual {
 			tick = "wake"
 		}
-		var detail string
-		switch r.Outcome {
-		case bus.OutcomeSkip:
-			detail = r.Reason
-			if r.Detail != "" {
-				detail += ": " + r.Detail
-			}
-		case bus.OutcomeError:
-			detail = r.Class + ": " + r.Error
-		default:
-			detail = "sent: " + r.Text
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Time.Local().Format("2006-01-02 15:04:05"), r.Outcome, tick, hbOneLine(detail, 100))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Time.Local().Format("2006-01-02 15:04:05"), r.Outcome, tick, oneLine(runDetail(r), 100))
 	}
 	_ = tw.Flush()
 }
@@ -262,12 +250,4 @@ func hbTime(t time.Time) string {
 		return ""
 	}
 	return t.Local().Format("2006-01-02 15:04:05 MST")
-}
-
-func hbOneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentwork/agentwork/agentwork"
 )
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of serve.
@@ -242,5 +244,27 @@ func TestReadyzCoversTheRunner(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestRunDetail(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   agentwork.Result
+		want string
+	}{
+		{agentwork.Result{Outcome: "skip", Reason: "missed", Detail: "down"}, "missed: down"},
+		{agentwork.Result{Outcome: "skip", Reason: "ack"}, "ack"},
+		{agentwork.Result{Outcome: "error", Class: "permanent", Error: "401"}, "permanent: 401"},
+		{agentwork.Result{Outcome: "done", Text: "disk full", Reply: "checked"}, "sent: disk full"},
+		{agentwork.Result{Outcome: "done", Reply: "checked"}, "checked"},
+	}
+	for _, tt := range tests {
+		if got := runDetail(tt.in); got != tt.want {
+			t.Errorf("runDetail(%+v) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	if got := oneLine("a\n  b "+strings.Repeat("x", 10), 5); got != "a b x…" {
+		t.Errorf("oneLine = %q, want %q", got, "a b x…")
 	}
 }
