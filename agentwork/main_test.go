@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -399,6 +400,35 @@ type claimRecord struct {
 	Expires  time.Time `json:"expires"`
 	Attempts int       `json:"attempts"`
 	Outcome  string    `json:"outcome,omitempty"`
+}
+
+// waitClaimState waits, on a KV watch, until the run claim of requestID is
+// in state (the raw JSON is matched, so fields the record type lacks do not
+// matter).
+func waitClaimState(t *testing.T, b *bus.Bus, requestID, state string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	w, err := b.Locks.Watch(ctx, "run."+requestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	want := `"state":"` + state + `"`
+	var last string
+	for {
+		select {
+		case e := <-w.Updates():
+			if e != nil && e.Operation() == jetstream.KeyValuePut {
+				last = string(e.Value())
+				if strings.Contains(last, want) {
+					return
+				}
+			}
+		case <-ctx.Done():
+			t.Fatalf("run claim of %s never reached %s (last %s)", requestID, state, last)
+		}
+	}
 }
 
 func readClaim(t *testing.T, b *bus.Bus, requestID string) claimRecord {

@@ -611,13 +611,7 @@ func TestEmitFailureDoesNotStopTheRun(t *testing.T) {
 				t.Errorf("delivered %+v, want the report of request %s", got[0], id)
 			}
 			// The request is put back with its result kept, not acked.
-			deadline := time.Now().Add(waitTimeout)
-			for readClaim(t, b, id).State != "deferred" {
-				if time.Now().After(deadline) {
-					t.Fatalf("claim = %+v, want deferred (the run put back to emit its event)", readClaim(t, b, id))
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			waitClaimState(t, b, id, "deferred")
 			select {
 			case o := <-outcomes:
 				t.Fatalf("the run ended (%s) while its event could not be stored", o)
@@ -1407,17 +1401,7 @@ func TestPartialQueueingRetriesTheSameNotice(t *testing.T) {
 	events := watchEvents(t, b)
 	stop := startRunner(t, b, p, testConfig(), map[string]agentwork.Policy{"task": {Targets: []string{"a", "b"}}}, agentwork.WithConnectors("a", "b"))
 	id := publish(t, b, agentwork.Request{Source: "task", Name: "disk", Prompt: "check"})
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		e, err := b.Locks.Get(t.Context(), "run."+id)
-		if err == nil && strings.Contains(string(e.Value()), `"state":"retry"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no retry claim after target b could not be queued (%v)", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitClaimState(t, b, id, "retry")
 	if _, err := js.UpdateStream(t.Context(), orig); err != nil {
 		t.Fatal(err)
 	}

@@ -119,9 +119,7 @@ model:
 		t.Fatal(err)
 	}
 	defer b2.Close()
-	waitFor(t, 30*time.Second, "delivery after restart", func() bool {
-		return strings.Contains(second.stdout.String(), "backup checked")
-	}, second)
+	second.stdout.waitContains(t, "backup checked", 30*time.Second)
 
 	// Give a second run (if the claim were broken) time to happen: wait
 	// until the request consumer has nothing pending or unacked.

@@ -16,16 +16,45 @@ import (
 	"github.com/agentwork/agentwork/agentwork"
 )
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of serve.
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of serve,
+// that tells waiters about each write.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	written chan struct{} // closed and replaced on every write
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.written != nil {
+		close(s.written)
+		s.written = nil
+	}
 	return s.b.Write(p)
+}
+
+// waitContains waits for writes until the buffer holds want.
+func (s *syncBuffer) waitContains(t *testing.T, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		s.mu.Lock()
+		if strings.Contains(s.b.String(), want) {
+			s.mu.Unlock()
+			return
+		}
+		if s.written == nil {
+			s.written = make(chan struct{})
+		}
+		ch := s.written
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("output %q never contained %q", s.String(), want)
+		}
+	}
 }
 
 func (s *syncBuffer) String() string {
@@ -118,13 +147,7 @@ func TestServeTaskSendWaitAndCleanShutdown(t *testing.T) {
 	}
 
 	// The console connector prints the notification once delivered.
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(consoleOut.String(), "Disk /var is 93% full") {
-		if time.Now().After(deadline) {
-			t.Fatalf("console printed %q, want the notification", consoleOut.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	consoleOut.waitContains(t, "Disk /var is 93% full", 10*time.Second)
 
 	// A second serve on the same data dir fails fast with a clear message.
 	var e2 bytes.Buffer
