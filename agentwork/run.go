@@ -30,8 +30,9 @@ type Run struct {
 	// Result is the data of the run's event, once it ended.
 	Result *Result
 
-	release func() // frees input-gate leases; called once, before the event
-	emitErr error  // the event could not be published
+	release func()  // frees input-gate leases; called once, before the event
+	emitErr error   // the event could not be published
+	toolset toolset // the tools the run's policy offers
 }
 
 // Result is the data of every run event (agentwork.<source>.done|skip|error).

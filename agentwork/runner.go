@@ -124,7 +124,8 @@ type Runner struct {
 
 	mu       sync.RWMutex
 	policies map[string]Policy
-	targets  []string // all connector names, for validation and the default
+	toolsets map[string]toolset // per source, computed once by Handle
+	targets  []string           // all connector names, for validation and the default
 
 	inflight sync.Map // request id -> struct{}
 
@@ -160,7 +161,7 @@ func WithConnectors(names ...string) Option {
 
 // NewRunner returns a runner. It does no I/O.
 func NewRunner(b *bus.Bus, p model.Provider, reg *tools.Registry, cfg Config, opts ...Option) *Runner {
-	r := &Runner{bus: b, provider: p, tools: reg, cfg: cfg.withDefaults(), log: zap.NewNop(), now: time.Now, policies: map[string]Policy{}}
+	r := &Runner{bus: b, provider: p, tools: reg, cfg: cfg.withDefaults(), log: zap.NewNop(), now: time.Now, policies: map[string]Policy{}, toolsets: map[string]toolset{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -171,6 +172,7 @@ func NewRunner(b *bus.Bus, p model.Provider, reg *tools.Registry, cfg Config, op
 func (r *Runner) Handle(source string, p Policy) {
 	r.mu.Lock()
 	r.policies[source] = p
+	r.toolsets[source] = r.toolsetFor(p)
 	r.mu.Unlock()
 }
 
@@ -385,6 +387,7 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 	}
 	run := &Run{ID: cr.claim.RunID, Request: req, Envelope: ev, Attempt: cr.claim.Attempts, Started: r.now()}
 	run.Targets = r.targetsFor(req, pol)
+	run.toolset = r.toolsetOf(req.Source)
 	held := r.holdClaim(ctx, req.ID, cr.claim, lease)
 	if run.Attempt > r.cfg.MaxAttempts && cr.claim.Checkpoint == nil {
 		// Only takeovers get here (a run with a checkpoint only re-queues and
@@ -643,9 +646,9 @@ func (r *Runner) callModel(ctx context.Context, m jetstream.Msg, run *Run, pol P
 	if run.Request.System != "" {
 		system = run.Request.System
 	}
-	specs, err := r.tools.Tools(pol.Tools...)
-	if err != nil {
-		return Output{}, &model.Error{Class: model.ClassPermanent, Message: err.Error()}
+	ts := run.toolset
+	if ts.err != nil {
+		return Output{}, &model.Error{Class: model.ClassPermanent, Message: ts.err.Error()}
 	}
 	steps := r.cfg.MaxSteps
 	if pol.MaxSteps > 0 {
@@ -654,32 +657,52 @@ func (r *Runner) callModel(ctx context.Context, m jetstream.Msg, run *Run, pol P
 	req := model.Request{
 		System:   system,
 		Messages: []model.Message{{Role: model.RoleUser, Content: run.Request.Prompt}},
-		Tools:    specs,
+		Tools:    ts.specs,
 		Meta:     map[string]string{"source": run.Request.Source, "name": run.Request.Name},
 	}
-	res, err := tools.Loop(mctx, r.provider, r.scoped(pol), req, steps)
+	res, err := tools.Loop(mctx, r.provider, ts.reg, req, steps)
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		err = &model.Error{Class: model.ClassTimeout, Message: fmt.Sprintf("run took longer than %s", timeout), Err: err}
 	}
 	return Output{Text: res.Text, Calls: res.Calls, Usage: res.Usage, Model: res.Model}, err
 }
 
-// scoped returns the registry limited to the policy's tools.
-func (r *Runner) scoped(pol Policy) *tools.Registry {
-	if len(pol.Tools) == 0 {
-		return r.tools
+// toolset is what a policy offers the model: the registry its calls run
+// in and the tools as the model sees them.
+type toolset struct {
+	reg   *tools.Registry
+	specs []model.Tool
+	err   error // a tool the policy names does not exist
+}
+
+// toolsetOf returns the toolset Handle computed for source.
+func (r *Runner) toolsetOf(source string) toolset {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.toolsets[source]
+}
+
+// toolsetFor limits the runner's registry to the policy's tools (all of
+// them when it names none).
+func (r *Runner) toolsetFor(pol Policy) toolset {
+	specs, err := r.tools.Tools(pol.Tools...)
+	if err != nil {
+		return toolset{reg: r.tools, err: err}
 	}
-	var specs []tools.Spec
+	if len(pol.Tools) == 0 {
+		return toolset{reg: r.tools, specs: specs}
+	}
+	var picked []tools.Spec
 	for _, n := range pol.Tools {
 		if s, ok := r.tools.Lookup(n); ok {
-			specs = append(specs, s)
+			picked = append(picked, s)
 		}
 	}
-	reg, err := tools.NewRegistry(specs...)
+	reg, err := tools.NewRegistry(picked...)
 	if err != nil {
-		return r.tools
+		return toolset{reg: r.tools, err: err}
 	}
-	return reg
+	return toolset{reg: reg, specs: specs}
 }
 
 func (r *Runner) targetsFor(req Request, pol Policy) []string {

@@ -1521,3 +1521,53 @@ func TestCheckpointResumesPastTheCrashGuard(t *testing.T) {
 		t.Errorf("queued %+v, want the saved notice once", q)
 	}
 }
+
+// A policy's Tools limit what the model is offered and may call; a policy
+// naming a tool that does not exist fails its runs with a permanent error.
+func TestPolicyToolScope(t *testing.T) {
+	t.Parallel()
+	echo := tools.Func("echo", "echo", func(_ context.Context, a struct {
+		Text string `json:"text"`
+	}) (string, error) {
+		return a.Text, nil
+	})
+	reg := must(tools.NewRegistry(tools.Notify(), echo))
+	b := bustest.New(t)
+	events := watchEvents(t, b)
+	var offered atomic.Value
+	p := model.ProviderFunc(func(_ context.Context, req model.Request) (model.Reply, error) {
+		var names []string
+		for _, tl := range req.Tools {
+			names = append(names, tl.Name)
+		}
+		offered.Store(strings.Join(names, ","))
+		if req.Messages[len(req.Messages)-1].Role == model.RoleTool {
+			return model.Reply{Text: req.Messages[len(req.Messages)-1].Content}, nil
+		}
+		return model.Reply{ToolCalls: []model.ToolCall{{ID: "1", Name: "echo", Arguments: `{"text":"hi"}`}}}, nil
+	})
+	r := agentwork.NewRunner(b, p, reg, testConfig())
+	r.Handle("task", agentwork.Policy{Tools: []string{tools.NotifyName}})
+	r.Handle("cron", agentwork.Policy{Tools: []string{"nope"}})
+	stop := runInBackground(t, "runner", r.Run)
+	publish(t, b, agentwork.Request{Source: "task", Name: "scoped", Prompt: "go"})
+	publish(t, b, agentwork.Request{Source: "cron", Name: "broken", Prompt: "go"})
+	evs := events.runEvents(2)
+	stop()
+	for _, e := range evs {
+		switch e.Run.Source {
+		case "task":
+			// echo is not in scope: the model's call comes back as a tool error.
+			if !strings.Contains(e.Run.Reply, `unknown tool "echo"`) {
+				t.Errorf("task reply = %q, want the out-of-scope call refused", e.Run.Reply)
+			}
+		case "cron":
+			if e.Run.Outcome != bus.OutcomeError || !strings.Contains(e.Run.Error, "nope") {
+				t.Errorf("cron event = %s %q, want an error naming the unknown tool", e.Run.Outcome, e.Run.Error)
+			}
+		}
+	}
+	if got := offered.Load(); got != tools.NotifyName {
+		t.Errorf("tools offered = %v, want only notify_user", got)
+	}
+}
