@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -112,7 +113,14 @@ func (f *File) Validate() error {
 	default:
 		add(fmt.Errorf("log.format: %q: want console or json", f.Log.Format))
 	}
-	add(f.validateMore())
+	add(f.Connectors.Validate())
+	add(f.Delivery.Validate())
+	add(f.Heartbeat.Validate())
+	add(f.Cron.Validate())
+	add(f.Webhook.Validate())
+	add(f.HTTP.Validate())
+	add(f.validateTargets())
+	add(f.validateWebhookSources())
 	return errors.Join(errs...)
 }
 
@@ -158,7 +166,7 @@ func Parse(name string, raw []byte, lookup func(string) (string, bool)) (*File, 
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&root); err != nil {
-		if err.Error() == "EOF" {
+		if errors.Is(err, io.EOF) { // an empty file: the defaults
 			f := &File{path: name}
 			f.applyDefaults()
 			return f, nil
@@ -237,5 +245,7 @@ func (f *File) applyDefaults() {
 	if f.Model.Provider == "" {
 		f.Model.Provider = "script"
 	}
-	f.applyMoreDefaults()
+	if len(f.Connectors) == 0 {
+		f.Connectors = connectors.Configs{"console": {Type: connectors.TypeConsole}}
+	}
 }

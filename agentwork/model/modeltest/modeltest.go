@@ -304,7 +304,7 @@ func testConcurrent(t *testing.T, h Harness) {
 			case err != nil:
 				errs <- err
 			case got.Text != "ok":
-				errs <- fmt.Errorf("Text = %q, want ok", got.Text)
+				errs <- fmt.Errorf("text = %q, want ok", got.Text)
 			}
 		})
 	}

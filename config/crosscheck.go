@@ -5,22 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/agentwork/agentwork/connectors"
 )
-
-func (f *File) validateMore() error {
-	return errors.Join(
-		f.Connectors.Validate(), f.Delivery.Validate(), f.Heartbeat.Validate(), f.Cron.Validate(), f.Webhook.Validate(), f.HTTP.Validate(),
-		f.validateTargets(), f.validateWebhookSources(),
-	)
-}
-
-func (f *File) applyMoreDefaults() {
-	if len(f.Connectors) == 0 {
-		f.Connectors = connectors.Configs{"console": {Type: connectors.TypeConsole}}
-	}
-}
 
 // validateTargets checks that every target names a configured connector: a
 // typo would otherwise drop that target's notifications on every run.
