@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/agentwork"
-	"github.com/agentwork/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/tools"
 )
 

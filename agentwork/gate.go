@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentwork/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/tools"
 )
 

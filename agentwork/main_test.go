@@ -16,10 +16,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentwork/agentwork/agentwork"
-	"github.com/agentwork/agentwork/agentwork/model"
-	"github.com/agentwork/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/tools"
 )
 

@@ -3,8 +3,8 @@ package agentwork
 import (
 	"time"
 
-	"github.com/agentwork/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/tools"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/agentwork/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/model"
 )
 
 // maxModels bounds the model label: names past this many distinct ones are

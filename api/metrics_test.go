@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/agentwork"
-	"github.com/agentwork/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/model"
 )
 
 // emitResult publishes a run event with res as its data, as the runner does.

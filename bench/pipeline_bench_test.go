@@ -15,10 +15,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentwork/agentwork/agentwork"
-	"github.com/agentwork/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/tools"
 )
 

@@ -18,11 +18,11 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/agentwork/agentwork/agentwork"
-	"github.com/agentwork/agentwork/agentwork/model"
-	"github.com/agentwork/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/triggers/cron"
 	"github.com/agentwork/agentwork/triggers/heartbeat"
 	"github.com/agentwork/agentwork/triggers/webhook"

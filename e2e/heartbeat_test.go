@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/agentwork"
-	"github.com/agentwork/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/tools"
 )
 

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentwork/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/model"
 )
 
 // ErrMaxSteps is returned by Loop when the model still asks for tool calls

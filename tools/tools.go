@@ -15,7 +15,7 @@ import (
 
 	"github.com/invopop/jsonschema"
 
-	"github.com/agentwork/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/model"
 )
 
 // Handler runs one tool call. args is the raw JSON argument object the model

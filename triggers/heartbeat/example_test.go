@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentwork/agentwork/agentwork"
-	"github.com/agentwork/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/triggers/heartbeat"
 )

@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/agentwork"
-	"github.com/agentwork/agentwork/agentwork/model"
-	"github.com/agentwork/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/internal/clock"
+	"github.com/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/triggers/activehours"
 	"github.com/agentwork/agentwork/triggers/heartbeat"
 )

@@ -1,0 +1,56 @@
+package httperr_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/agentwork/agentwork/model/internal/httperr"
+)
+
+// FuzzServerMessage: any error body gives one short line of valid UTF-8,
+// never a panic.
+func FuzzServerMessage(f *testing.F) {
+	for _, seed := range []string{
+		`{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
+		`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
+		`{"error":{"message":"x","code":429}}`,
+		`{"error":"model not found"}`, `{"message":"m"}`, `{"detail":"d"}`, `{"detail":[{"loc":["body"]}]}`,
+		"<html>\n502</html>", "", "null", `{"error":null}`, "\xff\xfe", `{"error":{"message":"` + strings.Repeat("é", 200) + `"}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		s := httperr.ServerMessage(body)
+		if !utf8.ValidString(s) {
+			t.Fatalf("ServerMessage() = %q, not valid UTF-8", s)
+		}
+		if strings.ContainsAny(s, "\r\n") {
+			t.Fatalf("ServerMessage() = %q, more than one line", s)
+		}
+		if len(s) > 300+len(" ...") {
+			t.Fatalf("ServerMessage() is %d bytes, want at most 304", len(s))
+		}
+	})
+}
+
+// FuzzRetryAfter: any header values give a wait between 0 and
+// MaxRetryAfter, never a panic.
+func FuzzRetryAfter(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"", "3"}, {"250", ""}, {"", "1.5"}, {"", "Sat, 14 Mar 2026 09:31:30 GMT"}, {"", "Monday, 02-Jan-06 15:04:05 MST"},
+		{"NaN", "-Inf"}, {"1e309", "1e300"}, {"-1", "-5"}, {"0x10", "soon"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, ms, after string) {
+		h := http.Header{}
+		h.Set("retry-after-ms", ms)
+		h.Set("Retry-After", after)
+		d, ok := httperr.RetryAfter(h, now)
+		if d < 0 || d > httperr.MaxRetryAfter || (!ok && d != 0) {
+			t.Fatalf("RetryAfter(ms %q, Retry-After %q) = %s, %v; want 0..%s", ms, after, d, ok, httperr.MaxRetryAfter)
+		}
+	})
+}

@@ -1,0 +1,382 @@
+// Package httperr turns the failures of a model provider's HTTP call into
+// classified *model.Error values whose messages say what to fix. It is the
+// part the openai and anthropic clients share: the class of a status (and
+// the server's x-should-retry), the wait a server asks for (retry-after-ms,
+// Retry-After in seconds or as an HTTP date), the server's own explanation
+// taken from an error body, transport failures (timeouts, refused or cut
+// connections, TLS), and the redaction of the API key and header values.
+// Each client adds its own hints and rate-limit headers through Endpoint.
+package httperr
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentwork/agentwork/model"
+)
+
+// MaxRetryAfter caps a server-requested delay.
+const MaxRetryAfter = 24 * time.Hour
+
+// StatusOverloaded is Anthropic's "overloaded" status, which net/http has no
+// text for.
+const StatusOverloaded = 529
+
+// Endpoint is what the messages of one client name and redact. Build it
+// from the client's config; the zero value of each field is usable.
+type Endpoint struct {
+	// Provider starts every message, e.g. "openai".
+	Provider string
+	// Where is the base URL as it may be shown (see PublicURL).
+	Where string
+	// Model is model.model, quoted in hints.
+	Model string
+	// Timeout is model.timeout, named when a call timed out.
+	Timeout time.Duration
+	// Secrets are replaced by [redacted] in every message (see Secrets).
+	Secrets []string
+	// Hints replace the default hint (what to fix) of a permanent status.
+	Hints map[int]string
+	// Reset returns the wait until an exhausted rate-limit bucket refills,
+	// read from the provider's own headers, or 0. It is consulted when the
+	// reply names no retry-after-ms or Retry-After. Nil means none.
+	Reset func(h http.Header, now time.Time) time.Duration
+	// Now is the clock for Retry-After dates. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Class returns the class of a reply with an error status: transient for
+// 408, 409, 429 and 5xx (including 529 overloaded), permanent for every
+// other status. A server header x-should-retry: true|false, which the
+// official SDKs obey, overrides it.
+func Class(status int, h http.Header) model.Class {
+	class := model.ClassPermanent
+	switch {
+	case status == http.StatusRequestTimeout, status == http.StatusConflict,
+		status == http.StatusTooManyRequests, status >= 500 && status <= 599:
+		class = model.ClassTransient
+	}
+	switch strings.ToLower(strings.TrimSpace(h.Get("x-should-retry"))) {
+	case "true":
+		class = model.ClassTransient
+	case "false":
+		class = model.ClassPermanent
+	}
+	return class
+}
+
+// StatusError classifies a reply with status (a non-2xx status, or the
+// status an error object in a 2xx body stands for) by Class, and builds its
+// message with Error.
+func (e Endpoint) StatusError(status int, h http.Header, body []byte) *model.Error {
+	class := Class(status, h)
+	hint := ""
+	if class == model.ClassPermanent {
+		hint = e.Hint(status)
+	}
+	return e.Error(status, class, hint, h, body)
+}
+
+// Error builds the error of a reply with status and the given class:
+// "<provider>: <status> from <where>", then for a transient class the wait
+// the server asked for (also set as RetryAfter), else ": " and hint, then
+// the server's own message from body. Secrets are redacted from the whole.
+func (e Endpoint) Error(status int, class model.Class, hint string, h http.Header, body []byte) *model.Error {
+	me := &model.Error{Class: class, Status: status}
+	msg := fmt.Sprintf("%s: %s from %s", e.Provider, StatusText(status), e.Where)
+	switch {
+	case class == model.ClassTransient || class == model.ClassTimeout:
+		me.RetryAfter = e.retryAfter(h)
+		if me.RetryAfter > 0 {
+			msg += fmt.Sprintf(": retry after %s", me.RetryAfter)
+		}
+	case hint != "":
+		msg += ": " + hint
+	}
+	if s := ServerMessage(body); s != "" {
+		msg += fmt.Sprintf(" (server said: %q)", s)
+	}
+	me.Message = Redact(msg, e.Secrets)
+	return me
+}
+
+func (e Endpoint) retryAfter(h http.Header) time.Duration {
+	now := time.Now
+	if e.Now != nil {
+		now = e.Now
+	}
+	t := now()
+	if d, ok := RetryAfter(h, t); ok {
+		return d
+	}
+	if e.Reset != nil {
+		return Delay(e.Reset(h, t).Seconds())
+	}
+	return 0
+}
+
+// Hint says which config field to look at for a permanent status: the
+// endpoint's own hint if it has one, else a default.
+func (e Endpoint) Hint(status int) string {
+	if h, ok := e.Hints[status]; ok {
+		return h
+	}
+	switch status {
+	case http.StatusBadRequest:
+		return fmt.Sprintf("the server rejected the request; check that model.model (%q), model.max_tokens and model.temperature suit this server", e.Model)
+	case http.StatusUnauthorized:
+		return "check model.api_key (is it set, and is the key valid for this server?)"
+	case http.StatusPaymentRequired:
+		return "the account behind model.api_key has no credit left; check its billing"
+	case http.StatusForbidden:
+		return fmt.Sprintf("check that model.api_key may use model.model (%q)", e.Model)
+	case http.StatusNotFound:
+		return fmt.Sprintf("check model.model (%q) and model.base_url", e.Model)
+	case http.StatusRequestEntityTooLarge:
+		return "the request is too large; shorten the prompt or the tool results"
+	case http.StatusUnprocessableEntity:
+		return fmt.Sprintf("the server could not process the request; check model.model (%q) and the tool schemas", e.Model)
+	}
+	return "check model.base_url and model.model"
+}
+
+// TransportError classifies a failure to get a whole reply from the
+// server: a timeout (err or ctx past its deadline, a network timeout) is
+// ClassTimeout; a cancelled call, a refused or reset connection and a reply
+// cut short are ClassTransient; a TLS failure is ClassPermanent. reading
+// says whether the reply had begun. The *url.Error around err, which
+// repeats the request URL, is dropped: Where is what messages show.
+func (e Endpoint) TransportError(ctx context.Context, err error, reading bool) *model.Error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var ne net.Error
+	me := &model.Error{Class: model.ClassTransient, Err: err}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) ||
+		(errors.As(err, &ne) && ne.Timeout()):
+		me.Class = model.ClassTimeout
+		me.Message = fmt.Sprintf("%s: no reply from %s in time (model.timeout is %s)", e.Provider, e.Where, e.Timeout)
+	case errors.Is(err, context.Canceled):
+		me.Message = fmt.Sprintf("%s: call to %s canceled", e.Provider, e.Where)
+	case IsTLS(err):
+		me.Class = model.ClassPermanent
+		me.Message = fmt.Sprintf("%s: TLS with %s failed; check model.base_url (http or https?) and the server's certificate", e.Provider, e.Where)
+	case reading:
+		me.Message = fmt.Sprintf("%s: reply from %s was cut short", e.Provider, e.Where)
+	default:
+		me.Message = fmt.Sprintf("%s: cannot reach %s (is the server running? check model.base_url)", e.Provider, e.Where)
+	}
+	me.Message = Redact(me.Message, e.Secrets)
+	return me
+}
+
+// IsTLS reports whether err is a failed TLS handshake or certificate check.
+func IsTLS(err error) bool {
+	var (
+		cv *tls.CertificateVerificationError
+		ua x509.UnknownAuthorityError
+		he x509.HostnameError
+		ci x509.CertificateInvalidError
+		rh tls.RecordHeaderError
+	)
+	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci) || errors.As(err, &rh)
+}
+
+// StatusText is "<code> <text>", e.g. "401 Unauthorized", "529 Overloaded";
+// just the code when the status has no text.
+func StatusText(status int) string {
+	t := http.StatusText(status)
+	if status == StatusOverloaded {
+		t = "Overloaded"
+	}
+	if t == "" {
+		return strconv.Itoa(status)
+	}
+	return strconv.Itoa(status) + " " + t
+}
+
+// RetryAfter returns the delay a server asked for in the standard headers:
+// retry-after-ms (OpenAI's and Anthropic's, milliseconds), then Retry-After
+// (seconds, or an HTTP date: see Until), capped at MaxRetryAfter.
+// ok is false when neither header holds a value it can read.
+func RetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
+	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			return Delay(f / 1000), true
+		}
+	}
+	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			return Delay(f), true
+		}
+		if t, err := http.ParseTime(v); err == nil {
+			return Until(t, now), true
+		}
+	}
+	return 0, false
+}
+
+// Until returns the wait from now until t, as Delay does. A time in whole
+// seconds (an HTTP date, an RFC 3339 time without a fraction) may stand for
+// any instant of that second, so the wait is rounded up to a whole number of
+// seconds: a retry never comes before the time the server meant.
+func Until(t, now time.Time) time.Duration {
+	wait := t.Sub(now)
+	if r := wait % time.Second; t.Nanosecond() == 0 && r > 0 {
+		wait += time.Second - r
+	}
+	return Delay(wait.Seconds())
+}
+
+// Delay turns a wait in seconds into a duration rounded to the millisecond:
+// 0 for NaN and waits that are not positive, at most MaxRetryAfter.
+func Delay(seconds float64) time.Duration {
+	switch {
+	case math.IsNaN(seconds) || seconds <= 0:
+		return 0
+	case seconds >= MaxRetryAfter.Seconds():
+		return MaxRetryAfter
+	}
+	return time.Duration(seconds * float64(time.Second)).Round(time.Millisecond)
+}
+
+// ServerMessage extracts the server's explanation from an error body:
+// {"error":{"message","type","code"}} (OpenAI, and Anthropic inside its
+// {"type":"error",...}) as "<code or type>: <message>", the shapes other
+// servers use ({"error":"..."}, {"message":"..."}, {"detail":"..."}), or the
+// start of a body that is none of these. The result is clipped (see Clip).
+func ServerMessage(body []byte) string {
+	var v struct {
+		Error   json.RawMessage `json:"error"`
+		Message json.RawMessage `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if err := json.Unmarshal(body, &v); err == nil {
+		var e struct {
+			Message string          `json:"message"`
+			Type    string          `json:"type"`
+			Code    json.RawMessage `json:"code"`
+		}
+		var s string
+		switch {
+		case json.Unmarshal(v.Error, &e) == nil && e.Message != "":
+			code := strings.Trim(string(e.Code), `"`)
+			if code == "" || code == "null" {
+				code = e.Type
+			}
+			if code != "" {
+				return Clip(code + ": " + e.Message)
+			}
+			return Clip(e.Message)
+		case json.Unmarshal(v.Error, &s) == nil && s != "":
+			return Clip(s)
+		case json.Unmarshal(v.Message, &s) == nil && s != "":
+			return Clip(s)
+		case json.Unmarshal(v.Detail, &s) == nil && s != "":
+			return Clip(s)
+		}
+	}
+	return Clip(string(body))
+}
+
+// maxClip is how many bytes of a server's message Clip keeps.
+const maxClip = 300
+
+// Clip returns the first line of s, trimmed, as valid UTF-8 (invalid bytes
+// become "?"), at most 300 bytes; " ..." marks what was cut.
+func Clip(s string) string {
+	s = strings.TrimSpace(strings.ToValidUTF8(s, "?"))
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s = s[:i] + " ..."
+	}
+	if len(s) > maxClip {
+		n := maxClip
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n] + " ..."
+	}
+	return s
+}
+
+// minSecret is the shortest value Secrets lists: shorter ones would redact
+// ordinary words.
+const minSecret = 6
+
+// Secrets lists the config values that must never appear in a message: the
+// API key and the values of extra headers (which may carry tokens; a
+// "Bearer " prefix is dropped). Values shorter than 6 bytes are left out.
+func Secrets(cfg model.Config) []string {
+	var out []string
+	add := func(s string) {
+		if len(s) >= minSecret {
+			out = append(out, s)
+		}
+	}
+	add(cfg.APIKey)
+	for _, v := range cfg.Headers {
+		add(strings.TrimSpace(strings.TrimPrefix(v, "Bearer ")))
+	}
+	return out
+}
+
+// Redact replaces every secret in s by [redacted].
+func Redact(s string, secrets []string) string {
+	for _, k := range secrets {
+		if k != "" {
+			s = strings.ReplaceAll(s, k, "[redacted]")
+		}
+	}
+	return s
+}
+
+// PublicURL is u without user info, query or fragment: safe to show.
+func PublicURL(u *url.URL) string {
+	p := *u
+	p.User = nil
+	p.RawQuery = ""
+	p.ForceQuery = false
+	p.Fragment = ""
+	p.RawFragment = ""
+	return p.String()
+}
+
+// CheckHeaders rejects an API key or extra header that cannot be sent in an
+// HTTP header, without quoting the value.
+func CheckHeaders(cfg model.Config) error {
+	if !validHeaderValue(cfg.APIKey) {
+		return errors.New("model.api_key: contains a control character (check the ${...} reference or the file it reads)")
+	}
+	for k, v := range cfg.Headers {
+		if k == "" || strings.ContainsAny(k, " \t\r\n:()<>@,;\\\"/[]?={}") {
+			return fmt.Errorf("model.headers: %q is not a header name", k)
+		}
+		if !validHeaderValue(v) {
+			return fmt.Errorf("model.headers: the value of %q contains a control character", k)
+		}
+	}
+	return nil
+}
+
+func validHeaderValue(v string) bool {
+	for _, r := range v {
+		if (r < ' ' && r != '\t') || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
