@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -105,7 +107,9 @@ func (e Endpoint) Error(status int, class model.Class, hint string, h http.Heade
 	case hint != "":
 		msg += ": " + hint
 	}
-	if s := ServerMessage(body); s != "" {
+	// Redact before anything is cut or quoted: a key cut in two, or quoted
+	// into another form, would no longer match.
+	if s := Clip(Redact(serverText(Redact(string(body), e.Secrets)), e.Secrets)); s != "" {
 		msg += fmt.Sprintf(" (server said: %q)", s)
 	}
 	me.Message = Redact(msg, e.Secrets)
@@ -259,13 +263,16 @@ func Delay(seconds float64) time.Duration {
 // {"type":"error",...}) as "<code or type>: <message>", the shapes other
 // servers use ({"error":"..."}, {"message":"..."}, {"detail":"..."}), or the
 // start of a body that is none of these. The result is clipped (see Clip).
-func ServerMessage(body []byte) string {
+func ServerMessage(body []byte) string { return Clip(serverText(string(body))) }
+
+// serverText is ServerMessage before clipping.
+func serverText(body string) string {
 	var v struct {
 		Error   json.RawMessage `json:"error"`
 		Message json.RawMessage `json:"message"`
 		Detail  json.RawMessage `json:"detail"`
 	}
-	if err := json.Unmarshal(body, &v); err == nil {
+	if err := json.Unmarshal([]byte(body), &v); err == nil {
 		var e struct {
 			Message string          `json:"message"`
 			Type    string          `json:"type"`
@@ -279,18 +286,18 @@ func ServerMessage(body []byte) string {
 				code = e.Type
 			}
 			if code != "" {
-				return Clip(code + ": " + e.Message)
+				return code + ": " + e.Message
 			}
-			return Clip(e.Message)
+			return e.Message
 		case json.Unmarshal(v.Error, &s) == nil && s != "":
-			return Clip(s)
+			return s
 		case json.Unmarshal(v.Message, &s) == nil && s != "":
-			return Clip(s)
+			return s
 		case json.Unmarshal(v.Detail, &s) == nil && s != "":
-			return Clip(s)
+			return s
 		}
 	}
-	return Clip(string(body))
+	return body
 }
 
 // maxClip is how many bytes of a server's message Clip keeps.
@@ -334,14 +341,49 @@ func Secrets(cfg model.Config) []string {
 	return out
 }
 
-// Redact replaces every secret in s by [redacted].
+// Redact replaces every secret in s by [redacted], in every form a server
+// or a formatter may have written it: as is, JSON- or Go-escaped (also
+// with \/ and as \u escapes), URL-encoded, and base64. Redact whole text
+// before cutting or quoting it: a part of a key matches nothing.
 func Redact(s string, secrets []string) string {
 	for _, k := range secrets {
-		if k != "" {
-			s = strings.ReplaceAll(s, k, "[redacted]")
+		if k == "" {
+			continue
+		}
+		for _, f := range forms(k) {
+			s = strings.ReplaceAll(s, f, "[redacted]")
 		}
 	}
 	return s
+}
+
+// forms returns the ways k may be written, longest first, so a form that
+// contains another is replaced whole.
+func forms(k string) []string {
+	js, _ := json.Marshal(k)
+	inner := string(js[1 : len(js)-1])
+	var lower, upper strings.Builder
+	for _, r := range k {
+		fmt.Fprintf(&lower, `\u%04x`, r)
+		fmt.Fprintf(&upper, `\u%04X`, r)
+	}
+	raw := []byte(k)
+	out := []string{
+		lower.String(), upper.String(),
+		inner, strings.ReplaceAll(inner, "/", `\/`),
+		strings.Trim(strconv.Quote(k), `"`),
+		url.QueryEscape(k), url.PathEscape(k),
+		base64.StdEncoding.EncodeToString(raw), base64.URLEncoding.EncodeToString(raw),
+		base64.RawStdEncoding.EncodeToString(raw), base64.RawURLEncoding.EncodeToString(raw),
+		k,
+	}
+	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
+	seen := map[string]bool{}
+	return slices.DeleteFunc(out, func(f string) bool {
+		dup := seen[f]
+		seen[f] = true
+		return dup
+	})
 }
 
 // PublicURL is u without user info, query or fragment: safe to show.

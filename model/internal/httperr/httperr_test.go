@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -359,4 +362,51 @@ func TestStatusText(t *testing.T) {
 			t.Errorf("StatusText(%d) = %q, want %q", status, got, want)
 		}
 	}
+}
+
+// TestErrorNeverShowsTheKey: a server that echoes the key, late in a long
+// message or in an escaped form, must not get any of it into the error
+// (the error reaches the log, events, the runs API and chat alerts).
+func TestErrorNeverShowsTheKey(t *testing.T) {
+	t.Parallel()
+	const secret = `sk-live/AbC+dEf"GhI\jKlMnOpQrStUvWxYz0123456789`
+	ep := httperr.Endpoint{Provider: "openai", Where: "http://127.0.0.1:1/v1", Secrets: []string{secret}}
+	jsonForm, _ := json.Marshal(secret)
+	escaped := strings.Trim(string(jsonForm), `"`)
+	filler := strings.Repeat("x", 270)
+	bodies := map[string]string{
+		"plain at the cut":      `{"error":{"message":"` + filler + ` key ` + escaped + `"}}`,
+		"json escaped":          `{"error":{"message":"bad key: ` + strings.ReplaceAll(escaped, "/", `\/`) + `"}}`,
+		"unicode escaped":       `{"error":{"message":"bad key: ` + unicodeEscape(secret) + `"}}`,
+		"not json, at the cut":  filler + " key " + secret + " more",
+		"not json, url encoded": "bad key " + url.QueryEscape(secret),
+		"not json, path form":   "bad key " + url.PathEscape(secret),
+		"not json, go quoted":   "bad key " + strconv.Quote(secret),
+		"base64":                "bad key " + base64.StdEncoding.EncodeToString([]byte(secret)),
+	}
+	for name, body := range bodies {
+		me := ep.Error(http.StatusUnauthorized, model.ClassPermanent, "check model.api_key", nil, []byte(body))
+		shown := fmt.Sprintf("%v|%q|%+v", me, me.Error(), *me)
+		for n := 8; n <= len(secret); n++ {
+			for _, form := range []string{secret[:n], strings.Trim(strconv.Quote(secret[:n]), `"`), strings.Trim(mustJSON(secret[:n]), `"`)} {
+				if strings.Contains(shown, form) {
+					t.Errorf("%s: the error shows the first %d bytes of the key: %s", name, n, shown)
+					break
+				}
+			}
+		}
+	}
+}
+
+func unicodeEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		fmt.Fprintf(&b, `\u%04x`, r)
+	}
+	return b.String()
+}
+
+func mustJSON(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
