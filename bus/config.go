@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/agentwork/agentwork/internal/secret"
 )
 
 // Config configures the bus. The zero value runs an embedded server with its
@@ -99,7 +101,7 @@ func (c Config) Validate() error {
 		for _, u := range strings.Split(c.URL, ",") {
 			u = strings.TrimSpace(u)
 			if !strings.HasPrefix(u, "nats://") && !strings.HasPrefix(u, "tls://") && !strings.HasPrefix(u, "ws://") && !strings.HasPrefix(u, "wss://") {
-				return fmt.Errorf("bus.url: %q is not a NATS URL (want nats://host:port)", u)
+				return fmt.Errorf("bus.url: %q is not a NATS URL (want nats://host:port)", secret.URL(u))
 			}
 		}
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentwork/agentwork/internal/secret"
 )
 
 func (b *Bus) natsOptions() []nats.Option {
@@ -33,7 +35,7 @@ func (b *Bus) dialExternal() (*nats.Conn, error) {
 func (b *Bus) connectExternal(ctx context.Context) error {
 	var err error
 	if b.nc, err = b.dialExternal(); err != nil {
-		return fmt.Errorf("bus: connect %s: %w", b.cfg.URL, err)
+		return fmt.Errorf("bus: connect %s: %w", secret.URL(b.cfg.URL), err)
 	}
 	if b.js, err = jetstream.New(b.nc); err != nil {
 		return err
@@ -64,7 +66,7 @@ func Dial(ctx context.Context, cfg Config) (*Bus, error) {
 	}
 	var err error
 	if b.nc, err = b.dialExternal(); err != nil {
-		return nil, fmt.Errorf("bus: connect %s: %w (is `agentwork serve` running?)", b.cfg.URL, err)
+		return nil, fmt.Errorf("bus: connect %s: %w (is `agentwork serve` running?)", secret.URL(b.cfg.URL), err)
 	}
 	if b.js, err = jetstream.New(b.nc); err != nil {
 		b.nc.Close()

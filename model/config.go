@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/agentwork/agentwork/internal/secret"
 )
 
 // Config is the model section of agentwork.yaml shared by the HTTP providers.
@@ -62,7 +64,7 @@ func (c Config) Validate() error {
 	if c.BaseURL != "" {
 		u, err := url.Parse(c.BaseURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("model.base_url: %q is not an http(s) URL", c.BaseURL)
+			return fmt.Errorf("model.base_url: %q is not an http(s) URL", secret.URL(c.BaseURL))
 		}
 	}
 	if c.Timeout < 0 {
