@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -231,4 +232,30 @@ func TestExternalURLSharesTheBus(t *testing.T) {
 	if e, err := owner.Locks.Get(ctx, "shared"); err != nil || string(e.Value()) != "x" {
 		t.Fatalf("owner reads the client's key: %v, %v", e, err)
 	}
+}
+
+// TestGeneratedPasswordSuitsEveryClient: the password is letters and digits
+// only (a leading '-' broke natscli's --password), and one an older version
+// wrote with a leading '-' is replaced at the next start.
+func TestGeneratedPasswordSuitsEveryClient(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	old := `{"user":"agentwork","password":"-Xy_old-base64url-password"}`
+	if err := os.WriteFile(filepath.Join(dir, "nats.json"), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := bustest.New(t, func(c *bus.Config) { c.DataDir = dir; c.Listen = "127.0.0.1:0" })
+	_ = b
+	info, err := bus.ReadClientInfo(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Password) < 32 || strings.Trim(info.Password, "0123456789abcdef") != "" {
+		t.Errorf("generated password %q: want 32+ characters of [0-9a-f]", info.Password)
+	}
+	c, err := bus.Dial(t.Context(), bus.Config{DataDir: dir})
+	if err != nil {
+		t.Fatalf("Dial with the new credentials: %v", err)
+	}
+	c.Close()
 }

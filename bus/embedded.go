@@ -3,7 +3,7 @@ package bus
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -153,14 +154,18 @@ func ReadClientInfo(dataDir string) (ClientInfo, error) {
 
 func loadOrCreateCredentials(dir string) (ClientInfo, error) {
 	info, err := ReadClientInfo(dir)
-	if err == nil && info.Password != "" {
+	if err == nil && info.Password != "" && !strings.HasPrefix(info.Password, "-") {
 		return info, nil
 	}
+	// None yet, or one from an older version that may start with '-',
+	// which command-line clients read as a flag: make a new one.
 	var r [24]byte
 	if _, err := rand.Read(r[:]); err != nil {
 		return info, fmt.Errorf("bus: generate credentials: %w", err)
 	}
-	return ClientInfo{User: embeddedUser, Password: base64.RawURLEncoding.EncodeToString(r[:])}, nil
+	// Hex: letters and digits only, so every client and shell takes it as
+	// it is (base64url could start with '-').
+	return ClientInfo{User: embeddedUser, Password: hex.EncodeToString(r[:])}, nil
 }
 
 func writeCredentials(dir string, info ClientInfo) error {
