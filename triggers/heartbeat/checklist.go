@@ -31,18 +31,77 @@ func (c Checklist) Empty() bool { return c.Items == 0 }
 
 // ParseChecklist parses the text of a checklist. It accepts any bytes;
 // invalid UTF-8 is replaced.
+//
+// Invisible characters (a byte-order mark, zero-width spaces, NUL and
+// other control bytes) are dropped first, so a file that holds only them
+// is empty. A setext heading ("Title" over "====="), a code fence without
+// code and a block quote marker without text carry nothing either.
 func ParseChecklist(data []byte) Checklist {
-	text := stripComments(strings.ToValidUTF8(string(data), "\uFFFD"))
-	text = strings.ReplaceAll(text, "\r\n", "\n")
+	text := strings.Map(visible, strings.ToValidUTF8(string(data), "\uFFFD"))
+	text = stripComments(strings.ReplaceAll(text, "\r\n", "\n"))
 	lines := strings.Split(text, "\n")
 	items := 0
+	fenced := false // inside a code fence
 	for i, l := range lines {
 		lines[i] = strings.TrimRightFunc(l, unicode.IsSpace)
-		if !blankLine(strings.TrimSpace(l)) {
+		t := unquote(strings.TrimSpace(l))
+		switch {
+		case isFence(t):
+			fenced = !fenced
+		case fenced:
+			if t != "" {
+				items++
+			}
+		case blankLine(t), setextTitle(lines, i):
+		default:
 			items++
 		}
 	}
 	return Checklist{Text: strings.TrimSpace(strings.Join(lines, "\n")), Items: items}
+}
+
+// visible drops characters that show nothing: control characters other
+// than tab and newline, and format characters (byte-order mark, zero-width
+// space and joiners, word joiner).
+func visible(r rune) rune {
+	if r == '\t' || r == '\n' || r == '\r' {
+		return r
+	}
+	if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+		return -1
+	}
+	return r
+}
+
+// unquote strips block quote markers ("> ") from the start of t.
+func unquote(t string) string {
+	for strings.HasPrefix(t, ">") {
+		t = strings.TrimSpace(t[1:])
+	}
+	return t
+}
+
+// isFence reports whether t opens or closes a code fence: three or more
+// backticks or tildes, then an optional info string.
+func isFence(t string) bool {
+	for _, f := range []string{"```", "~~~"} {
+		if strings.HasPrefix(t, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// setextTitle reports whether line i is the text of a setext heading: a
+// line after a blank line (or the file's start) and followed by a line of
+// only '=' or only '-'. A line after a rule stays text, so YAML front
+// matter ("---", "title: x", "---") is not mistaken for a heading.
+func setextTitle(lines []string, i int) bool {
+	if i+1 >= len(lines) || (i > 0 && strings.TrimSpace(lines[i-1]) != "") {
+		return false
+	}
+	u := strings.TrimSpace(lines[i+1])
+	return u != "" && (strings.Trim(u, "=") == "" || strings.Trim(u, "-") == "")
 }
 
 // stripComments removes <!-- ... --> comments; an unclosed comment runs to
