@@ -74,7 +74,7 @@ func TestEventsLastEventID(t *testing.T) {
 func TestEventsBadFilter(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	for _, q := range []string{"?since=yesterday", "?source=A*", "?name=[", "?limit=5", "?foo=1"} {
+	for _, q := range []string{"?since=yesterday", "?source=A*", "?name=[", "?limit=5", "?foo=1", "?outcome=bogus", "?outcome=done,bogus"} {
 		r := f.do(t, "GET", "/v1/events"+q, adminToken, "")
 		if r.status != 400 {
 			t.Errorf("GET /v1/events%s = %d, want 400", q, r.status)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 )
@@ -21,27 +23,40 @@ func cmdEvents(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet("events tail", e)
 	var cf connFlags
 	cf.register(fs)
-	source := fs.String("source", "", "only this source (heartbeat, cron, task, delivery, ...)")
-	outcome := fs.String("outcome", "", "only this outcome (done, skip, error; delivered, failed)")
+	source := fs.String("source", "", "only these sources, comma-separated (heartbeat, cron, task, delivery, ...)")
+	outcome := fs.String("outcome", "", "only these outcomes, comma-separated ("+strings.Join(api.EventOutcomes, ", ")+")")
 	since := fs.Duration("since", 0, "also show events from this long ago (default: only new ones)")
 	asJSON := fs.Bool("json", false, "print each CloudEvents envelope as one JSON line")
 	if _, err := parseFlags(fs, args[1:]); err != nil {
 		return err
+	}
+	sources, outcomes := splitList(*source), splitList(*outcome)
+	for _, s := range sources {
+		if !bus.ValidToken(s) {
+			return usageError{fmt.Sprintf("events tail: --source %q: want a source name of a-z, 0-9, _ and -", s)}
+		}
+	}
+	for _, o := range outcomes {
+		if !slices.Contains(api.EventOutcomes, o) {
+			return usageError{fmt.Sprintf("events tail: --outcome %q: want one or more of %s, comma-separated", o, strings.Join(api.EventOutcomes, ", "))}
+		}
 	}
 	b, err := cf.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	tok := func(s string) string {
-		if s == "" {
-			return "*"
-		}
-		return s
+	if len(sources) == 0 {
+		sources = []string{"*"}
 	}
-	occ := jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{b.Subjects.Event(tok(*source), tok(*outcome))},
-		DeliverPolicy:  jetstream.DeliverNewPolicy,
+	if len(outcomes) == 0 {
+		outcomes = []string{"*"}
+	}
+	occ := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy}
+	for _, s := range sources {
+		for _, o := range outcomes {
+			occ.FilterSubjects = append(occ.FilterSubjects, b.Subjects.Event(s, o))
+		}
 	}
 	if *since > 0 {
 		start := time.Now().Add(-*since)
@@ -51,7 +66,7 @@ func cmdEvents(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("events tail: %w", err)
 	}
-	fmt.Fprintf(e.stderr, "following %s (Ctrl-C to stop)\n", occ.FilterSubjects[0])
+	fmt.Fprintf(e.stderr, "following %s until Ctrl-C\n", strings.Join(occ.FilterSubjects, ", "))
 	it, err := cons.Messages()
 	if err != nil {
 		return err
@@ -76,6 +91,17 @@ func cmdEvents(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintln(e.stdout, eventLine(ev))
 	}
+}
+
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // eventLine renders any agentwork event as one or two lines.

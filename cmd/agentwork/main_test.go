@@ -149,6 +149,22 @@ func TestServeTaskSendWaitAndCleanShutdown(t *testing.T) {
 	// The console connector prints the notification once delivered.
 	consoleOut.waitContains(t, "Disk /var is 93% full", 10*time.Second)
 
+	// events tail takes lists, and shows the done run through them.
+	tail := &syncBuffer{}
+	tctx, tcancel := context.WithCancel(ctx)
+	tailed := make(chan error, 1)
+	go func() {
+		tailed <- run(tctx, []string{"events", "tail", "--outcome", "skip,done", "--source", "heartbeat, task", "--since", "1h", "--data-dir", dataDir}, tail, &bytes.Buffer{})
+	}()
+	tail.waitContains(t, "Disk /var is 93% full", 10*time.Second)
+	tcancel()
+	if err := <-tailed; err != nil {
+		t.Errorf("events tail stopped with %v, want nil on Ctrl-C", err)
+	}
+	if err := run(ctx, []string{"events", "tail", "--outcome", "done,bogus", "--data-dir", dataDir}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "delivered") {
+		t.Errorf("events tail --outcome done,bogus = %v, want an error listing the outcomes", err)
+	}
+
 	// A second serve on the same data dir fails fast with a clear message.
 	var e2 bytes.Buffer
 	start := time.Now()
