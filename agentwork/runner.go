@@ -661,8 +661,10 @@ func (r *Runner) callModel(ctx context.Context, m jetstream.Msg, run *Run, pol P
 		Meta:     map[string]string{"source": run.Request.Source, "name": run.Request.Name},
 	}
 	res, err := tools.Loop(mctx, r.provider, ts.reg, req, steps)
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		err = &model.Error{Class: model.ClassTimeout, Message: fmt.Sprintf("run took longer than %s", timeout), Err: err}
+	// The run's own deadline, not one inside the provider (model.timeout
+	// per call): only then is the whole run too long.
+	if err != nil && errors.Is(mctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		err = &model.Error{Class: model.ClassTimeout, Message: fmt.Sprintf("run took longer than %s (the runner's timeout for this source)", timeout), Err: err}
 	}
 	return Output{Text: res.Text, Calls: res.Calls, Usage: res.Usage, Model: res.Model}, err
 }

@@ -173,6 +173,7 @@ func Parse(name string, raw []byte, lookup func(string) (string, bool)) (*File, 
 		}
 		return nil, yamlError(name, err)
 	}
+	keyEnv := envName(lookupNode(&root, "model", "api_key"))
 	if err := expandEnv(name, &root, lookup); err != nil {
 		return nil, err
 	}
@@ -186,8 +187,44 @@ func Parse(name string, raw []byte, lookup func(string) (string, bool)) (*File, 
 		return nil, yamlError(name, err)
 	}
 	f.path = name
+	f.Model.APIKeyEnv = keyEnv
 	f.applyDefaults()
 	return f, nil
+}
+
+// lookupNode returns the scalar at path in the document root, or nil.
+func lookupNode(root *yaml.Node, path ...string) *yaml.Node {
+	n := root
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	for _, key := range path {
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				next = n.Content[i+1]
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		n = next
+	}
+	return n
+}
+
+// envName is VAR when n is exactly one ${VAR} reference, else "".
+func envName(n *yaml.Node) string {
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	if m := envRef.FindStringSubmatch(n.Value); m != nil && m[0] == strings.TrimSpace(n.Value) {
+		return m[1]
+	}
+	return ""
 }
 
 var lineRE = regexp.MustCompile(`line (\d+): (.*)`)

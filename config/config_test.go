@@ -51,6 +51,10 @@ func TestParseExpandsEnvAndKeepsSecretsOutOfErrors(t *testing.T) {
 	if f.Model.APIKey != "sk-secret" || f.Model.Timeout.Seconds() != 45 {
 		t.Fatalf("model = %+v, want api_key expanded and timeout 45s", f.Model.Config)
 	}
+	// Hints name the variable the key came from, whatever it is called.
+	if f.Model.APIKeyEnv != "KEY" || !strings.Contains(f.Model.KeyHint(""), "${KEY}") {
+		t.Errorf("APIKeyEnv = %q, hint %q; want KEY and a hint naming ${KEY}", f.Model.APIKeyEnv, f.Model.KeyHint(""))
+	}
 	if err := f.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -165,7 +165,7 @@ func TestHeartbeatUnauthorized(t *testing.T) {
 			if r.Class != string(model.ClassPermanent) {
 				t.Errorf("error event class = %q, want permanent", r.Class)
 			}
-			for _, want := range []string{"401", "check model.api_key", "Incorrect API key provided: [redacted]"} {
+			for _, want := range []string{"401", "check model.api_key", "${" + apiKeyEnv + "}", "Incorrect API key provided: [redacted]"} {
 				if !strings.Contains(r.Error, want) {
 					t.Errorf("error event message %q does not say %q", r.Error, want)
 				}
@@ -333,6 +333,30 @@ func TestHeartbeatEmptyReply(t *testing.T) {
 				t.Errorf("notifications queued = %d, received %d; want none", n, len(s.rec.notifications()))
 			}
 			s.settled(t)
+		})
+	}
+}
+
+// TestHeartbeatModelTimeout: a model server that never answers hits
+// model.timeout on each call; the error event says so (not that the whole
+// run took too long) and the run is retried as a timeout.
+func TestHeartbeatModelTimeout(t *testing.T) {
+	t.Parallel()
+	for _, a := range apis {
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			s, srv := start(t, a, options{modelTimeout: 300 * time.Millisecond, runner: agentwork.Config{MaxAttempts: 2}},
+				turn{hang: true}, turn{hang: true})
+			s.wake(t)
+			failed := s.waitFor(t, "heartbeat.error")
+			s.stop()
+			r := failed.result(t)
+			if r.Class != string(model.ClassTimeout) || !strings.Contains(r.Error, "model.timeout is 300ms") || strings.Contains(r.Error, "run took longer") {
+				t.Errorf("error event = {class %q error %q}, want class timeout naming model.timeout is 300ms", r.Class, r.Error)
+			}
+			if n := len(srv.requests()); n != 2 {
+				t.Errorf("model server got %d requests, want 2 (one per attempt)", n)
+			}
 		})
 	}
 }

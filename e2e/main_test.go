@@ -45,6 +45,9 @@ const tiny = 10 * time.Millisecond
 // up in an event, a notification or a log line.
 const apiKey = "sk-e2e-SECRET-4b1d7f0e9c2a"
 
+// apiKeyEnv is the variable the config read the key from.
+const apiKeyEnv = "TEAM_LLM_KEY"
+
 // target is the one connector: a recorder.
 const target = "rec"
 
@@ -62,6 +65,8 @@ type turn struct {
 	// check, if set, sees the conversation the server received; an error
 	// fails the test.
 	check func(model.Request) error
+	// hang answers nothing until the client gives up.
+	hang bool
 }
 
 // server is a model API fake behind a real client.
@@ -78,7 +83,7 @@ type server struct {
 // api starts one kind of model server.
 type api struct {
 	name  string
-	start func(t *testing.T, log *zap.Logger, turns ...turn) server
+	start func(t *testing.T, log *zap.Logger, o options, turns ...turn) server
 }
 
 var apis = []api{{"openai", startOpenAI}, {"anthropic", startAnthropic}}
@@ -98,19 +103,19 @@ func header(retryAfter string) http.Header {
 	return http.Header{"Retry-After": {retryAfter}}
 }
 
-func startOpenAI(t *testing.T, log *zap.Logger, turns ...turn) server {
+func startOpenAI(t *testing.T, log *zap.Logger, o options, turns ...turn) server {
 	t.Helper()
 	srv := openaifake.New(t)
 	srv.SetKey("") // accept any key, so a scripted 401 can echo it back
 	for _, tn := range turns {
-		r := openaifake.Response{Reply: tn.reply, Status: tn.status, Message: tn.message, Header: header(tn.retryAfter)}
+		r := openaifake.Response{Reply: tn.reply, Status: tn.status, Message: tn.message, Header: header(tn.retryAfter), Hang: tn.hang}
 		if tn.check != nil {
 			check := tn.check
 			r.Check = func(req openaifake.Request) error { return check(req.Conversation) }
 		}
 		srv.Enqueue(r)
 	}
-	p, err := openai.New(model.Config{Provider: "openai", BaseURL: srv.URL, Model: "gpt-test", APIKey: apiKey},
+	p, err := openai.New(model.Config{Provider: "openai", BaseURL: srv.URL, Model: "gpt-test", APIKey: apiKey, APIKeyEnv: apiKeyEnv, Timeout: o.modelTimeout},
 		openai.WithHTTPClient(httpClient(t)), openai.WithLogger(log))
 	if err != nil {
 		t.Fatalf("openai.New() error = %v", err)
@@ -124,19 +129,19 @@ func startOpenAI(t *testing.T, log *zap.Logger, turns ...turn) server {
 	}}
 }
 
-func startAnthropic(t *testing.T, log *zap.Logger, turns ...turn) server {
+func startAnthropic(t *testing.T, log *zap.Logger, o options, turns ...turn) server {
 	t.Helper()
 	srv := anthropicfake.New(t)
 	srv.SetKey("")
 	for _, tn := range turns {
-		r := anthropicfake.Response{Reply: tn.reply, Status: tn.status, Message: tn.message, Header: header(tn.retryAfter)}
+		r := anthropicfake.Response{Reply: tn.reply, Status: tn.status, Message: tn.message, Header: header(tn.retryAfter), Hang: tn.hang}
 		if tn.check != nil {
 			check := tn.check
 			r.Check = func(req anthropicfake.Request) error { return check(req.Conversation) }
 		}
 		srv.Enqueue(r)
 	}
-	p, err := anthropic.New(model.Config{Provider: "anthropic", BaseURL: srv.URL, Model: "claude-test", APIKey: apiKey},
+	p, err := anthropic.New(model.Config{Provider: "anthropic", BaseURL: srv.URL, Model: "claude-test", APIKey: apiKey, APIKeyEnv: apiKeyEnv, Timeout: o.modelTimeout},
 		anthropic.WithHTTPClient(httpClient(t)), anthropic.WithLogger(log))
 	if err != nil {
 		t.Fatalf("anthropic.New() error = %v", err)
@@ -216,6 +221,8 @@ type stack struct {
 // options adjust a stack.
 type options struct {
 	runner agentwork.Config
+	// modelTimeout is model.timeout, one call's limit (0: the default).
+	modelTimeout time.Duration
 }
 
 // newLogger returns a debug logger that keeps every entry, to check that no
@@ -230,7 +237,7 @@ func newLogger() (*zap.Logger, *observer.ObservedLogs) {
 func start(t *testing.T, a api, o options, turns ...turn) (*stack, server) {
 	t.Helper()
 	log, logs := newLogger()
-	srv := a.start(t, log, turns...)
+	srv := a.start(t, log, o, turns...)
 	b := bustest.New(t)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "HEARTBEAT.md"), []byte(checklist), 0o600); err != nil {

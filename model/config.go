@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/agentwork/agentwork/internal/secret"
@@ -24,6 +25,10 @@ type Config struct {
 	// APIKey is the key, normally written as ${OPENAI_API_KEY}. Optional for
 	// local servers.
 	APIKey string `yaml:"api_key" json:"api_key,omitempty"`
+	// APIKeyEnv is the environment variable APIKey was read from, when the
+	// config wrote it as a ${VAR} reference (set by the config loader, not
+	// written by users): error hints name it.
+	APIKeyEnv string `yaml:"-" json:"-"`
 	// Timeout bounds one model call. Default 120s.
 	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
 	// MaxTokens caps the reply. Default 1024 (Anthropic requires a value).
@@ -80,6 +85,25 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model.model: required for provider %s (e.g. gpt-4o-mini, claude-sonnet-4-5, llama3.1)", c.Provider)
 	}
 	return nil
+}
+
+// KeyHint is the hint of a 401: check model.api_key, naming the variable
+// it comes from when the config said (see APIKeyEnv). how, if not empty,
+// says how the key is sent (e.g. "sent as x-api-key").
+func (c Config) KeyHint(how string) string {
+	var parts []string
+	if how != "" {
+		parts = append(parts, how)
+	}
+	switch {
+	case c.APIKeyEnv != "":
+		parts = append(parts, "is $"+"{"+c.APIKeyEnv+"} set in the server's environment, and is the key valid for this server?")
+	case c.APIKey == "":
+		parts = append(parts, "it is empty; set it, e.g. api_key: $"+"{OPENAI_API_KEY}")
+	default:
+		parts = append(parts, "is the key valid for this server?")
+	}
+	return "check model.api_key (" + strings.Join(parts, "; ") + ")"
 }
 
 // ProviderFunc adapts a function to Provider.

@@ -38,7 +38,7 @@ func (c *Client) errs() httperr.Endpoint {
 		Now:      c.now,
 		Reset:    rateLimitReset,
 		Hints: map[int]string{
-			http.StatusUnauthorized: "check model.api_key (sent as x-api-key; is ${ANTHROPIC_API_KEY} set, and is the key valid for this server?)",
+			http.StatusUnauthorized: c.cfg.KeyHint("sent as x-api-key"),
 			http.StatusNotFound: fmt.Sprintf("check model.model (%q) and model.base_url (the root that /v1/messages is appended to, e.g. https://api.anthropic.com or http://127.0.0.1:11434 for Ollama)",
 				c.cfg.Model),
 		},

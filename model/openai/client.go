@@ -172,6 +172,10 @@ func (c *Client) do(ctx context.Context, hreq *http.Request) (model.Reply, int, 
 			}
 			return model.Reply{}, resp.Status, c.statusError(status, resp.Header, resp.Body)
 		}
+		if errors.Is(err, errNoChoices) {
+			return model.Reply{}, resp.Status, &model.Error{Class: model.ClassTransient, Status: resp.Status,
+				Message: fmt.Sprintf("openai: %s answered a chat completion with no choices: the server produced nothing (a content filter, or a failing backend behind a gateway); trying again", c.where)}
+		}
 		return model.Reply{}, resp.Status, &model.Error{Class: model.ClassPermanent, Status: resp.Status,
 			Message: fmt.Sprintf("openai: reply from %s is not a chat completion (is model.base_url an OpenAI-compatible API root, e.g. .../v1?)", c.where),
 			Err:     err}

@@ -287,6 +287,10 @@ func TestErrorClassification(t *testing.T) {
 		{"error object in a 200 without code", openaifake.Response{Body: `{"error":{"message":"upstream broke"}}`},
 			model.ClassPermanent, 200, []string{"upstream broke"}},
 		{"redirect to a page", openaifake.Response{Status: 300, Body: "moved"}, model.ClassPermanent, 300, nil},
+		{"empty choices is the server producing nothing", openaifake.Response{Body: `{"id":"chatcmpl-1","object":"chat.completion","model":"m","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":0}}`},
+			model.ClassTransient, 200, []string{"no choices", "produced nothing"}},
+		{"no choices field at all is another API", openaifake.Response{Body: `{"result":"hi"}`},
+			model.ClassPermanent, 200, []string{"not a chat completion", "model.base_url"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,7 +25,7 @@ func (c *Client) errs() httperr.Endpoint {
 		Reset:    rateLimitReset,
 		Hints: map[int]string{
 			http.StatusPaymentRequired: "the account behind model.api_key has no credit or quota left; check its plan and billing",
-			http.StatusUnauthorized:    "check model.api_key (is ${OPENAI_API_KEY} set, and is the key valid for this server?)",
+			http.StatusUnauthorized:    c.cfg.KeyHint(""),
 			http.StatusNotFound: fmt.Sprintf("check model.model (%q) and model.base_url (OpenAI-compatible servers want the API root with /v1, e.g. http://127.0.0.1:11434/v1)",
 				c.cfg.Model),
 		},

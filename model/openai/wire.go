@@ -155,6 +155,11 @@ type chatUsage struct {
 // errMalformed marks a reply body that is not a usable chat completion.
 var errMalformed = errors.New("malformed reply")
 
+// errNoChoices marks a chat completion whose choices array is empty: the
+// API is right, but the server produced nothing (a content filter, an
+// overloaded or failing backend behind a gateway).
+var errNoChoices = errors.New("chat completion with no choices")
+
 // serverError is an error object in a 200 body (some gateways do that).
 type serverError struct{ status int }
 
@@ -163,7 +168,7 @@ func (e *serverError) Error() string {
 }
 
 // decodeReply reads a chat completion body. It never panics: it returns a
-// Reply, an error wrapping errMalformed, or a *serverError.
+// Reply, an error wrapping errMalformed, errNoChoices, or a *serverError.
 func decodeReply(body []byte) (model.Reply, error) {
 	var r chatResponse
 	if err := json.Unmarshal(body, &r); err != nil {
@@ -178,6 +183,9 @@ func decodeReply(body []byte) (model.Reply, error) {
 			var status int
 			_ = json.Unmarshal(code.Code, &status)
 			return model.Reply{}, &serverError{status: status}
+		}
+		if r.Choices != nil {
+			return model.Reply{}, errNoChoices
 		}
 		return model.Reply{}, fmt.Errorf("%w: no choices", errMalformed)
 	}
