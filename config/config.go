@@ -160,6 +160,47 @@ func Load(path string) (*File, error) {
 	return f, nil
 }
 
+// LoadClient reads what a client command needs to reach the server: the
+// bus section of the file at path (or of the defaults when path is empty).
+// Nothing else is expanded or checked, so the secrets only the server uses
+// (model.api_key: ${OPENAI_API_KEY}) need not be set where the client runs.
+// Relative paths resolve against the file's directory, as with Load.
+func LoadClient(path string) (*File, error) {
+	f := &File{path: path}
+	if path == "" {
+		return f, f.Bus.Validate()
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var root yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(raw)).Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return f, nil
+		}
+		return nil, yamlError(path, err)
+	}
+	busNode := lookupNode(&root, "bus")
+	if busNode == nil {
+		return f, nil
+	}
+	doc := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: "bus"}, busNode}}
+	if err := expandEnv(path, doc, os.LookupEnv); err != nil {
+		return nil, err
+	}
+	if errs := unknownKeys(path, doc, reflect.TypeFor[File](), ""); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if err := doc.Decode(f); err != nil {
+		return nil, yamlError(path, err)
+	}
+	if err := f.Bus.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
 // Parse decodes raw (named name in errors), expanding ${VAR} references with
 // lookup. It does not validate.
 func Parse(name string, raw []byte, lookup func(string) (string, bool)) (*File, error) {

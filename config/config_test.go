@@ -104,3 +104,33 @@ func TestSchemaNamesSections(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadClientNeedsNoServerSecrets: a client command reads only the bus
+// section, so secrets only the server uses need not be set for it, while
+// the bus section is still checked as strictly as serve checks it.
+func TestLoadClientNeedsNoServerSecrets(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agentwork.yaml")
+	body := "bus:\n  data_dir: data\n  prefix: team\nmodel:\n  provider: openai\n  model: m\n  api_key: ${AGENTWORK_TEST_SURELY_UNSET_KEY}\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(path); err == nil || !strings.Contains(err.Error(), "AGENTWORK_TEST_SURELY_UNSET_KEY") {
+		t.Fatalf("Load = %v, want the unset variable reported (serve needs it)", err)
+	}
+	f, err := config.LoadClient(path)
+	if err != nil {
+		t.Fatalf("LoadClient = %v, want the bus section only", err)
+	}
+	if f.Bus.Prefix != "team" || f.Resolve(f.Bus.DataDir) != filepath.Join(dir, "data") {
+		t.Errorf("LoadClient bus = %+v, want prefix team and data dir beside the file", f.Bus)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("bus:\n  prefx: team\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.LoadClient(bad); err == nil || !strings.Contains(err.Error(), "bad.yaml:2") {
+		t.Errorf("LoadClient(unknown bus key) = %v, want an error at bad.yaml:2", err)
+	}
+}

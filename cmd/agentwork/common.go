@@ -36,8 +36,10 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 }
 
 // busConfig returns the bus config a client uses to reach the server.
+// Only the config's bus section is read: a client needs none of the
+// server's secrets.
 func (c *connFlags) busConfig() (bus.Config, error) {
-	f, err := loadConfig(c.config)
+	f, err := config.LoadClient(configPath(c.config))
 	if err != nil {
 		return bus.Config{}, err
 	}
@@ -65,13 +67,17 @@ func (c *connFlags) dial(ctx context.Context) (*bus.Bus, error) {
 
 // loadConfig loads path, or ./agentwork.yaml when path is empty and it
 // exists, or the defaults.
-func loadConfig(path string) (*config.File, error) {
+func loadConfig(path string) (*config.File, error) { return config.Load(configPath(path)) }
+
+// configPath is path, or ./agentwork.yaml when path is empty and it
+// exists, or "" (the defaults).
+func configPath(path string) string {
 	if path == "" {
 		if _, err := os.Stat(DefaultConfigFile); err == nil {
-			path = DefaultConfigFile
+			return DefaultConfigFile
 		}
 	}
-	return config.Load(path)
+	return path
 }
 
 func newFlagSet(name string, e *env) *flag.FlagSet {

@@ -149,6 +149,14 @@ func TestServeTaskSendWaitAndCleanShutdown(t *testing.T) {
 	// The console connector prints the notification once delivered.
 	consoleOut.waitContains(t, "Disk /var is 93% full", 10*time.Second)
 
+	// A client reads only the bus section: a secret only the server uses
+	// need not be set where the client runs.
+	clientCfg := writeConfig(t, t.TempDir(), "bus:\n  prefix: agentwork\nmodel:\n  provider: openai\n  model: m\n  api_key: ${AGENTWORK_TEST_UNSET_KEY}\n")
+	out.Reset()
+	if err := run(ctx, []string{"task", "send", "hello", "--wait", "--config", clientCfg, "--data-dir", dataDir}, &out, &errOut); err != nil {
+		t.Errorf("task send with a config whose server secrets are unset: %v\n%s", err, errOut.String())
+	}
+
 	// events tail takes lists, and shows the done run through them.
 	tail := &syncBuffer{}
 	tctx, tcancel := context.WithCancel(ctx)
