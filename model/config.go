@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -81,10 +82,43 @@ func (c Config) Validate() error {
 	if c.Temperature != nil && (*c.Temperature < 0 || *c.Temperature > 2) {
 		return fmt.Errorf("model.temperature: %g is out of range (want 0-2)", *c.Temperature)
 	}
+	if c.Provider == "anthropic" && c.Temperature != nil && *c.Temperature > 1 {
+		return fmt.Errorf("model.temperature: %g is out of range for Anthropic (want 0-1)", *c.Temperature)
+	}
+	if err := checkHeaders(c); err != nil {
+		return err
+	}
 	if (c.Provider == "openai" || c.Provider == "anthropic") && c.Model == "" {
 		return fmt.Errorf("model.model: required for provider %s (e.g. gpt-4o-mini, claude-sonnet-4-5, llama3.1)", c.Provider)
 	}
 	return nil
+}
+
+// checkHeaders rejects an API key or extra header that cannot be sent in
+// an HTTP header, without quoting the value. The key is checked as it is
+// sent: trimmed (a key read from a file often ends in a newline).
+func checkHeaders(c Config) error {
+	if !validHeaderValue(strings.TrimSpace(c.APIKey)) {
+		return errors.New("model.api_key: contains a control character (check the ${...} reference or the file it reads)")
+	}
+	for k, v := range c.Headers {
+		if k == "" || strings.ContainsAny(k, " \t\r\n:()<>@,;\\\"/[]?={}") {
+			return fmt.Errorf("model.headers: %q is not a header name", k)
+		}
+		if !validHeaderValue(v) {
+			return fmt.Errorf("model.headers: the value of %q contains a control character", k)
+		}
+	}
+	return nil
+}
+
+func validHeaderValue(v string) bool {
+	for _, r := range v {
+		if (r < ' ' && r != '\t') || r == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // KeyHint is the hint of a 401: check model.api_key, naming the variable

@@ -76,12 +76,6 @@ func New(cfg model.Config, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Temperature != nil && *cfg.Temperature > 1 {
-		return nil, fmt.Errorf("anthropic: model.temperature: %g is out of range for Anthropic (want 0-1)", *cfg.Temperature)
-	}
-	if err := checkSecretsAndHeaders(cfg); err != nil {
-		return nil, fmt.Errorf("anthropic: %w", err)
-	}
 	base, err := url.Parse(strings.TrimSuffix(strings.TrimRight(cfg.BaseURL, "/"), "/v1"))
 	if err != nil {
 		return nil, fmt.Errorf("anthropic: model.base_url: %w", err)

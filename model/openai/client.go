@@ -94,9 +94,6 @@ func New(cfg model.Config, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSecretsAndHeaders(cfg); err != nil {
-		return nil, fmt.Errorf("openai: %w", err)
-	}
 	base, err := url.Parse(strings.TrimRight(cfg.BaseURL, "/"))
 	if err != nil {
 		return nil, fmt.Errorf("openai: model.base_url: %w", err)

@@ -81,7 +81,3 @@ func secretsOf(cfg model.Config) []string { return httperr.Secrets(cfg) }
 
 // publicURL is u without user info, query or fragment: safe to show.
 func publicURL(u *url.URL) string { return httperr.PublicURL(u) }
-
-// checkSecretsAndHeaders rejects values that cannot go into an HTTP header,
-// without quoting them.
-func checkSecretsAndHeaders(cfg model.Config) error { return httperr.CheckHeaders(cfg) }

@@ -396,29 +396,3 @@ func PublicURL(u *url.URL) string {
 	p.RawFragment = ""
 	return p.String()
 }
-
-// CheckHeaders rejects an API key or extra header that cannot be sent in an
-// HTTP header, without quoting the value.
-func CheckHeaders(cfg model.Config) error {
-	if !validHeaderValue(cfg.APIKey) {
-		return errors.New("model.api_key: contains a control character (check the ${...} reference or the file it reads)")
-	}
-	for k, v := range cfg.Headers {
-		if k == "" || strings.ContainsAny(k, " \t\r\n:()<>@,;\\\"/[]?={}") {
-			return fmt.Errorf("model.headers: %q is not a header name", k)
-		}
-		if !validHeaderValue(v) {
-			return fmt.Errorf("model.headers: the value of %q contains a control character", k)
-		}
-	}
-	return nil
-}
-
-func validHeaderValue(v string) bool {
-	for _, r := range v {
-		if (r < ' ' && r != '\t') || r == 0x7f {
-			return false
-		}
-	}
-	return true
-}

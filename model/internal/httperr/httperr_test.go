@@ -328,33 +328,6 @@ func TestPublicURL(t *testing.T) {
 	}
 }
 
-func TestCheckHeaders(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		cfg     model.Config
-		wantErr string
-	}{
-		{"fine", model.Config{APIKey: key, Headers: map[string]string{"OpenAI-Project": "proj_1", "X-Tab": "a\tb"}}, ""},
-		{"key with a newline", model.Config{APIKey: key + "\nX-Evil: 1"}, "model.api_key: contains a control character"},
-		{"key with DEL", model.Config{APIKey: "sk-\x7f"}, "model.api_key"},
-		{"bad header name", model.Config{Headers: map[string]string{"Bad Name": "v"}}, `model.headers: "Bad Name" is not a header name`},
-		{"empty header name", model.Config{Headers: map[string]string{"": "v"}}, "is not a header name"},
-		{"bad header value", model.Config{Headers: map[string]string{"X-Token": key + "\r\n"}}, `model.headers: the value of "X-Token" contains a control character`},
-	}
-	for _, tt := range tests {
-		err := httperr.CheckHeaders(tt.cfg)
-		switch {
-		case tt.wantErr == "" && err != nil:
-			t.Errorf("%s: CheckHeaders() = %v, want nil", tt.name, err)
-		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-			t.Errorf("%s: CheckHeaders() = %v, want an error containing %q", tt.name, err, tt.wantErr)
-		case err != nil && strings.Contains(err.Error(), key):
-			t.Errorf("%s: CheckHeaders() = %v quotes the secret", tt.name, err)
-		}
-	}
-}
-
 func TestStatusText(t *testing.T) {
 	t.Parallel()
 	for status, want := range map[int]string{401: "401 Unauthorized", 529: "529 Overloaded", 599: "599", 503: "503 Service Unavailable"} {
