@@ -259,3 +259,30 @@ func TestGeneratedPasswordSuitsEveryClient(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestReplicasOnASingleServer: a bus.url naming one server (not a cluster)
+// works without setting bus.replicas, and an explicit replicas: 3 there
+// fails with an error that says what to set.
+func TestReplicasOnASingleServer(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bustest.New(t, func(c *bus.Config) { c.DataDir = dir; c.Listen = "127.0.0.1:0" })
+	info, err := bus.ReadClientInfo(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := bus.Config{URL: info.URL, User: info.User, Password: info.Password, ReadyTimeout: 5 * time.Second}
+	b, err := bus.Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Open(single server, replicas unset) = %v, want it to pick 1", err)
+	}
+	if got := b.Config().Replicas; got != 1 {
+		t.Errorf("replicas chosen = %d, want 1", got)
+	}
+	b.Close()
+	cfg.Replicas = 3
+	_, err = bus.Open(t.Context(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "set bus.replicas: 1") {
+		t.Errorf("Open(single server, replicas 3) = %v, want an error saying to set bus.replicas: 1", err)
+	}
+}

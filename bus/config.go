@@ -26,7 +26,8 @@ type Config struct {
 	CAFile   string `yaml:"ca_file" json:"ca_file,omitempty"`
 	CertFile string `yaml:"cert_file" json:"cert_file,omitempty"`
 	KeyFile  string `yaml:"key_file" json:"key_file,omitempty"`
-	// Replicas for streams and buckets. Default 1 embedded, 3 on a cluster.
+	// Replicas for streams and buckets. Default 1 embedded and on a single
+	// external server, 3 on a cluster (decided once connected).
 	Replicas int `yaml:"replicas" json:"replicas,omitempty"`
 
 	// DataDir holds the embedded server's store, the lock and the generated
@@ -81,11 +82,8 @@ func (c Config) WithDefaults() Config {
 	if c.ReadyTimeout == 0 {
 		c.ReadyTimeout = 30 * time.Second
 	}
-	if c.Replicas == 0 {
+	if c.Replicas == 0 && !c.External() {
 		c.Replicas = 1
-		if c.External() {
-			c.Replicas = 3
-		}
 	}
 	return c
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/internal/secret"
 )
@@ -39,6 +40,15 @@ func (b *Bus) connectExternal(ctx context.Context) error {
 	}
 	if b.js, err = jetstream.New(b.nc); err != nil {
 		return err
+	}
+	if b.cfg.Replicas == 0 {
+		// Not set: what the servers can hold. A single server holds one
+		// replica; a cluster, three.
+		b.cfg.Replicas = 1
+		if b.nc.ConnectedClusterName() != "" {
+			b.cfg.Replicas = 3
+		}
+		b.log.Info("bus replicas chosen for the servers", zap.Int("replicas", b.cfg.Replicas), zap.String("cluster", b.nc.ConnectedClusterName()))
 	}
 	return retry(ctx, func() error { return b.Ready(ctx) })
 }

@@ -75,6 +75,9 @@ func (b *Bus) provision(ctx context.Context) error {
 			_, err := b.js.CreateOrUpdateStream(ctx, sc)
 			return err
 		}); err != nil {
+			if hint := b.replicasHint(err); hint != "" {
+				return fmt.Errorf("bus: stream %s: %w%s", sc.Name, err, hint)
+			}
 			if existing, gerr := b.js.Stream(ctx, sc.Name); gerr == nil {
 				have := existing.CachedInfo().Config
 				return fmt.Errorf("bus: stream %s exists with a configuration that cannot be updated (retention %s, subjects %v; want %s, %v): %w",
@@ -88,7 +91,7 @@ func (b *Bus) provision(ctx context.Context) error {
 			_, err := b.js.CreateOrUpdateKeyValue(ctx, kc)
 			return err
 		}); err != nil {
-			return fmt.Errorf("bus: create bucket %s: %w", kc.Bucket, err)
+			return fmt.Errorf("bus: create bucket %s: %w%s", kc.Bucket, err, b.replicasHint(err))
 		}
 	}
 	b.log.Debug("bus provisioned", zap.Int("replicas", b.cfg.Replicas))
@@ -110,6 +113,27 @@ func (b *Bus) bindBuckets(ctx context.Context) error {
 	}
 	b.Jobs, b.State, b.Dedup, b.Locks = bind(BucketJobs), bind(BucketState), bind(BucketDedup), bind(BucketLocks)
 	return err
+}
+
+// JetStream API error codes (nats-server's errors.json) that nats.go does
+// not name.
+const (
+	errCodeInsufficientResources jetstream.ErrorCode = 10023 // e.g. fewer servers than replicas
+	errCodeReplicasNotSupported  jetstream.ErrorCode = 10074 // replicas > 1 not supported in non-clustered mode
+)
+
+// replicasHint says what to do when the servers cannot hold the replicas
+// asked for: "" for any other error.
+func (b *Bus) replicasHint(err error) string {
+	var apiErr *jetstream.APIError
+	if b.cfg.Replicas <= 1 || !errors.As(err, &apiErr) {
+		return ""
+	}
+	switch apiErr.ErrorCode {
+	case errCodeReplicasNotSupported, errCodeInsufficientResources:
+		return fmt.Sprintf(" (bus.replicas is %d, more than these servers hold: set bus.replicas: 1 for a single server, or at most the cluster's size)", b.cfg.Replicas)
+	}
+	return ""
 }
 
 // retry runs fn until it succeeds or ctx ends: on a cluster the JetStream
