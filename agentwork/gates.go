@@ -16,34 +16,37 @@ import (
 	"github.com/agentwork/agentwork/tools"
 )
 
+// Deliverer is an optional capability of an OutputGate: before the model
+// runs, it says what the run will do with notify_user messages
+// (tools.DeliveryNotify, DeliveryReply or DeliveryNone), so that what the
+// tool answers the model is what will happen. The runner asks the first
+// gate of a policy that has it; without one, notify_user messages are sent.
+type Deliverer interface {
+	Delivers(run *Run) string
+}
+
 // NotifyGate is the fail-closed heartbeat gate: only what the model passed
 // to notify_user is delivered. No call skips "ack"; calls without usable
 // text (blank, or arguments the tool rejected and the model was told so)
-// skip "empty"; when the model called it more than once, the first call the
-// tool accepted wins.
+// skip "empty". The messages of several calls (at most tools.MaxNotify,
+// the ones the tool accepted, as it told the model) are sent as one, in
+// order, separated by a blank line; it is important if any of them is.
 type NotifyGate struct{}
 
-var _ OutputGate = NotifyGate{}
+var (
+	_ OutputGate = NotifyGate{}
+	_ Deliverer  = NotifyGate{}
+)
+
+// Delivers implements Deliverer.
+func (NotifyGate) Delivers(*Run) string { return tools.DeliveryNotify }
 
 // Inspect implements OutputGate.
 func (NotifyGate) Inspect(_ context.Context, run *Run, out Output) error {
 	run.Notice = nil
-	sawCall := false
-	for _, c := range out.Calls {
-		if c.Name != tools.NotifyName {
-			continue
-		}
-		sawCall = true
-		if c.Error != "" {
-			// The model was told this call failed: delivering it would send
-			// what the model believes was not sent.
-			continue
-		}
-		a, err := tools.DecodeNotify(c.Arguments)
-		if err != nil {
-			continue
-		}
-		run.Notice = &Notice{Text: strings.TrimSpace(a.Text), Urgency: a.Urgency}
+	texts, urgency, sawCall := notifyTexts(out)
+	if len(texts) > 0 {
+		run.Notice = &Notice{Text: strings.Join(texts, "\n\n"), Urgency: urgency}
 		return nil
 	}
 	if sawCall {
@@ -52,10 +55,43 @@ func (NotifyGate) Inspect(_ context.Context, run *Run, out Output) error {
 	return Skip(ReasonAck, "")
 }
 
+// notifyTexts returns the texts of the notify_user calls the tool accepted,
+// in order (at most tools.MaxNotify), their joint urgency, and whether
+// notify_user was called at all.
+func notifyTexts(out Output) (texts []string, urgency string, called bool) {
+	urgency = tools.UrgencyInfo
+	for _, c := range out.Calls {
+		if c.Name != tools.NotifyName {
+			continue
+		}
+		called = true
+		if c.Error != "" {
+			// The model was told this call failed: delivering it would send
+			// what the model believes was not sent.
+			continue
+		}
+		a, err := tools.DecodeNotify(c.Arguments)
+		if err != nil || len(texts) == tools.MaxNotify {
+			continue
+		}
+		texts = append(texts, strings.TrimSpace(a.Text))
+		if a.Urgency == tools.UrgencyImportant {
+			urgency = tools.UrgencyImportant
+		}
+	}
+	return texts, urgency, called
+}
+
 // ReplyGate delivers the model's final text; a blank reply skips "empty".
 type ReplyGate struct{}
 
-var _ OutputGate = ReplyGate{}
+var (
+	_ OutputGate = ReplyGate{}
+	_ Deliverer  = ReplyGate{}
+)
+
+// Delivers implements Deliverer.
+func (ReplyGate) Delivers(*Run) string { return tools.DeliveryReply }
 
 // Inspect implements OutputGate.
 func (ReplyGate) Inspect(_ context.Context, run *Run, out Output) error {
@@ -69,27 +105,52 @@ func (ReplyGate) Inspect(_ context.Context, run *Run, out Output) error {
 }
 
 // ModeGate picks the delivery by the request's Deliver field (Default when
-// the request leaves it empty): reply → ReplyGate, notify → NotifyGate,
-// none → nothing is delivered.
+// the request leaves it empty, DeliverAuto when both do): auto → the
+// notify_user messages when the tool accepted one, else the reply; reply →
+// ReplyGate; notify → NotifyGate; none → nothing is delivered.
 type ModeGate struct{ Default string }
 
-var _ OutputGate = ModeGate{}
+var (
+	_ OutputGate = ModeGate{}
+	_ Deliverer  = ModeGate{}
+)
+
+func (g ModeGate) mode(run *Run) string {
+	switch {
+	case run.Request.Deliver != "":
+		return run.Request.Deliver
+	case g.Default != "":
+		return g.Default
+	}
+	return DeliverAuto
+}
+
+// Delivers implements Deliverer.
+func (g ModeGate) Delivers(run *Run) string {
+	switch g.mode(run) {
+	case DeliverReply:
+		return tools.DeliveryReply
+	case DeliverNone:
+		return tools.DeliveryNone
+	}
+	return tools.DeliveryNotify
+}
 
 // Inspect implements OutputGate.
 func (g ModeGate) Inspect(ctx context.Context, run *Run, out Output) error {
-	mode := run.Request.Deliver
-	if mode == "" {
-		mode = g.Default
-	}
-	switch mode {
+	switch g.mode(run) {
 	case DeliverNotify:
 		return NotifyGate{}.Inspect(ctx, run, out)
 	case DeliverNone:
 		run.Notice = nil
 		return nil
-	default:
+	case DeliverReply:
 		return ReplyGate{}.Inspect(ctx, run, out)
 	}
+	if texts, _, _ := notifyTexts(out); len(texts) > 0 {
+		return NotifyGate{}.Inspect(ctx, run, out)
+	}
+	return ReplyGate{}.Inspect(ctx, run, out)
 }
 
 // DedupGate skips "duplicate" when the same notification text was already

@@ -11,6 +11,10 @@ import (
 
 // Delivery modes of a request: what the runner sends after the model answered.
 const (
+	// DeliverAuto sends what the model passed to notify_user when it called
+	// it, else its final text: what a user expects of a task or a cron job
+	// (the default of both).
+	DeliverAuto = "auto"
 	// DeliverReply sends the model's final text (blank text skips "empty").
 	DeliverReply = "reply"
 	// DeliverNotify sends only what the model passed to notify_user
@@ -54,9 +58,9 @@ func (r *Request) Validate() error {
 		errs = append(errs, err)
 	}
 	switch r.Deliver {
-	case "", DeliverReply, DeliverNotify, DeliverNone:
+	case "", DeliverAuto, DeliverReply, DeliverNotify, DeliverNone:
 	default:
-		errs = append(errs, fmt.Errorf("deliver: %q: want reply, notify or none", r.Deliver))
+		errs = append(errs, fmt.Errorf("deliver: %q: want auto, reply, notify or none", r.Deliver))
 	}
 	for _, t := range r.Targets {
 		if err := bus.CheckToken("targets", t); err != nil {

@@ -552,7 +552,7 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 	// 3. Output gates.
 	gates := pol.Output
 	if len(gates) == 0 {
-		gates = []OutputGate{ModeGate{Default: DeliverReply}}
+		gates = []OutputGate{ModeGate{}}
 	}
 	for _, g := range gates {
 		if err := g.Inspect(ctx, run, out); err != nil {
@@ -660,13 +660,31 @@ func (r *Runner) callModel(ctx context.Context, m jetstream.Msg, run *Run, pol P
 		Tools:    ts.specs,
 		Meta:     map[string]string{"source": run.Request.Source, "name": run.Request.Name},
 	}
-	res, err := tools.Loop(mctx, r.provider, ts.reg, req, steps)
+	// notify_user answers the model with what this run will do with it.
+	tctx := tools.WithDelivery(mctx, &tools.Delivery{Mode: delivers(run, pol)})
+	res, err := tools.Loop(tctx, r.provider, ts.reg, req, steps)
 	// The run's own deadline, not one inside the provider (model.timeout
 	// per call): only then is the whole run too long.
 	if err != nil && errors.Is(mctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 		err = &model.Error{Class: model.ClassTimeout, Message: fmt.Sprintf("run took longer than %s (the runner's timeout for this source)", timeout), Err: err}
 	}
 	return Output{Text: res.Text, Calls: res.Calls, Usage: res.Usage, Model: res.Model}, err
+}
+
+// delivers is what the run will do with notify_user messages: what the
+// first output gate that knows says (the runner's default gate is a
+// ModeGate).
+func delivers(run *Run, pol Policy) string {
+	gates := pol.Output
+	if len(gates) == 0 {
+		gates = []OutputGate{ModeGate{}}
+	}
+	for _, g := range gates {
+		if d, ok := g.(Deliverer); ok {
+			return d.Delivers(run)
+		}
+	}
+	return tools.DeliveryNotify
 }
 
 // toolset is what a policy offers the model: the registry its calls run

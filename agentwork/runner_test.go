@@ -206,9 +206,17 @@ func TestNotifyUserFailClosed(t *testing.T) {
 			outcome: bus.OutcomeDone, text: "disk 91% full", urgency: tools.UrgencyImportant,
 		},
 		{
-			name:    "two calls: the first wins",
-			reply:   script.Reply{Notify: "first", ToolCalls: []script.Call{notifyCall(map[string]any{"text": "second"})}},
-			outcome: bus.OutcomeDone, text: "first", urgency: tools.UrgencyInfo,
+			name:    "two calls: both sent, as one message, important if either is",
+			reply:   script.Reply{Notify: "first", ToolCalls: []script.Call{notifyCall(map[string]any{"text": "second", "urgency": "important"})}},
+			outcome: bus.OutcomeDone, text: "first\n\nsecond", urgency: tools.UrgencyImportant,
+		},
+		{
+			name: "six calls: five sent, the sixth refused to the model",
+			reply: script.Reply{Notify: "1", ToolCalls: []script.Call{
+				notifyCall(map[string]any{"text": "2"}), notifyCall(map[string]any{"text": "3"}), notifyCall(map[string]any{"text": "4"}),
+				notifyCall(map[string]any{"text": "5"}), notifyCall(map[string]any{"text": "6"}),
+			}},
+			outcome: bus.OutcomeDone, text: "1\n\n2\n\n3\n\n4\n\n5", urgency: tools.UrgencyInfo, toolErr: "at most 5",
 		},
 		{
 			name:    "malformed arguments: a tool error the model sees, then skip empty",

@@ -3,8 +3,10 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 )
 
 // NotifyName is the name of the notify_user tool.
@@ -22,20 +24,68 @@ type NotifyArgs struct {
 	Urgency string `json:"urgency,omitempty" jsonschema:"enum=info,enum=important,default=info,description=important only when the user should look now."`
 }
 
-// Notify returns the notify_user tool. It has no side effect: it only
-// acknowledges. Delivery is decided after the run by the runner's output
-// gates, which read the call from the reply, so that dedup and other gating
-// stay possible.
+// MaxNotify is how many notify_user messages one run may send. They are
+// delivered together, as one notification; a call beyond is refused.
+const MaxNotify = 5
+
+// Notify returns the notify_user tool. It has no side effect: delivery is
+// decided after the run by the runner's output gates, which read the calls
+// from the reply, so that dedup and other gating stay possible. What it
+// answers the model is what will happen, by the run's delivery (see
+// WithDelivery): the message will be sent; or it is refused because the
+// run sends its reply or nothing; or it is refused because the run already
+// has MaxNotify messages.
 func Notify() Spec {
 	return Func(NotifyName,
 		"Send a short message to the user. Call it only when something needs the user's attention; "+
 			"if nothing does, do not call it and reply briefly that all is well.",
-		func(_ context.Context, a NotifyArgs) (string, error) {
+		func(ctx context.Context, a NotifyArgs) (string, error) {
 			if _, err := ParseNotify(a); err != nil {
 				return "", err
 			}
-			return "acknowledged: the message will be delivered to the user", nil
+			d, _ := ctx.Value(deliveryKey{}).(*Delivery)
+			if d == nil {
+				d = &Delivery{Mode: DeliveryNotify}
+			}
+			switch d.Mode {
+			case DeliveryReply:
+				return "", errors.New("not sent: this run sends your final reply to the user, not notify_user messages; write what the user needs to know in your reply")
+			case DeliveryNone:
+				return "", errors.New("not sent: this run sends nothing to the user; its record keeps your reply")
+			}
+			switch n := d.accepted.Add(1); {
+			case n > MaxNotify:
+				return "", fmt.Errorf("not sent: a run sends at most %d notify_user messages; put what is left into one of them next time", MaxNotify)
+			case n > 1:
+				return "acknowledged: it will be sent with your earlier notify_user message(s), as one message to the user, once this run ends", nil
+			}
+			return "acknowledged: the message will be sent to the user once this run ends (unless the same message was sent very recently)", nil
 		})
+}
+
+// Delivery modes of a run, as notify_user sees them.
+const (
+	// DeliveryNotify: notify_user messages are sent.
+	DeliveryNotify = "notify"
+	// DeliveryReply: the final reply is sent; notify_user is refused.
+	DeliveryReply = "reply"
+	// DeliveryNone: nothing is sent; notify_user is refused.
+	DeliveryNone = "none"
+)
+
+// Delivery is what one run does with notify_user messages. The runner puts
+// one per run into the tool calls' ctx (WithDelivery).
+type Delivery struct {
+	// Mode is DeliveryNotify, DeliveryReply or DeliveryNone.
+	Mode     string
+	accepted atomic.Int32
+}
+
+type deliveryKey struct{}
+
+// WithDelivery returns ctx carrying d for the notify_user calls of one run.
+func WithDelivery(ctx context.Context, d *Delivery) context.Context {
+	return context.WithValue(ctx, deliveryKey{}, d)
 }
 
 // ParseNotify checks notify_user arguments and fills defaults.

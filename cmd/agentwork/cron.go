@@ -165,7 +165,7 @@ func cronAddFlags(fs *flag.FlagSet) func(pos []string) (cron.Job, error) {
 	tz := fs.String("timezone", "", "IANA time zone of the schedule (default UTC)")
 	prompt := fs.String("prompt", "", "what the model should do")
 	targets := fs.String("targets", "", "comma-separated connector names")
-	deliver := fs.String("deliver", "", "reply (default), notify or none")
+	deliver := fs.String("deliver", "", "auto (default: the notify_user messages if the model sends any, else its reply), reply, notify or none")
 	overlap := fs.String("overlap", "", "skip (default), queue or allow")
 	catchup := fs.String("catchup", "", "run_once (default), skip, or run_all[:max]")
 	maxRuns := fs.Int("max-runs", 0, "stop after this many fires (0: no limit)")

@@ -23,7 +23,7 @@ func cmdTask(ctx context.Context, e *env, args []string) error {
 	cf.register(fs)
 	name := fs.String("name", "default", "task name ([a-z0-9_-])")
 	targets := fs.String("targets", "", "comma-separated connector names (default: all)")
-	deliver := fs.String("deliver", "", "reply, notify or none (default reply)")
+	deliver := fs.String("deliver", "", "auto (default: the notify_user messages if the model sends any, else its reply), reply, notify or none")
 	wait := fs.Bool("wait", false, "wait for the run's outcome and print it")
 	timeout := fs.Duration("timeout", 5*time.Minute, "how long --wait waits")
 	asJSON := fs.Bool("json", false, "print the outcome event as JSON")

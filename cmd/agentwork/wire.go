@@ -36,7 +36,7 @@ func newProvider(f *config.File, log *zap.Logger) (model.Provider, error) {
 // no I/O beyond what constructors do; everything starts in serve.
 func wire(_ context.Context, e *env, f *config.File, b *bus.Bus, log *zap.Logger) (*wiring, error) {
 	w := &wiring{policies: map[string]agentwork.Policy{
-		bus.SourceTask: {Output: []agentwork.OutputGate{agentwork.ModeGate{Default: agentwork.DeliverReply}}},
+		bus.SourceTask: {Output: []agentwork.OutputGate{agentwork.ModeGate{Default: agentwork.DeliverAuto}}},
 	}}
 	if err := wireConnectors(w, e, f, b, log); err != nil {
 		return nil, err

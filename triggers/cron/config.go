@@ -143,8 +143,9 @@ type Job struct {
 	Enabled *bool `yaml:"enabled" json:"enabled,omitempty"`
 	// Targets are connector names. Default: cron.targets, else the runner's.
 	Targets []string `yaml:"targets" json:"targets,omitempty"`
-	// Deliver is reply (the model's answer is sent; default), notify (only
-	// what the model passes to notify_user) or none.
+	// Deliver is auto (default: what the model passes to notify_user when
+	// it calls it, else its answer), reply (the answer), notify (only what
+	// the model passes to notify_user) or none.
 	Deliver string `yaml:"deliver" json:"deliver,omitempty"`
 	// Overlap is skip (default), queue or allow.
 	Overlap string `yaml:"overlap" json:"overlap,omitempty"`
@@ -262,9 +263,9 @@ func (j *Job) validate(p string) error {
 		}
 	}
 	switch j.Deliver {
-	case "", agentwork.DeliverReply, agentwork.DeliverNotify, agentwork.DeliverNone:
+	case "", agentwork.DeliverAuto, agentwork.DeliverReply, agentwork.DeliverNotify, agentwork.DeliverNone:
 	default:
-		add("deliver", "%q: want reply, notify or none", j.Deliver)
+		add("deliver", "%q: want auto, reply, notify or none", j.Deliver)
 	}
 	switch j.Overlap {
 	case "", OverlapSkip, OverlapQueue, OverlapAllow:
@@ -308,7 +309,7 @@ func (j *Job) normalize() {
 		j.Enabled = &t
 	}
 	if j.Deliver == "" {
-		j.Deliver = agentwork.DeliverReply
+		j.Deliver = agentwork.DeliverAuto
 	}
 	if j.Overlap == "" {
 		j.Overlap = OverlapSkip

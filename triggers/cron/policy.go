@@ -26,7 +26,7 @@ func (s *Scheduler) Policy() agentwork.Policy {
 	noRunnerAlert := false // the observer alerts per alert_after instead
 	return agentwork.Policy{
 		Input:    []agentwork.InputGate{&jobGate{s: s}},
-		Output:   []agentwork.OutputGate{agentwork.ModeGate{Default: agentwork.DeliverReply}},
+		Output:   []agentwork.OutputGate{agentwork.ModeGate{Default: agentwork.DeliverAuto}},
 		Targets:  s.cfg.Targets,
 		Timeout:  s.cfg.Timeout,
 		Alert:    &noRunnerAlert,

@@ -42,7 +42,7 @@ func TestSchedulerFiresEachTick(t *testing.T) {
 			t.Errorf("request %d Nats-Msg-Id = %q, want %q", i, r.MsgID, want)
 		}
 		if r.Req.ScheduledAt == nil || !r.Req.ScheduledAt.Equal(tick) || r.Req.Source != "cron" || r.Req.Name != "hello" ||
-			r.Req.Manual || !slices.Equal(r.Req.Targets, []string{"ops"}) || r.Req.Deliver != "reply" || r.Req.Prompt != "say hi" {
+			r.Req.Manual || !slices.Equal(r.Req.Targets, []string{"ops"}) || r.Req.Deliver != "auto" || r.Req.Prompt != "say hi" {
 			t.Errorf("request %d = %+v", i, r.Req)
 		}
 	}

@@ -95,7 +95,7 @@ func TestFailClosed(t *testing.T) {
 	}{
 		{"no notify_user call is an ack", model.Reply{Text: "STATUS: CHAT_YES\nREASON: the disk is full\nCONTENT: please clean up"}, 1, []string{"skip/ack"}},
 		{"blank text is empty", notifyReply("   "), 1, []string{"skip/empty"}},
-		{"first call wins", notifyReply("disk /var is 93% full", "second message"), 1, []string{`done "disk /var is 93% full"`}},
+		{"two calls are sent as one", notifyReply("disk /var is 93% full", "second message"), 1, []string{`done "disk /var is 93% full\n\nsecond message"`}},
 		{"same text twice is a duplicate", notifyReply("disk /var is 93% full"), 2, []string{`done "disk /var is 93% full"`, "skip/duplicate"}},
 	}
 	for _, c := range cases {

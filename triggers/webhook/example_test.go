@@ -19,7 +19,7 @@ func ExampleParseTask() {
 	// task default [slack] 0
 	// promt: unknown field; want prompt, name, source, targets, deliver or metadata
 	// prompt: required; want the work to do as a non-blank string
-	// deliver: "email": want reply, notify or none
+	// deliver: "email": want auto, reply, notify or none
 }
 
 // A credential's grant limits what it may request; heartbeat and cron are

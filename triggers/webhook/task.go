@@ -36,8 +36,8 @@ type Task struct {
 	Source string `json:"source,omitempty" jsonschema:"default=task,description=Request source: 1-64 of a-z 0-9 _ -. Default task. heartbeat/cron/delivery are refused (403); your credential lists the sources it may use."`
 	// Targets are connector names to deliver to; empty means the source's defaults.
 	Targets []string `json:"targets,omitempty" jsonschema:"maxItems=16,uniqueItems=true,description=Connector names to deliver the result to. Empty: the source's default targets."`
-	// Deliver is what is sent: reply (the model's answer), notify (only notify_user calls) or none.
-	Deliver string `json:"deliver,omitempty" jsonschema:"enum=reply,enum=notify,enum=none,description=reply: send the model's final answer; notify: send only what the model passes to notify_user; none: send nothing (the done event still carries the reply). Empty: the source's default."`
+	// Deliver is what is sent: auto (notify_user messages if any, else the reply), reply (the model's answer), notify (only notify_user calls) or none.
+	Deliver string `json:"deliver,omitempty" jsonschema:"enum=auto,enum=reply,enum=notify,enum=none,description=auto: send the notify_user messages of the model when it sends any (else its final answer); reply: send the model's final answer; notify: send only what the model passes to notify_user; none: send nothing (the done event still carries the reply). Empty: the source's default (auto)."`
 	// Metadata is passed through to the events and notifications of the run.
 	Metadata map[string]string `json:"metadata,omitempty" jsonschema:"description=String key/value pairs carried into the run's events and notifications."`
 }
@@ -136,9 +136,9 @@ func (t *Task) normalize(connectors []string) []problem.FieldError {
 		add("source", "%q: want 1-64 characters of a-z, 0-9, _ and -", t.Source)
 	}
 	switch t.Deliver {
-	case "", agentwork.DeliverReply, agentwork.DeliverNotify, agentwork.DeliverNone:
+	case "", agentwork.DeliverAuto, agentwork.DeliverReply, agentwork.DeliverNotify, agentwork.DeliverNone:
 	default:
-		add("deliver", "%q: want reply, notify or none", t.Deliver)
+		add("deliver", "%q: want auto, reply, notify or none", t.Deliver)
 	}
 	if len(t.Targets) > MaxTargets {
 		add("targets", "%d targets; at most %d", len(t.Targets), MaxTargets)
