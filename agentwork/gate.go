@@ -83,12 +83,18 @@ type Output struct {
 	Calls []tools.Call
 	Usage model.Usage
 	Model string
+	// StopReason is the provider's reason the last reply ended; Truncated
+	// says the token limit cut Text short.
+	StopReason string
+	Truncated  bool
 }
 
 // Notice is the notification an output gate chain decided to send.
 type Notice struct {
 	Text    string
 	Urgency string
+	// Truncated: Text is a reply the model's token limit cut short.
+	Truncated bool
 	// DedupKey is set by the dedup gate; the key is released if nothing is
 	// delivered.
 	DedupKey string

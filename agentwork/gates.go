@@ -100,7 +100,7 @@ func (ReplyGate) Inspect(_ context.Context, run *Run, out Output) error {
 		run.Notice = nil
 		return Skip(ReasonEmpty, "the model's reply is blank")
 	}
-	run.Notice = &Notice{Text: text, Urgency: tools.UrgencyInfo}
+	run.Notice = &Notice{Text: text, Urgency: tools.UrgencyInfo, Truncated: out.Truncated}
 	return nil
 }
 

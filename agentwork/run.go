@@ -51,14 +51,21 @@ type Result struct {
 	Error string `json:"error,omitempty"`
 
 	// done: the text actually sent, where it went, and the model's side.
-	Text            string       `json:"text,omitempty"`
-	Urgency         string       `json:"urgency,omitempty"`
-	Targets         []string     `json:"targets,omitempty"`
-	NotificationIDs []string     `json:"notification_ids,omitempty"`
-	Reply           string       `json:"reply,omitempty"`
-	Model           string       `json:"model,omitempty"`
-	Usage           *model.Usage `json:"usage,omitempty"`
-	ToolCalls       []tools.Call `json:"tool_calls,omitempty"`
+	Text            string   `json:"text,omitempty"`
+	Urgency         string   `json:"urgency,omitempty"`
+	Targets         []string `json:"targets,omitempty"`
+	NotificationIDs []string `json:"notification_ids,omitempty"`
+	// Truncated: Text is a reply the model's token limit cut short.
+	Truncated bool   `json:"truncated,omitempty"`
+	Reply     string `json:"reply,omitempty"`
+	// StopReason is the provider's reason the last reply ended ("stop",
+	// "length", "max_tokens", ...); ReplyTruncated says it was the token
+	// limit, so Reply is incomplete.
+	StopReason     string       `json:"stop_reason,omitempty"`
+	ReplyTruncated bool         `json:"reply_truncated,omitempty"`
+	Model          string       `json:"model,omitempty"`
+	Usage          *model.Usage `json:"usage,omitempty"`
+	ToolCalls      []tools.Call `json:"tool_calls,omitempty"`
 
 	Attempt     int               `json:"attempt,omitempty"`
 	DurationMS  int64             `json:"duration_ms"`

@@ -569,9 +569,10 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 	// not be queued, a crash) queues and reports exactly this.
 	res := r.result(run, bus.OutcomeDone)
 	res.Reply, res.ToolCalls = out.Text, out.Calls
+	res.StopReason, res.ReplyTruncated = out.StopReason, out.Truncated
 	if run.Notice != nil {
 		known := r.knownTargets(run)
-		res.Text, res.Urgency, res.Targets = run.Notice.Text, run.Notice.Urgency, known
+		res.Text, res.Urgency, res.Targets, res.Truncated = run.Notice.Text, run.Notice.Urgency, known, run.Notice.Truncated
 		for _, t := range known {
 			res.NotificationIDs = append(res.NotificationIDs, run.ID+"."+t)
 		}
@@ -668,7 +669,7 @@ func (r *Runner) callModel(ctx context.Context, m jetstream.Msg, run *Run, pol P
 	if err != nil && errors.Is(mctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 		err = &model.Error{Class: model.ClassTimeout, Message: fmt.Sprintf("run took longer than %s (the runner's timeout for this source)", timeout), Err: err}
 	}
-	return Output{Text: res.Text, Calls: res.Calls, Usage: res.Usage, Model: res.Model}, err
+	return Output{Text: res.Text, Calls: res.Calls, Usage: res.Usage, Model: res.Model, StopReason: res.StopReason, Truncated: res.Truncated}, err
 }
 
 // delivers is what the run will do with notify_user messages: what the
@@ -765,7 +766,8 @@ func (r *Runner) enqueue(ctx context.Context, run *Run, text, urgency, kind stri
 		n := connectors.Notification{
 			ID: run.ID + kind + "." + t, RunID: run.ID, RequestID: run.Request.ID,
 			Source: run.Request.Source, Name: run.Request.Name, Text: text, Urgency: urgency,
-			Target: t, Targets: known, Time: r.now(), Metadata: run.Request.Metadata,
+			Truncated: kind == "" && run.Notice != nil && run.Notice.Truncated,
+			Target:    t, Targets: known, Time: r.now(), Metadata: run.Request.Metadata,
 		}
 		if run.Notice != nil && kind == "" {
 			n.DedupKey = run.Notice.DedupKey

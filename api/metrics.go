@@ -37,6 +37,7 @@ type metrics struct {
 	tokens      map[[2]string]uint64 // model, kind (input|output)
 	modelRuns   map[[2]string]uint64 // model, outcome
 	modelErrors map[string]uint64    // class
+	truncated   map[string]uint64    // source
 	models      map[string]bool      // model labels in use
 
 	streams atomic.Int64 // open event streams
@@ -45,7 +46,7 @@ type metrics struct {
 func newMetrics(version string) *metrics {
 	return &metrics{
 		version: version, requests: map[[2]string]uint64{}, runs: map[[2]string]uint64{}, deliveries: map[string]uint64{},
-		tokens: map[[2]string]uint64{}, modelRuns: map[[2]string]uint64{}, modelErrors: map[string]uint64{}, models: map[string]bool{},
+		tokens: map[[2]string]uint64{}, modelRuns: map[[2]string]uint64{}, modelErrors: map[string]uint64{}, models: map[string]bool{}, truncated: map[string]uint64{},
 	}
 }
 
@@ -75,6 +76,8 @@ type modelFacts struct {
 	Model string       `json:"model"`
 	Usage *model.Usage `json:"usage"`
 	Class string       `json:"class"`
+	// ReplyTruncated: the token limit cut the model's last reply short.
+	ReplyTruncated bool `json:"reply_truncated"`
 }
 
 // count counts one event on <prefix>.event.<rest>, data being its envelope.
@@ -106,6 +109,9 @@ func (m *metrics) count(rest string, data []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.runs[[2]string{source, outcome}]++
+	if facts.ReplyTruncated {
+		m.truncated[source]++
+	}
 	if outcome == bus.OutcomeError {
 		class := facts.Class
 		if class == "" {
@@ -195,6 +201,15 @@ func (m *metrics) expose(busReady float64) []byte {
 	family("agentwork_model_runs_total", "counter", "Runs that reached the model, by model and outcome, from the run events seen on the bus: every done, and skip or error when the event names the model.")
 	for _, k := range sortedPairs(m.modelRuns) {
 		fmt.Fprintf(&b, "agentwork_model_runs_total{model=\"%s\",outcome=\"%s\"} %d\n", escape(k[0]), escape(k[1]), m.modelRuns[k])
+	}
+	family("agentwork_model_truncated_total", "counter", "Runs whose last model reply the token limit cut short (model.max_tokens), by source, from the run events seen on the bus, from every instance.")
+	srcs := make([]string, 0, len(m.truncated))
+	for s := range m.truncated {
+		srcs = append(srcs, s)
+	}
+	sort.Strings(srcs)
+	for _, s := range srcs {
+		fmt.Fprintf(&b, "agentwork_model_truncated_total{source=\"%s\"} %d\n", escape(s), m.truncated[s])
 	}
 	family("agentwork_model_errors_total", "counter", "Failed runs by error class (transient, timeout, permanent), from the error events seen on the bus, from every instance.")
 	classes := make([]string, 0, len(m.modelErrors))

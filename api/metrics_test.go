@@ -71,7 +71,7 @@ func TestModelMetrics(t *testing.T) {
 	for _, res := range []agentwork.Result{
 		{Source: "heartbeat", Name: "default", Outcome: bus.OutcomeDone, Model: "gpt-4o-mini", Usage: usage(100, 20)},
 		{Source: "cron", Name: "report", Outcome: bus.OutcomeDone, Model: "gpt-4o-mini", Usage: usage(50, 6)},
-		{Source: "task", Name: "t", Outcome: bus.OutcomeDone, Model: "claude-sonnet-4-5", Usage: usage(7, 3)},
+		{Source: "task", Name: "t", Outcome: bus.OutcomeDone, Model: "claude-sonnet-4-5", Usage: usage(7, 3), StopReason: "max_tokens", ReplyTruncated: true, Truncated: true},
 		{Source: "task", Name: "t", Outcome: bus.OutcomeDone, Model: `we"ird\model`, Usage: usage(1, 1)},
 		// Errors carry a class; today the runner does not name the model.
 		{Source: "heartbeat", Name: "default", Outcome: bus.OutcomeError, Class: "permanent", Error: "401 ..."},
@@ -102,6 +102,7 @@ func TestModelMetrics(t *testing.T) {
 		`agentwork_runs_total{source="heartbeat",outcome="skip"} 2`,
 		`agentwork_runs_total{source="cron",outcome="error"} 2`,
 		`agentwork_deliveries_total{outcome="delivered"} 1`,
+		`agentwork_model_truncated_total{source="task"} 1`,
 		"# TYPE agentwork_model_tokens_total counter",
 		"# TYPE agentwork_model_runs_total counter",
 		"# TYPE agentwork_model_errors_total counter",

@@ -28,6 +28,9 @@ type Notification struct {
 	Text string `json:"text"`
 	// Urgency is "info" or "important".
 	Urgency string `json:"urgency,omitempty"`
+	// Truncated: Text is a reply the model's token limit cut short; a
+	// connector should say so where the user reads it.
+	Truncated bool `json:"truncated,omitempty"`
 	// Target is the connector name it is queued for.
 	Target string `json:"target"`
 	// Targets are all connectors the run's notification went to.

@@ -360,3 +360,28 @@ func TestHeartbeatModelTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestTruncatedReply: a reply cut short by the model's token limit is
+// delivered marked as truncated, and its done event says why it ended.
+func TestTruncatedReply(t *testing.T) {
+	t.Parallel()
+	for _, a := range apis {
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			stop := map[string]string{"openai": "length", "anthropic": "max_tokens"}[a.name]
+			s, _ := start(t, a, options{}, turn{reply: model.Reply{Text: "Sales fell in EMEA because the", StopReason: stop}})
+			s.task(t, "why did sales fall?")
+			done := s.waitFor(t, "task.done")
+			s.waitFor(t, "delivery.delivered")
+			s.stop()
+			r := done.result(t)
+			if r.StopReason != stop || !r.ReplyTruncated || !r.Truncated {
+				t.Errorf("done event = {stop_reason %q reply_truncated %v truncated %v}, want {%q true true}", r.StopReason, r.ReplyTruncated, r.Truncated, stop)
+			}
+			got := s.rec.notifications()
+			if len(got) != 1 || !got[0].Truncated || got[0].Text != "Sales fell in EMEA because the" {
+				t.Errorf("connector received %+v, want the cut reply marked truncated", got)
+			}
+		})
+	}
+}

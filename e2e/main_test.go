@@ -257,6 +257,7 @@ func start(t *testing.T, a api, o options, turns ...turn) (*stack, server) {
 	}
 	runner := agentwork.NewRunner(b, srv.provider, reg, cfg, agentwork.WithConnectors(target), agentwork.WithLogger(log))
 	runner.Handle(bus.SourceHeartbeat, h.Policy())
+	runner.Handle(bus.SourceTask, agentwork.Policy{}) // as serve wires tasks: the default delivery
 	rec := &recorder{}
 	disp := connectors.NewDispatcher(b, connectors.Registry{target: rec}, connectors.DispatcherConfig{Backoff: []time.Duration{tiny}}, log)
 
@@ -323,6 +324,16 @@ func (s *stack) wake(t *testing.T) agentwork.Published {
 	pub, err := s.h.Wake(t.Context())
 	if err != nil {
 		t.Fatalf("Wake() error = %v", err)
+	}
+	return pub
+}
+
+// task requests a task, as `agentwork task send` does.
+func (s *stack) task(t *testing.T, prompt string) agentwork.Published {
+	t.Helper()
+	pub, err := agentwork.Publish(t.Context(), s.b, agentwork.Request{Source: bus.SourceTask, Name: "e2e", Prompt: prompt, Targets: []string{target}}, agentwork.PublishOptions{})
+	if err != nil {
+		t.Fatalf("Publish(task) error = %v", err)
 	}
 	return pub
 }

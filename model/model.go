@@ -88,6 +88,10 @@ type Reply struct {
 	// StopReason is the provider's own finish/stop reason, for diagnostics only:
 	// callers run tool calls whenever ToolCalls is non-empty, whatever it says.
 	StopReason string `json:"stop_reason,omitempty"`
+	// Truncated reports that the reply was cut short by the token limit
+	// (OpenAI's finish_reason "length", Anthropic's stop_reason
+	// "max_tokens"): its text is incomplete.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // Provider calls a model.

@@ -24,6 +24,10 @@ type Result struct {
 	Usage model.Usage
 	// Model is the model name the provider reported last.
 	Model string
+	// StopReason and Truncated are those of the last reply, whose text is
+	// Text (see model.Reply).
+	StopReason string
+	Truncated  bool
 	// Steps counts model calls.
 	Steps int
 	// Messages is the whole conversation, for debugging and run records.
@@ -63,7 +67,7 @@ func Loop(ctx context.Context, p model.Provider, reg *Registry, req model.Reques
 		if reply.Model != "" {
 			res.Model = reply.Model
 		}
-		res.Text = reply.Text
+		res.Text, res.StopReason, res.Truncated = reply.Text, reply.StopReason, reply.Truncated
 		// Give every call an id before it enters the history: the tool result
 		// must answer the same id the assistant turn carries.
 		for i := range reply.ToolCalls {

@@ -187,7 +187,7 @@ func TestReplyShapes(t *testing.T) {
 		{
 			name: "max_tokens with a partial tool call is passed on",
 			body: `{"type":"message","model":"m","content":[{"type":"tool_use","id":"t1","name":"a","input":{}}],"stop_reason":"max_tokens"}`,
-			want: model.Reply{ToolCalls: []model.ToolCall{{ID: "t1", Name: "a", Arguments: `{}`}}, Model: "m", StopReason: "max_tokens"},
+			want: model.Reply{ToolCalls: []model.ToolCall{{ID: "t1", Name: "a", Arguments: `{}`}}, Model: "m", StopReason: "max_tokens", Truncated: true},
 		},
 	}
 	for _, tt := range tests {

@@ -200,7 +200,7 @@ func decodeReply(body []byte) (model.Reply, error) {
 	if text == "" && ch.Message.Refusal != nil {
 		text = *ch.Message.Refusal
 	}
-	reply := model.Reply{Text: text, Model: r.Model, StopReason: ch.FinishReason}
+	reply := model.Reply{Text: text, Model: r.Model, StopReason: ch.FinishReason, Truncated: ch.FinishReason == "length"}
 	for i, tc := range ch.Message.ToolCalls {
 		args, err := argumentsText(tc.Function.Arguments)
 		if err != nil {
