@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -153,11 +154,14 @@ func (g ModeGate) Inspect(ctx context.Context, run *Run, out Output) error {
 	return ReplyGate{}.Inspect(ctx, run, out)
 }
 
-// DedupGate skips "duplicate" when the same notification text was already
-// sent for the same source within Window. Keys live in the shared
-// agentwork_dedup bucket, taken with an atomic Create and a per-key TTL, so
-// all instances agree and restarts forget nothing. The key is released when
-// no connector delivers the notification.
+// DedupGate skips "duplicate" when the same notification was already sent
+// within the window: the same text (see NormalizeText) from the same source
+// and name to the same targets, so an alert meant for another destination
+// is not held back. The window is the request's DedupWindow, else Window;
+// zero sends everything. Keys live in the shared agentwork_dedup bucket,
+// taken with an atomic Create and a per-key TTL, so all instances agree and
+// restarts forget nothing. The key is released when no connector delivers
+// the notification.
 type DedupGate struct {
 	KV     jetstream.KeyValue
 	Window time.Duration
@@ -167,11 +171,15 @@ var _ OutputGate = (*DedupGate)(nil)
 
 // Inspect implements OutputGate.
 func (g *DedupGate) Inspect(ctx context.Context, run *Run, _ Output) error {
-	if run.Notice == nil || g.Window <= 0 {
+	window := g.Window
+	if w, _ := ParseDedupWindow(run.Request.DedupWindow); w > 0 {
+		window = w
+	}
+	if run.Notice == nil || window <= 0 {
 		return nil
 	}
-	key := DedupKey(run.Request.Source, run.Notice.Text)
-	_, err := g.KV.Create(ctx, key, []byte(run.ID), jetstream.KeyTTL(g.Window))
+	key := NoticeKey(run.Request.Source, run.Request.Name, run.Targets, run.Notice.Text)
+	_, err := g.KV.Create(ctx, key, []byte(run.ID), jetstream.KeyTTL(window))
 	switch {
 	case err == nil:
 		run.Notice.DedupKey = key
@@ -194,6 +202,16 @@ func (g *DedupGate) Inspect(ctx context.Context, run *Run, _ Output) error {
 // "Disk full!" and "disk  full" are the same notification.
 func DedupKey(source, text string) string {
 	sum := sha256.Sum256([]byte(NormalizeText(text)))
+	return bus.Token(source) + "." + hex.EncodeToString(sum[:16])
+}
+
+// NoticeKey is the dedup bucket key of a notification: its source, and a
+// hash of its name, its targets (in any order) and its text folded as
+// DedupKey folds it.
+func NoticeKey(source, name string, targets []string, text string) string {
+	t := slices.Clone(targets)
+	slices.Sort(t)
+	sum := sha256.Sum256([]byte(name + "\x00" + strings.Join(t, ",") + "\x00" + NormalizeText(text)))
 	return bus.Token(source) + "." + hex.EncodeToString(sum[:16])
 }
 

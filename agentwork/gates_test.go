@@ -90,22 +90,33 @@ func TestDedupGate(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
 	gate := &agentwork.DedupGate{KV: b.Dedup, Window: time.Hour}
-	inspect := func(runID, source, text string) (*agentwork.Run, error) {
-		run := &agentwork.Run{ID: runID, Request: agentwork.Request{Source: source, Name: "x"}, Notice: &agentwork.Notice{Text: text}}
-		return run, gate.Inspect(t.Context(), run, agentwork.Output{})
+	inspect := func(runID, source, name, text, window string, targets ...string) (*agentwork.Run, error) {
+		run := &agentwork.Run{ID: runID, Request: agentwork.Request{Source: source, Name: name, DedupWindow: window}, Targets: targets, Notice: &agentwork.Notice{Text: text}}
+		g := gate
+		if window != "" {
+			g = &agentwork.DedupGate{KV: b.Dedup} // off unless the request says
+		}
+		return run, g.Inspect(t.Context(), run, agentwork.Output{})
 	}
 	tests := []struct {
-		run, source, text string
-		reason            string
+		run, source, name, text string
+		targets                 []string
+		window                  string
+		reason                  string
 	}{
-		{"r1", "heartbeat", "Disk full!", ""},
-		{"r2", "heartbeat", "disk full", agentwork.ReasonDuplicate},
-		{"r1", "heartbeat", "disk full", ""}, // the run that took the key, retried
-		{"r3", "cron", "disk full", ""},      // another source
-		{"r4", "heartbeat", "disk empty", ""},
+		{"r1", "heartbeat", "x", "Disk full!", []string{"ops", "chat"}, "", ""},
+		{"r2", "heartbeat", "x", "disk full", []string{"chat", "ops"}, "", agentwork.ReasonDuplicate},
+		{"r1", "heartbeat", "x", "disk full", []string{"ops", "chat"}, "", ""}, // the run that took the key, retried
+		{"r3", "cron", "x", "disk full", []string{"ops", "chat"}, "", ""},      // another source
+		{"r4", "heartbeat", "x", "disk empty", []string{"ops", "chat"}, "", ""},
+		{"r5", "heartbeat", "x", "disk full", []string{"pager"}, "", ""},       // another destination is not held back
+		{"r6", "heartbeat", "y", "disk full", []string{"ops", "chat"}, "", ""}, // another name
+		// A request's own window, where the source has none.
+		{"t1", "task", "report", "sales fell", []string{"ops"}, "1h", ""},
+		{"t2", "task", "report", "Sales fell.", []string{"ops"}, "1h", agentwork.ReasonDuplicate},
 	}
 	for _, tt := range tests {
-		run, err := inspect(tt.run, tt.source, tt.text)
+		run, err := inspect(tt.run, tt.source, tt.name, tt.text, tt.window, tt.targets...)
 		if s, ok := agentwork.AsSkip(err); tt.reason != "" {
 			if !ok || s.Reason != tt.reason {
 				t.Errorf("run %s %s %q: Inspect = %v, want skip %q", tt.run, tt.source, tt.text, err, tt.reason)
@@ -116,7 +127,7 @@ func TestDedupGate(t *testing.T) {
 			t.Errorf("run %s %s %q: Inspect = %v, want nil", tt.run, tt.source, tt.text, err)
 			continue
 		}
-		if want := agentwork.DedupKey(tt.source, tt.text); run.Notice.DedupKey != want {
+		if want := agentwork.NoticeKey(tt.source, tt.name, tt.targets, tt.text); run.Notice.DedupKey != want {
 			t.Errorf("run %s: DedupKey = %q, want %q", tt.run, run.Notice.DedupKey, want)
 		}
 	}

@@ -38,8 +38,12 @@ type Request struct {
 	System string `json:"system,omitempty"`
 	// Targets are connector names; empty means the source's default targets.
 	Targets []string `json:"targets,omitempty"`
-	// Deliver is reply, notify or none; empty means the source's default.
+	// Deliver is auto, reply, notify or none; empty means the source's default.
 	Deliver string `json:"deliver,omitempty"`
+	// DedupWindow, a duration such as "1h", holds back a notification that
+	// this source and name already sent, with the same text to the same
+	// targets, within it ("duplicate"). Empty: the source's default.
+	DedupWindow string `json:"dedup_window,omitempty"`
 	// ScheduledAt is the tick a cron or heartbeat request was fired for.
 	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
 	// Manual marks a request made by "run now" / "wake".
@@ -62,12 +66,31 @@ func (r *Request) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("deliver: %q: want auto, reply, notify or none", r.Deliver))
 	}
+	if _, err := ParseDedupWindow(r.DedupWindow); err != nil {
+		errs = append(errs, err)
+	}
 	for _, t := range r.Targets {
 		if err := bus.CheckToken("targets", t); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// MaxDedupWindow is the longest dedup window.
+const MaxDedupWindow = 30 * 24 * time.Hour
+
+// ParseDedupWindow parses a request's dedup_window ("" is 0: the source's
+// default).
+func ParseDedupWindow(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > MaxDedupWindow {
+		return 0, fmt.Errorf("dedup_window: %q: want a duration such as 30m or 24h, at most 720h", s)
+	}
+	return d, nil
 }
 
 // PublishOptions adjust Publish.

@@ -62,6 +62,11 @@ type Config struct {
 	AlertWindow time.Duration `yaml:"alert_window" json:"alert_window,omitempty"`
 	// Targets are the default connectors of every source. Default: all.
 	Targets []string `yaml:"targets" json:"targets,omitempty"`
+	// DedupWindow is the dedup window of the sources that have none of
+	// their own (tasks, webhook sources): the same notification (text,
+	// source, name, targets) is not sent again within it. A request's
+	// dedup_window wins. Default 0: every notification is sent.
+	DedupWindow time.Duration `yaml:"dedup_window" json:"dedup_window,omitempty"`
 }
 
 func (c Config) withDefaults() Config {
@@ -102,6 +107,9 @@ func (c Config) Validate() error {
 	}
 	if c.AckWait != 0 && c.AckWait < time.Second {
 		return fmt.Errorf("runner.ack_wait: %s: want at least 1s", c.AckWait)
+	}
+	if c.DedupWindow < 0 || c.DedupWindow > MaxDedupWindow {
+		return fmt.Errorf("runner.dedup_window: %s: want 0 (off) to 720h", c.DedupWindow)
 	}
 	for _, t := range c.Targets {
 		if err := bus.CheckToken("runner.targets", t); err != nil {
@@ -552,7 +560,7 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 	// 3. Output gates.
 	gates := pol.Output
 	if len(gates) == 0 {
-		gates = []OutputGate{ModeGate{}}
+		gates = r.defaultGates()
 	}
 	for _, g := range gates {
 		if err := g.Inspect(ctx, run, out); err != nil {
@@ -662,7 +670,7 @@ func (r *Runner) callModel(ctx context.Context, m jetstream.Msg, run *Run, pol P
 		Meta:     map[string]string{"source": run.Request.Source, "name": run.Request.Name},
 	}
 	// notify_user answers the model with what this run will do with it.
-	tctx := tools.WithDelivery(mctx, &tools.Delivery{Mode: delivers(run, pol)})
+	tctx := tools.WithDelivery(mctx, &tools.Delivery{Mode: r.delivers(run, pol)})
 	res, err := tools.Loop(tctx, r.provider, ts.reg, req, steps)
 	// The run's own deadline, not one inside the provider (model.timeout
 	// per call): only then is the whole run too long.
@@ -672,13 +680,19 @@ func (r *Runner) callModel(ctx context.Context, m jetstream.Msg, run *Run, pol P
 	return Output{Text: res.Text, Calls: res.Calls, Usage: res.Usage, Model: res.Model, StopReason: res.StopReason, Truncated: res.Truncated}, err
 }
 
+// defaultGates are the output gates of a policy that names none: the
+// request's delivery mode, then dedup with the runner's window.
+func (r *Runner) defaultGates() []OutputGate {
+	return []OutputGate{ModeGate{}, &DedupGate{KV: r.bus.Dedup, Window: r.cfg.DedupWindow}}
+}
+
 // delivers is what the run will do with notify_user messages: what the
 // first output gate that knows says (the runner's default gate is a
 // ModeGate).
-func delivers(run *Run, pol Policy) string {
+func (r *Runner) delivers(run *Run, pol Policy) string {
 	gates := pol.Output
 	if len(gates) == 0 {
-		gates = []OutputGate{ModeGate{}}
+		gates = r.defaultGates()
 	}
 	for _, g := range gates {
 		if d, ok := g.(Deliverer); ok {

@@ -788,7 +788,7 @@ func TestRedeliveryAfterCrash(t *testing.T) {
 			name: "crash after the dedup key was taken: its own key is not a duplicate",
 			before: func(t *testing.T, s setup) {
 				putClaim(t, s.b, s.reqID, claimRecord{State: "running", RunID: crashedRun, Owner: "gone", Expires: time.Now().Add(-time.Second), Attempts: 1})
-				if _, err := s.b.Dedup.Create(t.Context(), agentwork.DedupKey("heartbeat", "disk full"), []byte(crashedRun), jetstream.KeyTTL(time.Hour)); err != nil {
+				if _, err := s.b.Dedup.Create(t.Context(), agentwork.NoticeKey("heartbeat", "default", []string{"rec"}, "disk full"), []byte(crashedRun), jetstream.KeyTTL(time.Hour)); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -798,7 +798,7 @@ func TestRedeliveryAfterCrash(t *testing.T) {
 			name: "crash after the notification was queued: queued once",
 			before: func(t *testing.T, s setup) {
 				putClaim(t, s.b, s.reqID, claimRecord{State: "running", RunID: crashedRun, Owner: "gone", Expires: time.Now().Add(-time.Second), Attempts: 1})
-				if _, err := s.b.Dedup.Create(t.Context(), agentwork.DedupKey("heartbeat", "disk full"), []byte(crashedRun), jetstream.KeyTTL(time.Hour)); err != nil {
+				if _, err := s.b.Dedup.Create(t.Context(), agentwork.NoticeKey("heartbeat", "default", []string{"rec"}, "disk full"), []byte(crashedRun), jetstream.KeyTTL(time.Hour)); err != nil {
 					t.Fatal(err)
 				}
 				if err := connectors.Enqueue(t.Context(), s.b, connectors.Notification{

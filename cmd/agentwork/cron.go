@@ -171,6 +171,7 @@ func cronAddFlags(fs *flag.FlagSet) func(pos []string) (cron.Job, error) {
 	maxRuns := fs.Int("max-runs", 0, "stop after this many fires (0: no limit)")
 	expires := fs.String("expires-at", "", "stop firing at this RFC 3339 time")
 	jitter := fs.Duration("jitter", 0, "delay each fire by up to this much")
+	dedup := fs.Duration("dedup-window", 0, "do not send the same notification (text, targets) of this job again within this long (default: cron.dedup_window)")
 	retries := fs.Int("retry", 0, "re-run a failed run this many times")
 	backoff := fs.Duration("retry-backoff", 0, "wait before a retry (doubles; default 1m)")
 	disabled := fs.Bool("disabled", false, "add the job disabled")
@@ -230,6 +231,9 @@ func cronAddFlags(fs *flag.FlagSet) func(pos []string) (cron.Job, error) {
 		}
 		if set["jitter"] {
 			j.Jitter = cron.Duration(*jitter)
+		}
+		if set["dedup-window"] {
+			j.DedupWindow = cron.Duration(*dedup)
 		}
 		if set["retry"] {
 			j.Retry.Attempts = *retries

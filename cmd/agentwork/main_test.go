@@ -149,6 +149,18 @@ func TestServeTaskSendWaitAndCleanShutdown(t *testing.T) {
 	// The console connector prints the notification once delivered.
 	consoleOut.waitContains(t, "Disk /var is 93% full", 10*time.Second)
 
+	// The same task notification with a dedup window: sent once, then held
+	// back as a duplicate.
+	for i, want := range []string{"done", "duplicate"} {
+		out.Reset()
+		if err := run(ctx, []string{"task", "send", "check the disk", "--name", "diskcheck", "--dedup-window", "1h", "--wait", "--data-dir", dataDir}, &out, &errOut); err != nil {
+			t.Fatalf("task send %d with --dedup-window: %v\n%s", i, err, errOut.String())
+		}
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("task send %d with --dedup-window printed %q, want %s", i, out.String(), want)
+		}
+	}
+
 	// A client reads only the bus section: a secret only the server uses
 	// need not be set where the client runs.
 	clientCfg := writeConfig(t, t.TempDir(), "bus:\n  prefix: agentwork\nmodel:\n  provider: openai\n  model: m\n  api_key: ${AGENTWORK_TEST_UNSET_KEY}\n")

@@ -24,6 +24,7 @@ func cmdTask(ctx context.Context, e *env, args []string) error {
 	name := fs.String("name", "default", "task name ([a-z0-9_-])")
 	targets := fs.String("targets", "", "comma-separated connector names (default: all)")
 	deliver := fs.String("deliver", "", "auto (default: the notify_user messages if the model sends any, else its reply), reply, notify or none")
+	dedup := fs.String("dedup-window", "", "do not send the same notification (text, targets) of this task name again within this long, e.g. 1h (default: runner.dedup_window)")
 	wait := fs.Bool("wait", false, "wait for the run's outcome and print it")
 	timeout := fs.Duration("timeout", 5*time.Minute, "how long --wait waits")
 	asJSON := fs.Bool("json", false, "print the outcome event as JSON")
@@ -34,7 +35,7 @@ func cmdTask(ctx context.Context, e *env, args []string) error {
 	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
 		return usageError{`task send: want exactly one prompt argument, e.g. agentwork task send "check the backups"`}
 	}
-	req := agentwork.Request{Source: bus.SourceTask, Name: *name, Prompt: pos[0], Deliver: *deliver}
+	req := agentwork.Request{Source: bus.SourceTask, Name: *name, Prompt: pos[0], Deliver: *deliver, DedupWindow: *dedup}
 	if *targets != "" {
 		req.Targets = strings.Split(*targets, ",")
 	}

@@ -35,9 +35,9 @@ func newProvider(f *config.File, log *zap.Logger) (model.Provider, error) {
 // wire builds connectors, triggers and the HTTP API from the config. It does
 // no I/O beyond what constructors do; everything starts in serve.
 func wire(_ context.Context, e *env, f *config.File, b *bus.Bus, log *zap.Logger) (*wiring, error) {
-	w := &wiring{policies: map[string]agentwork.Policy{
-		bus.SourceTask: {Output: []agentwork.OutputGate{agentwork.ModeGate{Default: agentwork.DeliverAuto}}},
-	}}
+	// Tasks take the runner's default output gates: the request's delivery
+	// (auto by default) and dedup with runner.dedup_window.
+	w := &wiring{policies: map[string]agentwork.Policy{bus.SourceTask: {}}}
 	if err := wireConnectors(w, e, f, b, log); err != nil {
 		return nil, err
 	}

@@ -74,6 +74,10 @@ type Config struct {
 	// Targets are the connectors of jobs that name none. Default: the
 	// runner's default targets.
 	Targets []string `yaml:"targets" json:"targets,omitempty"`
+	// DedupWindow is the dedup window of jobs that set none: a job's
+	// notification with the same text to the same targets is not sent again
+	// within it. Default 0: every notification is sent.
+	DedupWindow time.Duration `yaml:"dedup_window" json:"dedup_window,omitempty"`
 }
 
 // WithDefaults returns c with zero fields filled.
@@ -111,6 +115,9 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 || c.Grace < 0 {
 		errs = append(errs, errors.New("cron.timeout/grace: must not be negative"))
+	}
+	if c.DedupWindow < 0 || c.DedupWindow > agentwork.MaxDedupWindow {
+		errs = append(errs, fmt.Errorf("cron.dedup_window: %s: want 0 (off) to 720h", c.DedupWindow))
 	}
 	if c.Concurrency < 0 || c.Concurrency > 1024 {
 		errs = append(errs, fmt.Errorf("cron.concurrency: %d: want 1-1024", c.Concurrency))
@@ -159,6 +166,9 @@ type Job struct {
 	// Jitter delays each fire by up to this much (the same delay on every
 	// instance), to spread jobs that share a schedule.
 	Jitter Duration `yaml:"jitter" json:"jitter,omitempty"`
+	// DedupWindow holds back a notification of this job with the same text
+	// to the same targets as one sent within it. Default: cron.dedup_window.
+	DedupWindow Duration `yaml:"dedup_window" json:"dedup_window,omitempty"`
 	// Retry runs the job again after a run that ended in an error.
 	Retry Retry `yaml:"retry" json:"retry,omitzero"`
 	// AlertAfter and PauseAfter override cron.alert_after / cron.pause_after.
@@ -284,6 +294,9 @@ func (j *Job) validate(p string) error {
 	}
 	if j.MaxRuns < 0 {
 		add("max_runs", "%d: must not be negative (0: no limit)", j.MaxRuns)
+	}
+	if j.DedupWindow < 0 || time.Duration(j.DedupWindow) > agentwork.MaxDedupWindow {
+		add("dedup_window", "%s: want 0 (cron.dedup_window) to 720h", j.DedupWindow)
 	}
 	if j.Jitter < 0 {
 		add("jitter", "%s: must not be negative", j.Jitter)

@@ -26,7 +26,7 @@ func (s *Scheduler) Policy() agentwork.Policy {
 	noRunnerAlert := false // the observer alerts per alert_after instead
 	return agentwork.Policy{
 		Input:    []agentwork.InputGate{&jobGate{s: s}},
-		Output:   []agentwork.OutputGate{agentwork.ModeGate{Default: agentwork.DeliverAuto}},
+		Output:   []agentwork.OutputGate{agentwork.ModeGate{Default: agentwork.DeliverAuto}, &agentwork.DedupGate{KV: s.bus.Dedup, Window: s.cfg.DedupWindow}},
 		Targets:  s.cfg.Targets,
 		Timeout:  s.cfg.Timeout,
 		Alert:    &noRunnerAlert,

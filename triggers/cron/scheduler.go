@@ -1061,10 +1061,14 @@ func (s *Scheduler) request(j Job, tick time.Time, manual bool) agentwork.Reques
 	if len(targets) == 0 {
 		targets = s.cfg.Targets
 	}
-	return agentwork.Request{
+	req := agentwork.Request{
 		Source: bus.SourceCron, Name: j.ID, Prompt: j.Prompt, Targets: targets, Deliver: j.Deliver,
 		ScheduledAt: &at, Manual: manual, Metadata: md,
 	}
+	if j.DedupWindow > 0 {
+		req.DedupWindow = j.DedupWindow.String()
+	}
+	return req
 }
 
 // recordMissed claims a tick and publishes its skip event, reason missed.

@@ -17,7 +17,7 @@ func ExampleParseTask() {
 	}
 	// Output:
 	// task default [slack] 0
-	// promt: unknown field; want prompt, name, source, targets, deliver or metadata
+	// promt: unknown field; want prompt, name, source, targets, deliver, dedup_window or metadata
 	// prompt: required; want the work to do as a non-blank string
 	// deliver: "email": want auto, reply, notify or none
 }

@@ -38,11 +38,14 @@ type Task struct {
 	Targets []string `json:"targets,omitempty" jsonschema:"maxItems=16,uniqueItems=true,description=Connector names to deliver the result to. Empty: the source's default targets."`
 	// Deliver is what is sent: auto (notify_user messages if any, else the reply), reply (the model's answer), notify (only notify_user calls) or none.
 	Deliver string `json:"deliver,omitempty" jsonschema:"enum=auto,enum=reply,enum=notify,enum=none,description=auto: send the notify_user messages of the model when it sends any (else its final answer); reply: send the model's final answer; notify: send only what the model passes to notify_user; none: send nothing (the done event still carries the reply). Empty: the source's default (auto)."`
+	// DedupWindow holds back a notification this source and name already
+	// sent, with the same text to the same targets, within it.
+	DedupWindow string `json:"dedup_window,omitempty" jsonschema:"pattern=^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$,description=A duration such as 30m or 24h (at most 720h): a notification of this source and name with the same text to the same targets as one sent within it is not sent again (skip duplicate). Empty: the source's default (runner.dedup_window)."`
 	// Metadata is passed through to the events and notifications of the run.
 	Metadata map[string]string `json:"metadata,omitempty" jsonschema:"description=String key/value pairs carried into the run's events and notifications."`
 }
 
-var taskFields = map[string]bool{"prompt": true, "name": true, "source": true, "targets": true, "deliver": true, "metadata": true}
+var taskFields = map[string]bool{"prompt": true, "name": true, "source": true, "targets": true, "deliver": true, "dedup_window": true, "metadata": true}
 
 // ParseTask decodes and validates a task body. Unknown fields, a body that
 // is not one JSON object, wrongly typed and invalid fields are reported as
@@ -72,7 +75,7 @@ func ParseTask(body []byte, connectors []string) (Task, []problem.FieldError) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		if !taskFields[k] {
-			add(k, "unknown field; want prompt, name, source, targets, deliver or metadata")
+			add(k, "unknown field; want prompt, name, source, targets, deliver, dedup_window or metadata")
 		}
 	}
 	str := func(name string, dst *string) {
@@ -88,6 +91,7 @@ func ParseTask(body []byte, connectors []string) (Task, []problem.FieldError) {
 	str("name", &t.Name)
 	str("source", &t.Source)
 	str("deliver", &t.Deliver)
+	str("dedup_window", &t.DedupWindow)
 	if raw, ok := fields["targets"]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &t.Targets); err != nil {
 			add("targets", "want an array of connector names (strings)")
@@ -140,6 +144,9 @@ func (t *Task) normalize(connectors []string) []problem.FieldError {
 	default:
 		add("deliver", "%q: want auto, reply, notify or none", t.Deliver)
 	}
+	if _, err := agentwork.ParseDedupWindow(t.DedupWindow); err != nil {
+		add("dedup_window", "%q: want a duration such as 30m or 24h, at most 720h", t.DedupWindow)
+	}
 	if len(t.Targets) > MaxTargets {
 		add("targets", "%d targets; at most %d", len(t.Targets), MaxTargets)
 	}
@@ -176,7 +183,7 @@ func (t *Task) normalize(connectors []string) []problem.FieldError {
 func (t Task) Request() agentwork.Request {
 	return agentwork.Request{
 		Source: t.Source, Name: t.Name, Prompt: t.Prompt,
-		Targets: t.Targets, Deliver: t.Deliver, Metadata: t.Metadata,
+		Targets: t.Targets, Deliver: t.Deliver, DedupWindow: t.DedupWindow, Metadata: t.Metadata,
 	}
 }
 
