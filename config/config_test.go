@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,9 +95,21 @@ func TestSchemaNamesSections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"bus"`, `"model"`, `"runner"`, `"api_key"`, `"data_dir"`} {
+	// Keys of every section: each package's Config has a definition of its own.
+	for _, want := range []string{`"bus"`, `"model"`, `"runner"`, `"api_key"`, `"data_dir"`, `"checklist"`, `"schedule"`, `"tokens"`, `"max_steps"`} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("schema lacks %s", want)
 		}
+	}
+	var s struct {
+		Defs map[string]struct {
+			Required []string `json:"required"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	if req := s.Defs["BusConfig"].Required; len(req) > 0 {
+		t.Errorf("schema requires bus keys %v; every key has a default", req)
 	}
 }
