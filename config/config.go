@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"strings"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/internal/yamlstrict"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/triggers/cron"
@@ -171,7 +171,7 @@ func Parse(name string, raw []byte, lookup func(string) (string, bool)) (*File, 
 			f.applyDefaults()
 			return f, nil
 		}
-		return nil, yamlError(name, err)
+		return nil, inFile(name, errors.Join(yamlstrict.Errors(err)...))
 	}
 	if err := expandEnv(name, &root, lookup); err != nil {
 		return nil, err
@@ -179,36 +179,33 @@ func Parse(name string, raw []byte, lookup func(string) (string, bool)) (*File, 
 	// Unknown keys are found on the original text (Node.Decode does not
 	// report them); values are decoded from the expanded tree.
 	f := &File{path: name}
-	if errs := unknownKeys(name, &root, reflect.TypeFor[File](), ""); len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	if err := root.Decode(f); err != nil {
-		return nil, yamlError(name, err)
+	if err := yamlstrict.Decode(&root, f, ""); err != nil {
+		return nil, inFile(name, err)
 	}
 	f.path = name
 	f.applyDefaults()
 	return f, nil
 }
 
-var lineRE = regexp.MustCompile(`line (\d+): (.*)`)
-
-func yamlError(name string, err error) error {
-	var te *yaml.TypeError
-	var msgs []string
-	if errors.As(err, &te) {
-		msgs = te.Errors
-	} else {
-		msgs = []string{strings.TrimPrefix(err.Error(), "yaml: ")}
-	}
+// inFile places each of err's joined errors in file name, at the line a
+// *yamlstrict.Error names.
+func inFile(name string, err error) error {
 	var errs []error
-	for _, m := range msgs {
-		line := 0
-		if sm := lineRE.FindStringSubmatch(m); sm != nil {
-			fmt.Sscan(sm[1], &line)
-			m = sm[2]
+	var walk func(err error)
+	walk = func(err error) {
+		if many, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range many.Unwrap() {
+				walk(e)
+			}
+			return
 		}
-		errs = append(errs, &Error{File: name, Line: line, Msg: m})
+		if ye, ok := errors.AsType[*yamlstrict.Error](err); ok {
+			errs = append(errs, &Error{File: name, Line: ye.Line, Msg: ye.Msg})
+			return
+		}
+		errs = append(errs, &Error{File: name, Msg: err.Error()})
 	}
+	walk(err)
 	return errors.Join(errs...)
 }
 
