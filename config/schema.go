@@ -8,10 +8,13 @@ import (
 	"time"
 
 	"github.com/invopop/jsonschema"
+
+	"github.com/agentwork/agentwork/connectors"
 )
 
-// Schema returns the JSON Schema of agentwork.yaml.
-func Schema() ([]byte, error) {
+// Schema returns the JSON Schema of agentwork.yaml, whose connectors are
+// of types.
+func Schema(types connectors.Types) ([]byte, error) {
 	r := &jsonschema.Reflector{
 		FieldNameTag: "yaml",
 		// Every key has a default; the few a section needs are checked by
@@ -24,6 +27,20 @@ func Schema() ([]byte, error) {
 			}
 			return nil
 		},
+	}
+	// A connector's keys are those of its type.
+	durations := r.Mapper
+	section := &jsonschema.Schema{
+		Type:                 "object",
+		Description:          "connectors by name; the names are the targets used elsewhere",
+		PropertyNames:        &jsonschema.Schema{Pattern: `^[a-z0-9_-]{1,64}$`},
+		AdditionalProperties: types.Schema(r),
+	}
+	r.Mapper = func(t reflect.Type) *jsonschema.Schema {
+		if t == reflect.TypeFor[connectors.Configs]() {
+			return section
+		}
+		return durations(t)
 	}
 	s := r.Reflect(&File{})
 	s.ID = "https://agentwork.dev/schemas/agentwork.yaml.json"

@@ -71,7 +71,7 @@ func loadConfig(path string) (*config.File, error) {
 			path = DefaultConfigFile
 		}
 	}
-	return config.Load(path)
+	return config.Load(path, connectorTypes())
 }
 
 func newFlagSet(name string, e *env) *flag.FlagSet {

@@ -184,6 +184,9 @@ func TestConfigCheck(t *testing.T) {
 		{"cron job target", "connectors:\n  ops: {type: console}\ncron:\n  jobs:\n    - id: a\n      schedule: \"@daily\"\n      prompt: x\n      targets: [console]\n", `cron.jobs[0].targets[0]: "console" is not a connector`},
 		{"wildcard webhook source", "webhook:\n  tokens:\n    - name: ci\n      token: 0123456789abcdef0123\n      sources: [\"deploy-*\"]\n", "webhook.tokens[0].sources[0]"},
 		{"bus on the network", "bus:\n  listen: 0.0.0.0:4222\n", "bus.allow_remote"},
+		{"unknown connector type", "connectors:\n  ops:\n    type: pigeon\n", `agentwork.yaml:3: connectors.ops.type: "pigeon" is not a connector type of this build (known: console, nats)`},
+		{"unknown connector key", "connectors:\n  alerts:\n    type: nats\n    subject: a.b\n    format: json\n", `agentwork.yaml:5: unknown key "connectors.alerts.format" (known: jetstream, subject;`},
+		{"bad connector value", "connectors:\n  alerts: {type: nats, subject: \"a.>\"}\n", "connectors.alerts.subject:"},
 		{"unset secret", "model:\n  provider: openai\n  model: m\n  api_key: ${AGENTWORK_TEST_UNSET_KEY}\n", "AGENTWORK_TEST_UNSET_KEY is not set"},
 	}
 	for i, tt := range tests {
@@ -230,7 +233,7 @@ func TestUsage(t *testing.T) {
 		t.Fatalf("version = %v, %q", err, out.String())
 	}
 	raw := &bytes.Buffer{}
-	if err := run(t.Context(), []string{"config", "schema"}, raw, raw); err != nil || !strings.Contains(raw.String(), `"heartbeat"`) {
+	if err := run(t.Context(), []string{"config", "schema"}, raw, raw); err != nil || !strings.Contains(raw.String(), `"heartbeat"`) || !strings.Contains(raw.String(), `"jetstream"`) {
 		t.Fatalf("config schema = %v", err)
 	}
 }
