@@ -11,8 +11,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -21,6 +21,7 @@ import (
 	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/internal/yamlstrict"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/triggers/cron"
@@ -138,25 +139,67 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s", e.File, e.Msg)
 }
 
-// Load reads, expands and validates the file at path. An empty path loads
-// the defaults (an embedded bus, the script provider, the console connector).
-func Load(path string) (*File, error) {
+// Load reads, expands and validates the file at path; types are the
+// connector types of the build, which the connectors section is decoded
+// with. An empty path loads the defaults (an embedded bus, the script
+// provider, the console connector).
+func Load(path string, types connectors.Types) (*File, error) {
 	if path == "" {
 		f := &File{}
-		f.applyDefaults()
+		f.applyDefaults(types)
 		return f, f.Validate()
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	f, err := Parse(path, raw, os.LookupEnv)
+	f, err := Parse(path, raw, os.LookupEnv, types)
 	if err != nil {
 		return nil, err
 	}
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return f, nil
+}
+
+// Parse decodes raw (named name in errors), expanding ${VAR} references with
+// lookup; each connector is decoded by its type, one of types. It does not
+// validate.
+func Parse(name string, raw []byte, lookup func(string) (string, bool), types connectors.Types) (*File, error) {
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) { // an empty file: the defaults
+			f := &File{path: name}
+			f.applyDefaults(types)
+			return f, nil
+		}
+		return nil, inFile(name, errors.Join(yamlstrict.Errors(err)...))
+	}
+	keyEnv := envName(lookupNode(&root, "model", "api_key"))
+	if err := expandEnv(name, &root, lookup); err != nil {
+		return nil, err
+	}
+	// The connectors section is decoded by the connector types, the rest
+	// here. Unknown keys are found on the original text (Node.Decode does
+	// not report them); values are decoded from the expanded tree.
+	section, err := detach(&root, "connectors")
+	if err != nil {
+		return nil, inFile(name, err)
+	}
+	f := &File{path: name}
+	errRest := yamlstrict.Decode(&root, f, "")
+	var errConn error
+	if section != nil {
+		f.Connectors, errConn = types.Decode(section)
+	}
+	if err := errors.Join(errRest, errConn); err != nil {
+		return nil, inFile(name, err)
+	}
+	f.path = name
+	f.Model.APIKeyEnv = keyEnv
+	f.applyDefaults(types)
 	return f, nil
 }
 
@@ -179,7 +222,7 @@ func LoadClient(path string) (*File, error) {
 		if errors.Is(err, io.EOF) {
 			return f, nil
 		}
-		return nil, yamlError(path, err)
+		return nil, inFile(path, errors.Join(yamlstrict.Errors(err)...))
 	}
 	busNode := lookupNode(&root, "bus")
 	if busNode == nil {
@@ -189,11 +232,8 @@ func LoadClient(path string) (*File, error) {
 	if err := expandEnv(path, doc, os.LookupEnv); err != nil {
 		return nil, err
 	}
-	if errs := unknownKeys(path, doc, reflect.TypeFor[File](), ""); len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	if err := doc.Decode(f); err != nil {
-		return nil, yamlError(path, err)
+	if err := yamlstrict.Decode(doc, f, ""); err != nil {
+		return nil, inFile(path, err)
 	}
 	if err := f.Bus.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -201,39 +241,7 @@ func LoadClient(path string) (*File, error) {
 	return f, nil
 }
 
-// Parse decodes raw (named name in errors), expanding ${VAR} references with
-// lookup. It does not validate.
-func Parse(name string, raw []byte, lookup func(string) (string, bool)) (*File, error) {
-	var root yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&root); err != nil {
-		if errors.Is(err, io.EOF) { // an empty file: the defaults
-			f := &File{path: name}
-			f.applyDefaults()
-			return f, nil
-		}
-		return nil, yamlError(name, err)
-	}
-	keyEnv := envName(lookupNode(&root, "model", "api_key"))
-	if err := expandEnv(name, &root, lookup); err != nil {
-		return nil, err
-	}
-	// Unknown keys are found on the original text (Node.Decode does not
-	// report them); values are decoded from the expanded tree.
-	f := &File{path: name}
-	if errs := unknownKeys(name, &root, reflect.TypeFor[File](), ""); len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	if err := root.Decode(f); err != nil {
-		return nil, yamlError(name, err)
-	}
-	f.path = name
-	f.Model.APIKeyEnv = keyEnv
-	f.applyDefaults()
-	return f, nil
-}
-
-// lookupNode returns the scalar at path in the document root, or nil.
+// lookupNode returns the node at path in the document root, or nil.
 func lookupNode(root *yaml.Node, path ...string) *yaml.Node {
 	n := root
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
@@ -268,26 +276,59 @@ func envName(n *yaml.Node) string {
 	return ""
 }
 
-var lineRE = regexp.MustCompile(`line (\d+): (.*)`)
-
-func yamlError(name string, err error) error {
-	var te *yaml.TypeError
-	var msgs []string
-	if errors.As(err, &te) {
-		msgs = te.Errors
-	} else {
-		msgs = []string{strings.TrimPrefix(err.Error(), "yaml: ")}
+// detach removes key and its value from the top-level mapping of doc and
+// returns the value (nil when the key is absent).
+func detach(doc *yaml.Node, key string) (*yaml.Node, error) {
+	m := doc
+	if m.Kind == yaml.DocumentNode && len(m.Content) == 1 {
+		m = m.Content[0]
 	}
-	var errs []error
-	for _, m := range msgs {
-		line := 0
-		if sm := lineRE.FindStringSubmatch(m); sm != nil {
-			fmt.Sscan(sm[1], &line)
-			m = sm[2]
+	if m.Kind != yaml.MappingNode {
+		return nil, nil // not a mapping: the decoder says so
+	}
+	var val *yaml.Node
+	line := 0
+	kept := m.Content[:0:0]
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if k := m.Content[i]; k.Value == key {
+			if val != nil {
+				return nil, &yamlstrict.Error{Line: k.Line, Msg: fmt.Sprintf("%s: defined twice (first at line %d)", key, line)}
+			}
+			val, line = m.Content[i+1], k.Line
+			continue
 		}
-		errs = append(errs, &Error{File: name, Line: line, Msg: m})
+		kept = append(kept, m.Content[i], m.Content[i+1])
 	}
-	return errors.Join(errs...)
+	m.Content = kept
+	return val, nil
+}
+
+// inFile places each of err's joined errors in file name, at the line a
+// *yamlstrict.Error names.
+func inFile(name string, err error) error {
+	var errs []*Error
+	var walk func(err error)
+	walk = func(err error) {
+		if many, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range many.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		if ye, ok := errors.AsType[*yamlstrict.Error](err); ok {
+			errs = append(errs, &Error{File: name, Line: ye.Line, Msg: ye.Msg})
+			return
+		}
+		errs = append(errs, &Error{File: name, Msg: err.Error()})
+	}
+	walk(err)
+	// In the order of the file: the connectors section is decoded apart.
+	slices.SortStableFunc(errs, func(a, b *Error) int { return a.Line - b.Line })
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+	}
+	return errors.Join(out...)
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -319,11 +360,15 @@ func expandEnv(name string, n *yaml.Node, lookup func(string) (string, bool)) er
 	return errors.Join(errs...)
 }
 
-func (f *File) applyDefaults() {
+// DefaultConnector is the connector of a file without a connectors
+// section: one of this type, by this name, when the build has the type.
+const DefaultConnector = "console"
+
+func (f *File) applyDefaults(types connectors.Types) {
 	if f.Model.Provider == "" {
 		f.Model.Provider = "script"
 	}
-	if len(f.Connectors) == 0 {
-		f.Connectors = connectors.Configs{"console": {Type: connectors.TypeConsole}}
+	if t, ok := types.Lookup(DefaultConnector); ok && len(f.Connectors) == 0 {
+		f.Connectors = connectors.Configs{DefaultConnector: t.Default()}
 	}
 }

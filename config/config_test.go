@@ -1,13 +1,22 @@
 package config_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/agentwork/agentwork/config"
+	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/connectors/console"
+	"github.com/agentwork/agentwork/connectors/nats"
 )
+
+// types are the connector types of the build.
+var types = connectors.Types{console.Type, nats.Type}
 
 func env(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
@@ -25,11 +34,18 @@ func TestParseErrors(t *testing.T) {
 		{"unset env", "model:\n  api_key: ${NOPE_KEY}\n", []string{"agentwork.yaml:2:", "NOPE_KEY is not set"}},
 		{"bad type", "runner:\n  concurrency: lots\n", []string{"agentwork.yaml:2:", "lots"}},
 		{"broken yaml", "bus: [\n", []string{"agentwork.yaml"}},
+		{"unknown connector type", "connectors:\n  console: {type: console}\n  ops:\n    type: telegram\n",
+			[]string{`agentwork.yaml:4: connectors.ops.type: "telegram" is not a connector type of this build (known: console, nats)`}},
+		{"connector without a type", "connectors:\n  ops: {subject: a.b}\n", []string{"agentwork.yaml:2: connectors.ops.type: required (one of console, nats)"}},
+		{"unknown connector key", "connectors:\n  alerts:\n    type: nats\n    subjct: a.b\n", []string{"agentwork.yaml:4:", `unknown key "connectors.alerts.subjct" (known: jetstream, subject;`}},
+		{"connectors twice", "connectors: {}\nconnectors: {}\n", []string{"agentwork.yaml:2: connectors: defined twice (first at line 1)"}},
+		{"unset env in a connector", "connectors:\n  alerts:\n    type: nats\n    subject: ${NOPE_SUBJECT}\n", []string{"agentwork.yaml:4:", "NOPE_SUBJECT is not set"}},
+		{"errors in file order", "connectors:\n  x: {type: pigeon}\nmodle: {}\n", []string{"agentwork.yaml:2: connectors.x.type", "\nagentwork.yaml:3: unknown key \"modle\""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := config.Parse("agentwork.yaml", []byte(tt.yaml), env(nil))
+			_, err := config.Parse("agentwork.yaml", []byte(tt.yaml), env(nil), types)
 			if err == nil {
 				t.Fatalf("Parse(%q) = nil error, want %v", tt.yaml, tt.want)
 			}
@@ -44,7 +60,7 @@ func TestParseErrors(t *testing.T) {
 
 func TestParseExpandsEnvAndKeepsSecretsOutOfErrors(t *testing.T) {
 	t.Parallel()
-	f, err := config.Parse("a.yaml", []byte("model:\n  provider: openai\n  model: gpt-4o-mini\n  api_key: ${KEY}\n  timeout: 45s\n"), env(map[string]string{"KEY": "sk-secret"}))
+	f, err := config.Parse("a.yaml", []byte("model:\n  provider: openai\n  model: gpt-4o-mini\n  api_key: ${KEY}\n  timeout: 45s\n"), env(map[string]string{"KEY": "sk-secret"}), types)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +80,7 @@ func TestLoadValidates(t *testing.T) {
 	t.Parallel()
 	p := filepath.Join(t.TempDir(), "agentwork.yaml")
 	os.WriteFile(p, []byte("model:\n  provider: gemini\n"), 0o600)
-	_, err := config.Load(p)
+	_, err := config.Load(p, types)
 	if err == nil || !strings.Contains(err.Error(), "model.provider") {
 		t.Fatalf("Load = %v, want a model.provider error", err)
 	}
@@ -72,7 +88,7 @@ func TestLoadValidates(t *testing.T) {
 
 func TestEmptyFileIsDefaults(t *testing.T) {
 	t.Parallel()
-	f, err := config.Parse("e.yaml", nil, env(nil))
+	f, err := config.Parse("e.yaml", nil, env(nil), types)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +101,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("bus:\n  data_dir: x\n"))
 	f.Add([]byte("model:\n  api_key: ${K}\n  script:\n    rules:\n      - match: {source: heartbeat}\n        notify: hi\n"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		cfg, err := config.Parse("f.yaml", raw, env(map[string]string{"K": "v"}))
+		cfg, err := config.Parse("f.yaml", raw, env(map[string]string{"K": "v"}), types)
 		if err == nil {
 			_ = cfg.Validate()
 		}
@@ -94,14 +110,125 @@ func FuzzParse(f *testing.F) {
 
 func TestSchemaNamesSections(t *testing.T) {
 	t.Parallel()
-	raw, err := config.Schema()
+	raw, err := config.Schema(types)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"bus"`, `"model"`, `"runner"`, `"api_key"`, `"data_dir"`} {
+	// Keys of every section: each package's Config has a definition of its own.
+	for _, want := range []string{`"bus"`, `"model"`, `"runner"`, `"api_key"`, `"data_dir"`, `"checklist"`, `"schedule"`, `"tokens"`, `"max_steps"`,
+		`"jetstream"`, `"subject"`, `"format"`} { // the connector types' keys
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("schema lacks %s", want)
 		}
+	}
+	var s struct {
+		Defs map[string]struct {
+			Required []string `json:"required"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	if req := s.Defs["BusConfig"].Required; len(req) > 0 {
+		t.Errorf("schema requires bus keys %v; every key has a default", req)
+	}
+}
+
+func TestConnectors(t *testing.T) {
+	t.Parallel()
+	f, err := config.Parse("a.yaml", []byte("connectors:\n  console: {type: console, format: json}\n  alerts:\n    type: nats\n    subject: ${SUBJECT}\nheartbeat:\n  targets: [alerts]\n"),
+		env(map[string]string{"SUBJECT": "ops.alerts"}), types)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := connectors.Configs{"console": console.Config{Format: "json"}, "alerts": nats.Config{Subject: "ops.alerts"}}
+	if !reflect.DeepEqual(f.Connectors, want) {
+		t.Errorf("connectors = %#v, want %#v", f.Connectors, want)
+	}
+	if err := f.Validate(); err != nil {
+		t.Errorf("Validate = %v", err)
+	}
+
+	// Validate names the field of a connector as it does any other.
+	f, err = config.Parse("a.yaml", []byte("connectors:\n  alerts: {type: nats}\n"), env(nil), types)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Validate(); err == nil || !strings.Contains(err.Error(), "connectors.alerts.subject: required for type nats (e.g. alerts.agentwork)") {
+		t.Errorf("Validate without a subject = %v, want connectors.alerts.subject named", err)
+	}
+}
+
+// With no connectors section there is one console connector named console,
+// if the build has the console type.
+func TestDefaultConnector(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		src   string
+		types connectors.Types
+		want  connectors.Configs
+	}{
+		{"", types, connectors.Configs{"console": console.Config{Format: "text"}}},
+		{"log: {level: debug}\n", types, connectors.Configs{"console": console.Config{Format: "text"}}},
+		{"connectors: {}\n", types, connectors.Configs{"console": console.Config{Format: "text"}}},
+		{"connectors:\n  ops: {type: console}\n", types, connectors.Configs{"ops": console.Config{Format: "text"}}},
+		{"", connectors.Types{nats.Type}, nil},
+	} {
+		f, err := config.Parse("a.yaml", []byte(tc.src), env(nil), tc.types)
+		if err != nil {
+			t.Fatalf("Parse(%q) = %v", tc.src, err)
+		}
+		if len(f.Connectors) != len(tc.want) || (len(tc.want) > 0 && !reflect.DeepEqual(f.Connectors, tc.want)) {
+			t.Errorf("Parse(%q) with types %v: connectors = %#v, want %#v", tc.src, tc.types.Names(), f.Connectors, tc.want)
+		}
+	}
+	f, err := config.Load("", types)
+	if err != nil || !reflect.DeepEqual(f.Connectors, connectors.Configs{"console": console.Config{Format: "text"}}) {
+		t.Errorf(`Load("") = %v, %v; want the console connector`, f, err)
+	}
+}
+
+// TestExamplesAndDocs: every example config loads, and every connectors
+// section the docs show parses and validates: what they tell users to
+// write works.
+func TestExamplesAndDocs(t *testing.T) {
+	t.Parallel()
+	examples, err := filepath.Glob("../examples/*/agentwork.yaml")
+	if err != nil || len(examples) == 0 {
+		t.Fatalf("no example configs (%v)", err)
+	}
+	for _, p := range examples {
+		if _, err := config.Load(p, types); err != nil {
+			t.Errorf("Load(%s) = %v", p, err)
+		}
+	}
+	docs, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence := regexp.MustCompile("(?s)```yaml\n(.*?)```")
+	sections := 0
+	for _, p := range append(docs, "../README.md") {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range fence.FindAllSubmatch(raw, -1) {
+			if !regexp.MustCompile(`(?m)^connectors:`).Match(m[1]) {
+				continue
+			}
+			sections++
+			f, err := config.Parse(p, m[1], env(nil), types)
+			if err == nil {
+				err = f.Connectors.Validate()
+			}
+			if err != nil {
+				t.Errorf("%s: the connectors section of a YAML block does not load: %v\n%s", p, err, m[1])
+			}
+		}
+	}
+	if sections == 0 {
+		t.Error("no connectors section found in the docs")
 	}
 }
 
@@ -116,7 +243,7 @@ func TestLoadClientNeedsNoServerSecrets(t *testing.T) {
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := config.Load(path); err == nil || !strings.Contains(err.Error(), "AGENTWORK_TEST_SURELY_UNSET_KEY") {
+	if _, err := config.Load(path, types); err == nil || !strings.Contains(err.Error(), "AGENTWORK_TEST_SURELY_UNSET_KEY") {
 		t.Fatalf("Load = %v, want the unset variable reported (serve needs it)", err)
 	}
 	f, err := config.LoadClient(path)

@@ -4,6 +4,13 @@
 // connector, calls its Send, retries what the chat API says to retry, and
 // reports every notification as delivered or failed on the events stream.
 // A failing connector never blocks another.
+//
+// Each connector type is a package of its own that owns its config
+// (connectors/console, connectors/nats) and exports a Type made by Define;
+// a build lists the types it offers in a Types value, which decodes the
+// connectors section of agentwork.yaml, describes it in the JSON Schema
+// and builds the connectors. Every connector passes one conformance suite,
+// connectors/connectortest.
 package connectors
 
 import (

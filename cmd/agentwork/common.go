@@ -67,7 +67,9 @@ func (c *connFlags) dial(ctx context.Context) (*bus.Bus, error) {
 
 // loadConfig loads path, or ./agentwork.yaml when path is empty and it
 // exists, or the defaults.
-func loadConfig(path string) (*config.File, error) { return config.Load(configPath(path)) }
+func loadConfig(path string) (*config.File, error) {
+	return config.Load(configPath(path), connectorTypes())
+}
 
 // configPath is path, or ./agentwork.yaml when path is empty and it
 // exists, or "" (the defaults).

@@ -13,7 +13,7 @@ func cmdConfig(_ context.Context, e *env, args []string) error {
 	}
 	switch args[0] {
 	case "schema":
-		raw, err := config.Schema()
+		raw, err := config.Schema(connectorTypes())
 		if err != nil {
 			return err
 		}

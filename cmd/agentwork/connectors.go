@@ -6,12 +6,24 @@ import (
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/config"
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/connectors/console"
+	"github.com/agentwork/agentwork/connectors/nats"
 )
+
+// connectorTypes are the connector types of this build, the values of
+// type in the connectors section. A new type is its package and one line
+// here.
+func connectorTypes() connectors.Types {
+	return connectors.Types{
+		console.Type,
+		nats.Type,
+	}
+}
 
 // wireConnectors builds the configured connectors and their dispatcher,
 // which runs with the consumers (stopped after the triggers).
 func wireConnectors(w *wiring, e *env, f *config.File, b *bus.Bus, log *zap.Logger) error {
-	reg, err := connectors.BuildAll(f.Connectors, connectors.BuildDeps{Stdout: e.stdout, Bus: b, Logger: log.Named("connectors")})
+	reg, err := connectorTypes().BuildAll(f.Connectors, connectors.BuildDeps{Stdout: e.stdout, Bus: b, Logger: log.Named("connectors")})
 	if err != nil {
 		return err
 	}

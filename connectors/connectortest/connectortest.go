@@ -20,7 +20,7 @@
 //		connectortest.Run(t, connectortest.Harness{
 //			New: func(t *testing.T) (connectors.Connector, connectortest.Observer) {
 //				api := telegramfake.New(t) // httptest; records into a connectortest.Recorder, implements FaultInjector
-//				return connectors.NewTelegram(api.URL, token, chatID), api
+//				return telegram.New(api.URL, token, chatID), api
 //			},
 //			Secret:   token,
 //			Features: connectortest.Features{MaxText: 4096, RateLimits: true, AuthErrors: true, BadRequests: true, Outages: true, Stalls: true},

@@ -1,4 +1,4 @@
-package connectors_test
+package nats_test
 
 import (
 	"errors"
@@ -8,13 +8,14 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/nats-io/nats.go"
+	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/connectortest"
+	"github.com/agentwork/agentwork/connectors/nats"
 )
 
 // natsDest observes a subject: a subscription on the server's own
@@ -66,7 +67,7 @@ func natsHarness(t *testing.T, js bool) connectortest.Harness {
 		New: func(t *testing.T) (connectors.Connector, connectortest.Observer) {
 			subject := fmt.Sprintf("conformance.case%d", subjectSeq.Add(1))
 			d := &natsDest{conn: client(t, b), t: t}
-			sub, err := b.Conn().Subscribe(subject, func(m *nats.Msg) {
+			sub, err := b.Conn().Subscribe(subject, func(m *natsio.Msg) {
 				ev, err := bus.DecodeEvent(m.Data)
 				var n connectors.Notification
 				if err == nil {
@@ -85,9 +86,9 @@ func natsHarness(t *testing.T, js bool) connectortest.Harness {
 			if err := b.Conn().Flush(); err != nil {
 				t.Fatal(err)
 			}
-			c, err := connectors.NewNATS(d.conn, "alerts", connectors.NATSOptions{Subject: subject, JetStream: js})
+			c, err := nats.New(d.conn, "alerts", nats.Options{Subject: subject, JetStream: js})
 			if err != nil {
-				t.Fatalf("NewNATS: %v", err)
+				t.Fatalf("New: %v", err)
 			}
 			return c, d
 		},
@@ -95,7 +96,7 @@ func natsHarness(t *testing.T, js bool) connectortest.Harness {
 	}
 }
 
-func TestNATSConformance(t *testing.T) {
+func TestConformance(t *testing.T) {
 	t.Parallel()
 	for _, js := range []bool{false, true} {
 		t.Run(fmt.Sprintf("jetstream=%v", js), func(t *testing.T) {
@@ -105,9 +106,9 @@ func TestNATSConformance(t *testing.T) {
 	}
 }
 
-// TestNATSEnvelope: a subscriber reads a plain CloudEvents envelope with
+// TestEnvelope: a subscriber reads a plain CloudEvents envelope with
 // the notification as data, and the headers every agentwork message has.
-func TestNATSEnvelope(t *testing.T) {
+func TestEnvelope(t *testing.T) {
 	t.Parallel()
 	for _, js := range []bool{false, true} {
 		t.Run(fmt.Sprintf("jetstream=%v", js), func(t *testing.T) {
@@ -122,7 +123,7 @@ func TestNATSEnvelope(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := connectors.NewNATS(b, "alerts", connectors.NATSOptions{Subject: "alerts.agentwork", JetStream: js})
+			c, err := nats.New(b, "alerts", nats.Options{Subject: "alerts.agentwork", JetStream: js})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,10 +179,10 @@ func TestNATSEnvelope(t *testing.T) {
 	}
 }
 
-func TestNATSNoStreamIsRetryable(t *testing.T) {
+func TestNoStreamIsRetryable(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
-	c, err := connectors.NewNATS(b, "alerts", connectors.NATSOptions{Subject: "nostream.here", JetStream: true})
+	c, err := nats.New(b, "alerts", nats.Options{Subject: "nostream.here", JetStream: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,38 +193,38 @@ func TestNATSNoStreamIsRetryable(t *testing.T) {
 	}
 }
 
-func TestNATSClosedConnectionIsRetryable(t *testing.T) {
+func TestClosedConnectionIsRetryable(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
 	for _, js := range []bool{false, true} {
 		cl := client(t, b)
-		c, err := connectors.NewNATS(cl, "alerts", connectors.NATSOptions{Subject: "alerts.x", JetStream: js})
+		c, err := nats.New(cl, "alerts", nats.Options{Subject: "alerts.x", JetStream: js})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_ = cl.Close()
 		err = c.Send(t.Context(), connectortest.Notification("x"))
 		var re *connectors.RetryableError
-		if !errors.As(err, &re) || !errors.Is(err, nats.ErrConnectionClosed) {
-			t.Errorf("jetstream=%v: Send on a closed connection = %v, want a RetryableError wrapping nats.ErrConnectionClosed", js, err)
+		if !errors.As(err, &re) || !errors.Is(err, natsio.ErrConnectionClosed) {
+			t.Errorf("jetstream=%v: Send on a closed connection = %v, want a RetryableError wrapping natsio.ErrConnectionClosed", js, err)
 		}
 	}
 }
 
-func TestNATSTooLargeIsPermanent(t *testing.T) {
+func TestTooLargeIsPermanent(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
-	c, err := connectors.NewNATS(b, "alerts", connectors.NATSOptions{Subject: "alerts.x"})
+	c, err := nats.New(b, "alerts", nats.Options{Subject: "alerts.x"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := connectortest.Notification(strings.Repeat("x", int(b.Conn().MaxPayload())+1))
-	if err := c.Send(t.Context(), n); !connectors.IsPermanent(err) || !errors.Is(err, nats.ErrMaxPayload) {
-		t.Errorf("Send of a notification above max_payload = %v, want a PermanentError wrapping nats.ErrMaxPayload", err)
+	if err := c.Send(t.Context(), n); !connectors.IsPermanent(err) || !errors.Is(err, natsio.ErrMaxPayload) {
+		t.Errorf("Send of a notification above max_payload = %v, want a PermanentError wrapping natsio.ErrMaxPayload", err)
 	}
 }
 
-func TestNewNATSSubject(t *testing.T) {
+func TestNewSubject(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
 	for _, tc := range []struct {
@@ -252,12 +253,12 @@ func TestNewNATSSubject(t *testing.T) {
 		{"$KV.agentwork_dedup.x", "system subject"},
 		{"_INBOX.abc", "system subject"},
 	} {
-		_, err := connectors.NewNATS(b, "alerts", connectors.NATSOptions{Subject: tc.subject})
+		_, err := nats.New(b, "alerts", nats.Options{Subject: tc.subject})
 		switch {
 		case tc.want == "" && err != nil:
-			t.Errorf("NewNATS(subject %q) = %v, want nil", tc.subject, err)
+			t.Errorf("New(subject %q) = %v, want nil", tc.subject, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("NewNATS(subject %q) = %v, want an error mentioning %q", tc.subject, err, tc.want)
+			t.Errorf("New(subject %q) = %v, want an error mentioning %q", tc.subject, err, tc.want)
 		}
 	}
 }
@@ -267,7 +268,7 @@ func FuzzCheckSubject(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if connectors.CheckSubject(s) != nil {
+		if nats.CheckSubject(s) != nil {
 			return
 		}
 		// A subject that passes is one a subscriber can match literally.

@@ -1,4 +1,7 @@
-package connectors
+// Package nats is the connector that republishes notifications on a NATS
+// subject of the user's choice, as CloudEvents, for any NATS client to act
+// on.
+package nats
 
 import (
 	"context"
@@ -8,14 +11,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/connectors"
 )
 
-// NATSOptions configures a NATS connector.
-type NATSOptions struct {
+// Options configures a Connector.
+type Options struct {
 	// Subject the notifications are published on, e.g. "alerts.agentwork".
 	// Required; no wildcards, and not under the bus's own request or
 	// delivery subjects (that would loop).
@@ -27,13 +31,13 @@ type NATSOptions struct {
 	Now func() time.Time
 }
 
-// NATS republishes notifications on a subject of the user's choice, each as
+// Connector republishes notifications on a subject of the user's choice, each as
 // a CloudEvents envelope (type agentwork.<source>.notification, id = the
 // notification ID, data = the Notification), so any NATS client can act on
 // them. The message carries Nats-Msg-Id = the notification ID: a stream that
 // captures the subject stores a retried delivery once. Safe for concurrent
 // use.
-type NATS struct {
+type Connector struct {
 	bus     *bus.Bus
 	name    string
 	subject string
@@ -41,20 +45,20 @@ type NATS struct {
 	now     func() time.Time
 }
 
-var _ Connector = (*NATS)(nil)
+var _ connectors.Connector = (*Connector)(nil)
 
-// NewNATS returns a connector named name that publishes on b's connection.
-func NewNATS(b *bus.Bus, name string, opts NATSOptions) (*NATS, error) {
+// New returns a connector named name that publishes on b's connection.
+func New(b *bus.Bus, name string, opts Options) (*Connector, error) {
 	if b == nil {
-		return nil, errors.New("connectors: nats connector needs a bus")
+		return nil, errors.New("nats connector: no bus to publish on")
 	}
 	if err := CheckSubject(opts.Subject); err != nil {
-		return nil, fmt.Errorf("connectors: nats subject: %w", err)
+		return nil, fmt.Errorf("nats connector: subject: %w", err)
 	}
 	if err := checkNotOwn(b.Subjects, opts.Subject); err != nil {
-		return nil, fmt.Errorf("connectors: nats subject: %w", err)
+		return nil, fmt.Errorf("nats connector: subject: %w", err)
 	}
-	c := &NATS{bus: b, name: name, subject: opts.Subject, js: opts.JetStream, now: opts.Now}
+	c := &Connector{bus: b, name: name, subject: opts.Subject, js: opts.JetStream, now: opts.Now}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -62,7 +66,7 @@ func NewNATS(b *bus.Bus, name string, opts NATSOptions) (*NATS, error) {
 }
 
 // Subject is the subject notifications are published on.
-func (c *NATS) Subject() string { return c.subject }
+func (c *Connector) Subject() string { return c.subject }
 
 // flushTimeout bounds a core publish's flush when ctx has no deadline.
 const flushTimeout = 10 * time.Second
@@ -71,13 +75,13 @@ const flushTimeout = 10 * time.Second
 // round trip for core NATS, after the stream's ack with JetStream. Errors
 // of a closed, draining or reconnecting connection and missing stream
 // responders are *RetryableError.
-func (c *NATS) Send(ctx context.Context, n Notification) error {
+func (c *Connector) Send(ctx context.Context, n connectors.Notification) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	ev, err := c.event(n)
 	if err != nil {
-		return Permanent(err)
+		return connectors.Permanent(err)
 	}
 	if c.js {
 		_, err := c.bus.Publish(ctx, c.subject, ev, n.ID)
@@ -85,9 +89,9 @@ func (c *NATS) Send(ctx context.Context, n Notification) error {
 	}
 	data, err := json.Marshal(ev)
 	if err != nil {
-		return Permanent(fmt.Errorf("nats connector: marshal: %w", err))
+		return connectors.Permanent(fmt.Errorf("nats connector: marshal: %w", err))
 	}
-	m := &nats.Msg{Subject: c.subject, Data: data, Header: nats.Header{}}
+	m := &natsio.Msg{Subject: c.subject, Data: data, Header: natsio.Header{}}
 	m.Header.Set("Content-Type", bus.ContentType)
 	m.Header.Set(jetstream.MsgIDHeader, n.ID)
 	m.Header.Set("ce-type", ev.Type)
@@ -106,7 +110,7 @@ func (c *NATS) Send(ctx context.Context, n Notification) error {
 	return nil
 }
 
-func (c *NATS) event(n Notification) (bus.Event, error) {
+func (c *Connector) event(n connectors.Notification) (bus.Event, error) {
 	at := n.Time
 	if at.IsZero() {
 		at = c.now()
@@ -128,21 +132,21 @@ func (c *NATS) event(n Notification) (bus.Event, error) {
 
 // classify marks what may work on a later attempt as retryable and what
 // never will as permanent; ctx's own errors are returned as they are.
-func (c *NATS) classify(ctx context.Context, err error) error {
+func (c *Connector) classify(ctx context.Context, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return fmt.Errorf("nats connector: %w", err)
-	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
-		return Retry(fmt.Errorf("nats connector: no stream answered on %s (create a stream that captures it, or set jetstream: false): %w", c.subject, err), 0)
-	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining),
-		errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected),
-		errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrStaleConnection),
-		errors.Is(err, nats.ErrTimeout), errors.Is(err, bus.ErrClosed):
-		return Retry(fmt.Errorf("nats connector: connection: %w", err), 0)
-	case errors.Is(err, nats.ErrMaxPayload), errors.Is(err, nats.ErrBadSubject):
-		return Permanent(fmt.Errorf("nats connector: %w", err))
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, natsio.ErrNoResponders):
+		return connectors.Retry(fmt.Errorf("nats connector: no stream answered on %s (create a stream that captures it, or set jetstream: false): %w", c.subject, err), 0)
+	case errors.Is(err, natsio.ErrConnectionClosed), errors.Is(err, natsio.ErrConnectionDraining),
+		errors.Is(err, natsio.ErrConnectionReconnecting), errors.Is(err, natsio.ErrDisconnected),
+		errors.Is(err, natsio.ErrNoServers), errors.Is(err, natsio.ErrStaleConnection),
+		errors.Is(err, natsio.ErrTimeout), errors.Is(err, bus.ErrClosed):
+		return connectors.Retry(fmt.Errorf("nats connector: connection: %w", err), 0)
+	case errors.Is(err, natsio.ErrMaxPayload), errors.Is(err, natsio.ErrBadSubject):
+		return connectors.Permanent(fmt.Errorf("nats connector: %w", err))
 	}
 	return fmt.Errorf("nats connector: %w", err)
 }

@@ -1,4 +1,7 @@
-package connectors
+// Package console is the connector that prints notifications to a terminal
+// or log, one readable line each (or one JSON line): the connector of the
+// quick start.
+package console
 
 import (
 	"bytes"
@@ -12,19 +15,21 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/agentwork/agentwork/connectors"
 )
 
-// Console formats.
+// The formats of a console.
 const (
 	FormatText = "text"
 	FormatJSON = "json"
 )
 
-// ConsoleTimeLayout is the time stamp at the start of a console line.
-const ConsoleTimeLayout = "2006-01-02 15:04:05"
+// TimeLayout is the time stamp at the start of a text line.
+const TimeLayout = "2006-01-02 15:04:05"
 
-// ConsoleOptions configures a Console.
-type ConsoleOptions struct {
+// Options configures a Connector.
+type Options struct {
 	// Format is "text" (default): one readable line per notification,
 	//
 	//	2026-11-21 09:00:03  [heartbeat/default] ⚠ important: Disk /var is 95% full
@@ -38,13 +43,13 @@ type ConsoleOptions struct {
 	Now func() time.Time
 }
 
-// Console prints notifications to a terminal or log: the connector of the
-// quick start. Each notification is written with one Write call, so lines of
-// concurrent sends never interleave. Safe for concurrent use.
+// Connector prints notifications to a terminal or log. Each notification
+// is written with one Write call, so lines of concurrent sends never
+// interleave. Safe for concurrent use.
 //
 // Control characters other than newline and tab (a model's text may carry
 // terminal escape sequences) are shown escaped, like \x1b.
-type Console struct {
+type Connector struct {
 	w    io.Writer
 	json bool
 	loc  *time.Location
@@ -52,20 +57,20 @@ type Console struct {
 	mu   sync.Mutex
 }
 
-var _ Connector = (*Console)(nil)
+var _ connectors.Connector = (*Connector)(nil)
 
-// NewConsole returns a Console writing to w (os.Stdout when nil).
-func NewConsole(w io.Writer, opts ConsoleOptions) (*Console, error) {
+// New returns a Connector writing to w (os.Stdout when nil).
+func New(w io.Writer, opts Options) (*Connector, error) {
 	if w == nil {
 		w = os.Stdout
 	}
-	c := &Console{w: w, loc: opts.Location, now: opts.Now}
+	c := &Connector{w: w, loc: opts.Location, now: opts.Now}
 	switch opts.Format {
 	case "", FormatText:
 	case FormatJSON:
 		c.json = true
 	default:
-		return nil, fmt.Errorf("connectors: console format %q: want text or json", opts.Format)
+		return nil, fmt.Errorf("console: format %q: want text or json", opts.Format)
 	}
 	if c.loc == nil {
 		c.loc = time.Local
@@ -78,7 +83,7 @@ func NewConsole(w io.Writer, opts ConsoleOptions) (*Console, error) {
 
 // Send writes n. It cannot be interrupted once the write has started (a
 // terminal does not block for long); a ctx already done writes nothing.
-func (c *Console) Send(ctx context.Context, n Notification) error {
+func (c *Connector) Send(ctx context.Context, n connectors.Notification) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -91,7 +96,7 @@ func (c *Console) Send(ctx context.Context, n Notification) error {
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(n); err != nil {
-			return Permanent(fmt.Errorf("console: encode notification %s: %w", n.ID, err))
+			return connectors.Permanent(fmt.Errorf("console: encode notification %s: %w", n.ID, err))
 		}
 		line = buf.Bytes()
 	} else {
@@ -107,7 +112,7 @@ func (c *Console) Send(ctx context.Context, n Notification) error {
 
 // format renders the text form: time, [source/name], urgency mark, text;
 // continuation lines indented to the start of the text.
-func (c *Console) format(n Notification) []byte {
+func (c *Connector) format(n connectors.Notification) []byte {
 	where := n.Source
 	if where == "" {
 		where = "agentwork"
@@ -115,7 +120,7 @@ func (c *Console) format(n Notification) []byte {
 	if n.Name != "" {
 		where += "/" + n.Name
 	}
-	header := n.Time.In(c.loc).Format(ConsoleTimeLayout) + "  [" + sanitizeLine(where) + "] "
+	header := n.Time.In(c.loc).Format(TimeLayout) + "  [" + sanitizeLine(where) + "] "
 	indent := strings.Repeat(" ", utf8.RuneCountInString(header))
 	var b strings.Builder
 	b.WriteString(header)

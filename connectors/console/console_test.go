@@ -1,4 +1,4 @@
-package connectors_test
+package console_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/connectortest"
+	"github.com/agentwork/agentwork/connectors/console"
 )
 
 // consoleDest is the console's destination: a terminal that records the
@@ -141,24 +142,24 @@ func parseConsole(out string, isJSON bool) ([]connectortest.Message, error) {
 func consoleHarness(format string) connectortest.Harness {
 	return connectortest.Harness{
 		New: func(t *testing.T) (connectors.Connector, connectortest.Observer) {
-			d := &consoleDest{json: format == connectors.FormatJSON}
-			c, err := connectors.NewConsole(d, connectors.ConsoleOptions{Format: format, Location: time.UTC})
+			d := &consoleDest{json: format == console.FormatJSON}
+			c, err := console.New(d, console.Options{Format: format, Location: time.UTC})
 			if err != nil {
-				t.Fatalf("NewConsole: %v", err)
+				t.Fatalf("New: %v", err)
 			}
 			return c, d
 		},
 		Features: connectortest.Features{
 			Concurrent: true,
 			Outages:    true,
-			KeepsID:    format == connectors.FormatJSON,
+			KeepsID:    format == console.FormatJSON,
 		},
 	}
 }
 
-func TestConsoleConformance(t *testing.T) {
+func TestConformance(t *testing.T) {
 	t.Parallel()
-	for _, format := range []string{connectors.FormatText, connectors.FormatJSON} {
+	for _, format := range []string{console.FormatText, console.FormatJSON} {
 		t.Run(format, func(t *testing.T) {
 			t.Parallel()
 			connectortest.Run(t, consoleHarness(format))
@@ -166,7 +167,7 @@ func TestConsoleConformance(t *testing.T) {
 	}
 }
 
-func TestConsoleText(t *testing.T) {
+func TestText(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 21, 9, 0, 3, 0, time.UTC)
 	now := time.Date(2027, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -236,7 +237,7 @@ func TestConsoleText(t *testing.T) {
 			if loc == nil {
 				loc = time.UTC
 			}
-			c, err := connectors.NewConsole(&buf, connectors.ConsoleOptions{Location: loc, Now: func() time.Time { return now }})
+			c, err := console.New(&buf, console.Options{Location: loc, Now: func() time.Time { return now }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -250,10 +251,10 @@ func TestConsoleText(t *testing.T) {
 	}
 }
 
-func TestConsoleJSON(t *testing.T) {
+func TestJSON(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	c, err := connectors.NewConsole(&buf, connectors.ConsoleOptions{Format: connectors.FormatJSON})
+	c, err := console.New(&buf, console.Options{Format: console.FormatJSON})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,13 +283,13 @@ func TestConsoleJSON(t *testing.T) {
 	}
 }
 
-func TestConsoleErrors(t *testing.T) {
+func TestErrors(t *testing.T) {
 	t.Parallel()
-	if _, err := connectors.NewConsole(nil, connectors.ConsoleOptions{Format: "yaml"}); err == nil || !strings.Contains(err.Error(), "want text or json") {
-		t.Errorf("NewConsole(format yaml) = %v, want an error naming text and json", err)
+	if _, err := console.New(nil, console.Options{Format: "yaml"}); err == nil || !strings.Contains(err.Error(), "want text or json") {
+		t.Errorf("New(format yaml) = %v, want an error naming text and json", err)
 	}
 	d := &consoleDest{}
-	c, err := connectors.NewConsole(d, connectors.ConsoleOptions{})
+	c, err := console.New(d, console.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,12 +300,12 @@ func TestConsoleErrors(t *testing.T) {
 	}
 }
 
-// TestConsoleOneWritePerNotification: concurrent sends to a shared stdout
+// TestOneWritePerNotification: concurrent sends to a shared stdout
 // must not interleave, so each notification is one Write.
-func TestConsoleOneWritePerNotification(t *testing.T) {
+func TestOneWritePerNotification(t *testing.T) {
 	t.Parallel()
 	d := &consoleDest{}
-	c, err := connectors.NewConsole(d, connectors.ConsoleOptions{})
+	c, err := console.New(d, console.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +317,7 @@ func TestConsoleOneWritePerNotification(t *testing.T) {
 	}
 }
 
-func FuzzConsoleRoundTrip(f *testing.F) {
+func FuzzRoundTrip(f *testing.F) {
 	for _, s := range connectortest.Texts() {
 		f.Add(s, true)
 	}
@@ -324,7 +325,7 @@ func FuzzConsoleRoundTrip(f *testing.F) {
 	f.Add("  leading\n\ttab", false)
 	f.Fuzz(func(t *testing.T, text string, important bool) {
 		var buf bytes.Buffer
-		c, err := connectors.NewConsole(&buf, connectors.ConsoleOptions{Location: time.UTC})
+		c, err := console.New(&buf, console.Options{Location: time.UTC})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -361,8 +362,8 @@ func FuzzConsoleRoundTrip(f *testing.F) {
 	})
 }
 
-func ExampleNewConsole() {
-	c, err := connectors.NewConsole(os.Stdout, connectors.ConsoleOptions{Location: time.UTC})
+func ExampleNew() {
+	c, err := console.New(os.Stdout, console.Options{Location: time.UTC})
 	if err != nil {
 		panic(err)
 	}

@@ -1,0 +1,171 @@
+// Package yamlstrict decodes YAML the way agentwork.yaml is read: a key the
+// target type has no field for is an error with its line and full path
+// (model.script.rules[0].mach), not silently ignored.
+package yamlstrict
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Error is one problem at a line of a YAML document.
+type Error struct {
+	// Line is 1-based; 0 when the decoder did not say.
+	Line int
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("line %d: %s", e.Line, e.Msg)
+	}
+	return e.Msg
+}
+
+// Decode decodes n into out (a non-nil pointer) after checking n's keys
+// against out's type. path is n's key path in the document ("" at the
+// root), the prefix of the paths in errors. The error joins one *Error per
+// unknown key, and out is left as it was; else it joins the decoder's
+// errors (wrong types), as *Error with their lines.
+func Decode(n *yaml.Node, out any, path string) error {
+	if errs := UnknownKeys(n, reflect.TypeOf(out), path); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if err := n.Decode(out); err != nil {
+		return errors.Join(Errors(err)...)
+	}
+	return nil
+}
+
+// UnknownKeys walks n alongside t's yaml tags and returns an *Error for
+// every key t has no field for, with its line and full path.
+func UnknownKeys(n *yaml.Node, t reflect.Type, path string) []error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml.DocumentNode {
+		var errs []error
+		for _, c := range n.Content {
+			errs = append(errs, UnknownKeys(c, t, path)...)
+		}
+		return errs
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if t == reflect.TypeFor[time.Duration]() || t == reflect.TypeFor[time.Time]() {
+		return nil
+	}
+	var errs []error
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return nil // a type error, reported by the decoder
+		}
+		fields := Fields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Value == "<<" {
+				continue
+			}
+			ft, ok := fields[k.Value]
+			p := Join(path, k.Value)
+			if !ok {
+				known := slices.Sorted(maps.Keys(fields))
+				errs = append(errs, &Error{Line: k.Line, Msg: fmt.Sprintf("unknown key %q (known: %s; see `agentwork config schema`)", p, strings.Join(known, ", "))})
+				continue
+			}
+			errs = append(errs, UnknownKeys(v, ft, p)...)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			errs = append(errs, UnknownKeys(n.Content[i+1], t.Elem(), Join(path, n.Content[i].Value))...)
+		}
+	case reflect.Slice, reflect.Array:
+		if n.Kind != yaml.SequenceNode {
+			return nil
+		}
+		for i, c := range n.Content {
+			errs = append(errs, UnknownKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+	}
+	return errs
+}
+
+// Join appends key to path with a dot.
+func Join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// Fields maps the yaml keys of struct t to field types, following ",inline"
+// and untagged embedded structs.
+func Fields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("yaml")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if strings.Contains(opts, "inline") || (f.Anonymous && tag == "") {
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for k, v := range Fields(ft) {
+					out[k] = v
+				}
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+var lineRE = regexp.MustCompile(`line (\d+): (.*)`)
+
+// Errors splits an error of the yaml decoder into one *Error per problem,
+// with the line its message names.
+func Errors(err error) []error {
+	var te *yaml.TypeError
+	var msgs []string
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	} else {
+		msgs = []string{strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	var errs []error
+	for _, m := range msgs {
+		line := 0
+		if sm := lineRE.FindStringSubmatch(m); sm != nil {
+			line, _ = strconv.Atoi(sm[1])
+			m = sm[2]
+		}
+		errs = append(errs, &Error{Line: line, Msg: m})
+	}
+	return errs
+}
