@@ -141,6 +141,9 @@ func (c *Connector) format(n connectors.Notification) []byte {
 		}
 		b.WriteString(sanitizeLine(l))
 	}
+	if n.Truncated {
+		b.WriteString(" [cut short by the model's token limit]")
+	}
 	b.WriteByte('\n')
 	return []byte(b.String())
 }

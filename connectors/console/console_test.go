@@ -204,6 +204,11 @@ func TestText(t *testing.T) {
 			want: "2026-11-21 09:00:03  [cron/r] Report:\n" + pad30 + "- a\n\n" + pad30 + "  b\n",
 		},
 		{
+			name: "a reply the token limit cut short says so",
+			n:    connectors.Notification{Source: "task", Name: "t", Text: "Sales fell because the", Truncated: true, Time: at},
+			want: "2026-11-21 09:00:03  [task/t] Sales fell because the [cut short by the model's token limit]\n",
+		},
+		{
 			name: "CRLF becomes LF",
 			n:    connectors.Notification{Source: "cron", Name: "r", Text: "a\r\nb", Time: at},
 			want: "2026-11-21 09:00:03  [cron/r] a\n" + pad30 + "b\n",
