@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -147,7 +148,10 @@ func (s *Server) Run(ctx context.Context) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("api: listen on %s: %w (is another agentwork or program using the port? set http.listen)", s.cfg.Listen, err)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("http.listen: %s is already in use (another agentwork serve?): stop it, or set http.listen to a free address, or off", s.cfg.Listen)
+		}
+		return fmt.Errorf("http.listen: cannot listen on %s: %w", s.cfg.Listen, err)
 	}
 	// Requests' contexts end when shutdown begins, so event streams return
 	// instead of holding Shutdown until its timeout.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -284,5 +285,24 @@ func TestReplicasOnASingleServer(t *testing.T) {
 	_, err = bus.Open(t.Context(), cfg)
 	if err == nil || !strings.Contains(err.Error(), "set bus.replicas: 1") {
 		t.Errorf("Open(single server, replicas 3) = %v, want an error saying to set bus.replicas: 1", err)
+	}
+}
+
+// TestListenAddressInUse: a taken bus.listen port fails at once, naming the
+// setting, instead of after the whole ready timeout.
+func TestListenAddressInUse(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	start := time.Now()
+	_, err = bus.Open(t.Context(), bus.Config{DataDir: t.TempDir(), Listen: ln.Addr().String(), ReadyTimeout: 20 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "bus.listen: "+ln.Addr().String()+" is already in use") {
+		t.Fatalf("Open on a taken port = %v, want an error naming bus.listen", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Open took %s to report the taken port, want it at once", d)
 	}
 }

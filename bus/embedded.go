@@ -92,11 +92,18 @@ func (b *Bus) startEmbedded(ctx context.Context) error {
 	srv.SetLoggerV2(fl, false, false, false)
 	b.srv = srv
 	go srv.Start()
-	if !srv.ReadyForConnections(b.cfg.ReadyTimeout) {
+	// Look for a fatal error (the port is taken) while waiting, so it is
+	// reported at once, not after the whole ready timeout.
+	for deadline := time.Now().Add(b.cfg.ReadyTimeout); !srv.ReadyForConnections(50 * time.Millisecond); {
 		if err := fl.err(); err != nil {
+			if strings.Contains(err.Error(), "address already in use") {
+				return fmt.Errorf("bus.listen: %s is already in use (another agentwork serve or NATS server?): stop it, or set bus.listen to a free address, or off", b.cfg.Listen)
+			}
 			return fmt.Errorf("bus: embedded server did not start: %w", err)
 		}
-		return fmt.Errorf("bus: embedded server not ready after %s", b.cfg.ReadyTimeout)
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("bus: embedded server not ready after %s", b.cfg.ReadyTimeout)
+		}
 	}
 	if err := fl.err(); err != nil {
 		return fmt.Errorf("bus: embedded server: %w", err)
