@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -108,7 +111,7 @@ func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
 	log.Info("agentwork ready",
 		zap.String("data_dir", b.Config().DataDir), zap.String("model", providerName(provider)),
 		zap.Strings("connectors", w.connectorNames), zap.Duration("startup", time.Since(start)))
-	fmt.Fprintf(e.stderr, "agentwork is running. Try: agentwork task send \"hello\" --wait   (Ctrl-C to stop)\n")
+	fmt.Fprintf(e.stderr, "agentwork is running. Try, from another terminal: %s task send \"hello\" --wait   (Ctrl-C here to stop)\n", selfCommand())
 
 	terr := triggers.Wait()
 	if terr != nil && ctx.Err() == nil {
@@ -141,6 +144,16 @@ type wiring struct {
 	consumers      []func(context.Context) error // stopped after triggers
 	triggers       []func(context.Context) error // stopped first
 	runner         *agentwork.Runner             // set once built; /readyz asks it
+}
+
+// selfCommand is how the user ran this binary, for the hints it prints:
+// "go run ./cmd/agentwork" under go run (its binary lives in a go-build
+// temporary directory), else "agentwork".
+func selfCommand() string {
+	if exe, err := os.Executable(); err == nil && strings.Contains(filepath.ToSlash(exe), "/go-build") {
+		return "go run ./cmd/agentwork"
+	}
+	return "agentwork"
 }
 
 func providerName(p any) string {

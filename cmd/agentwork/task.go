@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/triggers/cron"
 )
 
 func cmdTask(ctx context.Context, e *env, args []string) error {
@@ -106,6 +107,17 @@ func printOutcome(e *env, ev bus.Event, asJSON bool) error {
 }
 
 // summarize renders one run event as a line.
+// skipMeaning says in words what a skip reason means for the user.
+var skipMeaning = map[string]string{
+	agentwork.ReasonAck:       "nothing needs your attention: the model did not call notify_user, so nothing was sent",
+	agentwork.ReasonEmpty:     "the model gave nothing to send",
+	agentwork.ReasonDuplicate: "nothing new: the same notification was already sent within the dedup window, so it was not sent again",
+	agentwork.ReasonBusy:      "the previous run of the same work is still going (overlap: skip)",
+	agentwork.ReasonOutside:   "outside the active hours; a wake runs anyway",
+	agentwork.ReasonEmptyList: "the checklist has no items, so the model was not called",
+	cron.ReasonMissed:         "the tick passed while no instance could fire it, and the job's catch-up policy did not run it",
+}
+
 func summarize(ev bus.Event, r agentwork.Result) string {
 	head := fmt.Sprintf("%s  %-5s %s/%s", ev.Time.Local().Format("15:04:05"), r.Outcome, r.Source, r.Name)
 	switch r.Outcome {
@@ -125,6 +137,9 @@ func summarize(ev bus.Event, r agentwork.Result) string {
 		s := head + "  reason=" + r.Reason
 		if r.Detail != "" {
 			s += " (" + r.Detail + ")"
+		}
+		if why := skipMeaning[r.Reason]; why != "" {
+			s += "\n  " + why
 		}
 		return s
 	case bus.OutcomeError:
