@@ -17,11 +17,11 @@ import (
 // Overlap policies: what a tick does when the job's previous run is still going.
 const (
 	// OverlapSkip ends the new run with a skip event, reason "busy" (default).
-	OverlapSkip = "skip"
+	OverlapSkip = agentwork.OverlapSkip
 	// OverlapQueue makes the new run wait until the previous one ended.
-	OverlapQueue = "queue"
+	OverlapQueue = agentwork.OverlapQueue
 	// OverlapAllow lets runs of the job overlap.
-	OverlapAllow = "allow"
+	OverlapAllow = agentwork.OverlapAllow
 )
 
 // Catch-up policies: what happens to ticks missed while no instance was up.

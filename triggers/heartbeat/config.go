@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/triggers/activehours"
 )
@@ -22,10 +23,10 @@ const (
 // Overlap policies: what a fire does while the previous heartbeat still runs.
 const (
 	// OverlapSkip (default) ends the new run at once with skip "busy".
-	OverlapSkip = "skip"
+	OverlapSkip = agentwork.OverlapSkip
 	// OverlapQueue waits until the running heartbeat has finished; a queued
 	// tick that a newer tick has overtaken is skipped "busy".
-	OverlapQueue = "queue"
+	OverlapQueue = agentwork.OverlapQueue
 )
 
 // Defaults.
