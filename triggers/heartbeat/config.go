@@ -79,9 +79,7 @@ type Config struct {
 	Overlap string `yaml:"overlap" json:"overlap,omitempty" jsonschema:"enum=skip,enum=queue"`
 	// OutputMode is notify (default) or ok_token.
 	OutputMode string `yaml:"output_mode" json:"output_mode,omitempty" jsonschema:"enum=notify,enum=ok_token"`
-	// Timeout bounds one heartbeat run (model and tools). Default 5m. The
-	// overlap lease lasts Timeout plus a minute, so a crashed instance's
-	// lease is taken over after that.
+	// Timeout bounds one heartbeat run (model and tools). Default 5m.
 	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
 }
 
