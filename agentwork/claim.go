@@ -131,9 +131,9 @@ func (r *Runner) settleClaim(ctx context.Context, requestID string, c claim, sta
 
 // heldClaim keeps a running claim alive while its run goes on, and with it
 // the run's overlap lease: the lease is short (a crashed instance's request
-// is taken over within it) and renewed every third of it by CAS. A failed renewal means another instance took the
-// request over after our lease lapsed; the run finishes anyway and its
-// settle records the outcome.
+// is taken over within it) and renewed every third of it by CAS. A failed
+// renewal means another instance took the request over after our lease
+// lapsed; the run finishes anyway and its settle records the outcome.
 type heldClaim struct {
 	mu      sync.Mutex
 	c       claim
