@@ -1,18 +1,15 @@
 package agentwork
 
 import (
-	"sync"
-
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
+
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/bus"
-	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Claim states.
@@ -26,15 +23,17 @@ const (
 // claim is the KV record run.<request id> in agentwork_locks. It makes a
 // request run once across instances and redeliveries: a done claim acks the
 // redelivery without running; a running claim held by a live instance is
-// left alone until it expires; an expired one (its owner crashed) is taken
-// over by CAS and run again with the same run id.
+// left alone until it expires; an expired one, or on the embedded server
+// one of a process that is gone, is taken over and run again with the same
+// run id.
 type claim struct {
-	State    string    `json:"state"`
-	RunID    string    `json:"run_id"`
-	Owner    string    `json:"owner"`
-	Expires  time.Time `json:"expires"`
-	Attempts int       `json:"attempts"`
-	Outcome  string    `json:"outcome,omitempty"`
+	State string `json:"state"`
+	RunID string `json:"run_id"`
+	// Lease is held while the claim is running; a settled claim keeps its
+	// owner and token, without an expiry.
+	bus.Lease
+	Attempts int    `json:"attempts"`
+	Outcome  string `json:"outcome,omitempty"`
 	// Checkpoint, once set, is what the run decided: a retry of the request
 	// re-queues its notification and emits its event, and never calls the
 	// model again (which could answer differently).
@@ -61,34 +60,23 @@ type claimResult struct {
 }
 
 func (r *Runner) takeClaim(ctx context.Context, requestID string, ttl time.Duration) (claimResult, error) {
-	kv, key := r.bus.Locks, claimKey(requestID)
-	now := time.Now()
-	for range 3 {
-		e, err := kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			c := claim{State: claimRunning, RunID: newRunID(), Owner: r.bus.Instance(), Expires: now.Add(ttl), Attempts: 1}
-			rev, err := kv.Create(ctx, key, mustJSON(c))
-			if errors.Is(err, jetstream.ErrKeyExists) {
-				continue
-			}
-			if err != nil {
-				return claimResult{}, fmt.Errorf("claim: %w", err)
-			}
-			c.rev = rev
-			return claimResult{claim: c, proceed: true}, nil
-		}
-		if err != nil {
-			return claimResult{}, fmt.Errorf("claim: %w", err)
-		}
-		var c claim
-		if err := json.Unmarshal(e.Value(), &c); err != nil {
-			return claimResult{}, fmt.Errorf("claim %s: %w", key, err)
-		}
+	var res claimResult
+	proceed := true // unless the first write, a create, conflicts
+	fresh := claim{State: claimRunning, RunID: newRunID(), Lease: r.bus.NewLease(time.Now().Add(ttl)), Attempts: 1}
+	c, rev, err := bus.UpdateAt(ctx, r.bus.Locks, claimKey(requestID), fresh, 0, func(c *claim, found bool) (bool, error) {
+		now := time.Now()
+		res, proceed = claimResult{claim: *c}, false
 		switch {
+		case !found:
+			*c = fresh
+			c.Lease = r.bus.NewLease(now.Add(ttl))
+			proceed = true
+			return true, nil
 		case c.State == claimDone:
-			return claimResult{claim: c}, nil
-		case c.State == claimRunning && now.Before(c.Expires):
-			return claimResult{claim: c, wait: c.Expires.Sub(now)}, nil
+			return false, nil
+		case c.State == claimRunning && r.bus.Held(c.Lease, now):
+			res.wait = c.Expires.Sub(now)
+			return false, nil
 		}
 		// A retry, a deferral, or a running claim whose owner died: take it
 		// over. A retry counts as another attempt, and so does a takeover: a
@@ -97,21 +85,23 @@ func (r *Runner) takeClaim(ctx context.Context, requestID string, ttl time.Durat
 		if c.State == claimRetry || c.State == claimRunning {
 			c.Attempts++
 		}
-		c.State, c.Owner, c.Expires = claimRunning, r.bus.Instance(), now.Add(ttl)
+		c.State, c.Lease = claimRunning, r.bus.NewLease(now.Add(ttl))
 		if c.RunID == "" {
 			c.RunID = newRunID()
 		}
-		rev, err := kv.Update(ctx, key, mustJSON(c), e.Revision())
-		if errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err) {
-			continue
-		}
-		if err != nil {
-			return claimResult{}, fmt.Errorf("claim: %w", err)
-		}
-		c.rev = rev
-		return claimResult{claim: c, proceed: true}, nil
+		proceed = true
+		return true, nil
+	})
+	switch {
+	case bus.IsConflict(err):
+		return claimResult{wait: time.Second}, nil // contended: look again soon
+	case err != nil:
+		return claimResult{}, fmt.Errorf("claim: %w", err)
+	case !proceed:
+		return res, nil
 	}
-	return claimResult{wait: time.Second}, nil
+	c.rev = rev
+	return claimResult{claim: c, proceed: true}, nil
 }
 
 func (r *Runner) settleClaim(ctx context.Context, requestID string, c claim, state, outcome string) error {
@@ -122,58 +112,36 @@ func (r *Runner) settleClaim(ctx context.Context, requestID string, c claim, sta
 	if state == claimRunning && c.rev == 0 {
 		return nil
 	}
-	kv, key := r.bus.Locks, claimKey(requestID)
-	for range 3 {
-		_, err := kv.Update(ctx, key, mustJSON(c), c.rev)
-		if err == nil || !(errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err)) {
-			return err
-		}
+	_, _, err := bus.UpdateAt(ctx, r.bus.Locks, claimKey(requestID), c, c.rev, func(cur *claim, found bool) (bool, error) {
 		// Someone else wrote the claim (our run outlived its lease and was
 		// taken over). Never undo their progress: a done claim stays done,
-		// and another owner's running claim is not turned back into a
+		// and another take's running claim is not turned back into a
 		// retry. Our own done outcome is recorded (the run did happen),
 		// keeping the larger attempt count.
-		e, gerr := kv.Get(ctx, key)
-		if gerr != nil {
-			return gerr
+		if found && (cur.State == claimDone || (state != claimDone && cur.Token != c.Token)) {
+			return false, nil
 		}
-		var cur claim
-		if json.Unmarshal(e.Value(), &cur) == nil {
-			if cur.State == claimDone || (state != claimDone && cur.Owner != c.Owner) {
-				return nil
-			}
-			c.Attempts = max(c.Attempts, cur.Attempts)
-		}
-		c.rev = e.Revision()
-	}
-	return fmt.Errorf("claim %s: kept changing while settling", key)
+		next := c
+		next.Attempts = max(c.Attempts, cur.Attempts)
+		*cur = next
+		return true, nil
+	})
+	return err
 }
 
-func isWrongSequence(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
-// heldClaim keeps a running claim alive while its run goes on: the lease is
-// short (a crashed instance's request is taken over within it) and renewed
-// every third of it by CAS. A failed renewal means another instance took the
-// request over after our lease lapsed; the run finishes anyway and its
-// settle records the outcome.
+// heldClaim keeps a running claim alive while its run goes on, and with it
+// the run's overlap lease: the lease is short (a crashed instance's request
+// is taken over within it) and renewed every third of it by CAS. A failed
+// renewal means another instance took the request over after our lease
+// lapsed; the run finishes anyway and its settle records the outcome.
 type heldClaim struct {
-	mu     sync.Mutex
-	c      claim
-	isLost bool // a renewal found another owner
-	once   sync.Once
-	stop   chan struct{}
-	done   chan struct{}
+	mu      sync.Mutex
+	c       claim
+	isLost  bool         // a renewal found another owner
+	overlap *overlapHold // the run's overlap lease, renewed with the claim
+	once    sync.Once
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 func (r *Runner) holdClaim(ctx context.Context, requestID string, c claim, lease time.Duration) *heldClaim {
@@ -195,6 +163,7 @@ func (r *Runner) holdClaim(ctx context.Context, requestID string, c claim, lease
 				h.isLost = h.isLost || errors.Is(err, errClaimLost)
 				r.log.Warn("run claim not renewed", zap.String("request", requestID), zap.Error(err))
 			}
+			h.renewOverlap(ctx, r, requestID, lease)
 			h.mu.Unlock()
 		}
 	}()
@@ -255,55 +224,19 @@ func (h *heldClaim) release() claim {
 	return h.c
 }
 
-// RunAlive reports whether the run of request requestID is still going on
-// some instance: its claim is running and was renewed recently (claims are
-// renewed every third of their lease while the run lives, see Runner). A
-// trigger's overlap lease whose run is no longer alive belongs to a crashed
-// instance and may be taken over at once, instead of waiting out the lease.
-// On a read error it reports true (never steal what may be held).
-// Claims are leases in real time, whatever clock the runner was given:
-// their renewals run on real time.
-func RunAlive(ctx context.Context, b *bus.Bus, requestID string) (bool, error) {
-	if requestID == "" {
-		return true, nil
-	}
-	e, err := b.Locks.Get(ctx, claimKey(requestID))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return true, fmt.Errorf("agentwork: run claim of %s: %w", requestID, err)
-	}
-	var c claim
-	if err := json.Unmarshal(e.Value(), &c); err != nil {
-		return true, fmt.Errorf("agentwork: run claim of %s: %w", requestID, err)
-	}
-	return c.State == claimRunning && time.Now().Before(c.Expires), nil
-}
-
 // errClaimLost: another instance holds the claim now.
 var errClaimLost = errors.New("claim taken over")
 
-// renewClaim extends c by lease with a CAS write. If the write conflicts,
-// it may have landed with its reply lost: when the stored claim is still
-// this run's, its revision is adopted and the renewal tried once more.
+// renewClaim extends c by lease. If the write conflicts, it may have
+// landed with its reply lost: when the stored claim is still this take's,
+// its revision is adopted and the renewal tried once more.
 func (r *Runner) renewClaim(ctx context.Context, requestID string, c claim, lease time.Duration) (claim, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease/3)
 	defer cancel()
-	kv, key := r.bus.Locks, claimKey(requestID)
-	c.Expires = time.Now().Add(lease)
-	rev, err := kv.Update(ctx, key, mustJSON(c), c.rev)
-	if err != nil && (errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err)) {
-		e, gerr := kv.Get(ctx, key)
-		if gerr != nil {
-			return c, errors.Join(err, gerr)
-		}
-		var cur claim
-		if json.Unmarshal(e.Value(), &cur) != nil || cur.State != claimRunning || cur.RunID != c.RunID || cur.Owner != c.Owner {
-			return c, fmt.Errorf("%w by %s", errClaimLost, cur.Owner)
-		}
-		c.rev = e.Revision()
-		rev, err = kv.Update(ctx, key, mustJSON(c), c.rev)
+	rev, err := bus.Renew(ctx, r.bus.Locks, claimKey(requestID), &c, c.rev, lease)
+	var held *bus.HeldError
+	if errors.As(err, &held) {
+		return c, fmt.Errorf("%w by %s", errClaimLost, held.Holder.Owner)
 	}
 	if err != nil {
 		return c, err

@@ -397,6 +397,7 @@ type claimRecord struct {
 	State    string    `json:"state"`
 	RunID    string    `json:"run_id"`
 	Owner    string    `json:"owner"`
+	Boot     string    `json:"boot,omitempty"`
 	Expires  time.Time `json:"expires"`
 	Attempts int       `json:"attempts"`
 	Outcome  string    `json:"outcome,omitempty"`

@@ -20,6 +20,9 @@ type Policy struct {
 	MaxSteps int
 	// Timeout bounds one model run (the whole tool loop). 0: the runner's default.
 	Timeout time.Duration
+	// Overlap keeps runs of the same work (by default: the same source and
+	// name) from going on at once. Default: they may.
+	Overlap Overlap
 	// Alert sends a short notification to the targets when a run fails for
 	// good. Default (nil) true.
 	Alert *bool

@@ -23,6 +23,10 @@ type Run struct {
 	Started time.Time
 	// Targets are the connectors the notification goes to.
 	Targets []string
+	// Overlap is the run's overlap mode (OverlapSkip, OverlapQueue or
+	// OverlapAllow): the policy's Overlap.Mode unless an input gate set
+	// another for this run.
+	Overlap string
 	// Notice is what the output gates decided to deliver (nil: nothing).
 	Notice *Notice
 	// Output is the model's output, once the model answered.

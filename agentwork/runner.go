@@ -396,6 +396,7 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 	run := &Run{ID: cr.claim.RunID, Request: req, Envelope: ev, Attempt: cr.claim.Attempts, Started: r.now()}
 	run.Targets = r.targetsFor(req, pol)
 	run.toolset = r.toolsetOf(req.Source)
+	run.Overlap = pol.Overlap.Mode
 	held := r.holdClaim(ctx, req.ID, cr.claim, lease)
 	if run.Attempt > r.cfg.MaxAttempts && cr.claim.Checkpoint == nil {
 		// Only takeovers get here (a run with a checkpoint only re-queues and
@@ -499,7 +500,7 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 	if cp := held.checkpoint(); cp != nil && cp.Result != nil {
 		return r.resume(ctx, log, run, pol, cp)
 	}
-	// 1. Input gates.
+	// 1. Input gates, then the overlap lease.
 	// Leases taken by input gates are released before the run's event is
 	// emitted (see emit), so work started on seeing the event finds them free.
 	var taken []Releaser
@@ -510,7 +511,10 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 		taken = nil
 	}
 	defer run.release()
-	for _, g := range pol.Input {
+	// Last, once the policy's gates let the run go ahead: the overlap
+	// lease, held under the run claim.
+	input := append(pol.Input[:len(pol.Input):len(pol.Input)], overlapGate{r: r, pol: pol.Overlap, held: held, lease: lease})
+	for _, g := range input {
 		err := g.Check(ctx, run)
 		if err == nil {
 			if rel, ok := g.(Releaser); ok {

@@ -818,6 +818,21 @@ func TestRedeliveryAfterCrash(t *testing.T) {
 			liveLease: true, calls: 1, events: 1, runID: crashedRun, outcome: bus.OutcomeDone, queued: 1, attempt: 2, // a takeover counts an attempt
 		},
 		{
+			name: "a claim of a process on this data dir that is gone is taken over at once",
+			before: func(t *testing.T, s setup) {
+				putClaim(t, s.b, s.reqID, claimRecord{State: "running", RunID: crashedRun, Owner: "killed", Boot: "deadbeef", Expires: time.Now().Add(time.Hour), Attempts: 1})
+			},
+			calls: 1, events: 1, runID: crashedRun, outcome: bus.OutcomeDone, queued: 1, attempt: 2, // a takeover counts an attempt
+		},
+		{
+			name: "a claim of another live instance of this process is left alone until its lease ends",
+			before: func(t *testing.T, s setup) {
+				l := bustest.Client(t, s.b).NewLease(time.Now().Add(time.Second))
+				putClaim(t, s.b, s.reqID, claimRecord{State: "running", RunID: crashedRun, Owner: l.Owner, Boot: l.Boot, Expires: l.Expires, Attempts: 1})
+			},
+			liveLease: true, calls: 1, events: 1, runID: crashedRun, outcome: bus.OutcomeDone, queued: 1, attempt: 2, // a takeover counts an attempt
+		},
+		{
 			name: "a request that crashed its runner MaxAttempts times is given up with one error event",
 			before: func(t *testing.T, s setup) {
 				putClaim(t, s.b, s.reqID, claimRecord{State: "running", RunID: crashedRun, Owner: "gone", Expires: time.Now().Add(-time.Second), Attempts: 3})
@@ -1298,32 +1313,6 @@ func TestSkipEventsCarryModelAndUsage(t *testing.T) {
 	}
 	if ev.Run.Model != "script" || ev.Run.Usage == nil || ev.Run.Usage.OutputTokens == 0 {
 		t.Errorf("skip event model %q usage %+v, want the model and its token usage", ev.Run.Model, ev.Run.Usage)
-	}
-}
-
-func TestRunAlive(t *testing.T) {
-	t.Parallel()
-	b := bustest.New(t)
-	put := func(id, raw string) {
-		t.Helper()
-		if _, err := b.Locks.Put(t.Context(), "run."+id, []byte(raw)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	future := time.Now().Add(time.Minute).UTC().Format(time.RFC3339Nano)
-	past := time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)
-	put("running", `{"state":"running","run_id":"r","expires":"`+future+`"}`)
-	put("lapsed", `{"state":"running","run_id":"r","expires":"`+past+`"}`)
-	put("done", `{"state":"done","run_id":"r"}`)
-	put("retry", `{"state":"retry","run_id":"r"}`)
-	for _, tt := range []struct {
-		id   string
-		want bool
-	}{{"running", true}, {"lapsed", false}, {"done", false}, {"retry", false}, {"missing", false}, {"", true}} {
-		got, err := agentwork.RunAlive(t.Context(), b, tt.id)
-		if err != nil || got != tt.want {
-			t.Errorf("RunAlive(%q) = %v, %v; want %v", tt.id, got, err, tt.want)
-		}
 	}
 }
 

@@ -29,7 +29,13 @@ type Bus struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	instance string
-	pass     string // embedded server password
+	// boot identifies this Open in this process; Clients share it.
+	boot string
+	// exclusive: this process holds the embedded server's data-dir lock
+	// (directly or as a Client of the Bus that does), so every process
+	// that used the data dir under another boot is gone.
+	exclusive bool
+	pass      string // embedded server password
 	// clientInfo is written to the data dir once the bus is provisioned,
 	// so a client that finds it can use the bus at once.
 	clientInfo *ClientInfo
@@ -56,12 +62,18 @@ func WithLogger(l *zap.Logger) Option { return func(b *Bus) { b.log = l } }
 // Open starts the embedded server (or connects to cfg.URL), waits until
 // JetStream is ready and provisions the streams and buckets. ctx bounds
 // start-up. Close releases everything.
+//
+// On the embedded server, the requests and notifications that an earlier
+// process on the data dir had in flight when it stopped (killed, crashed)
+// are handed out again at once, and the leases it held are free (see
+// Lease): work resumes within seconds of a restart.
 func Open(ctx context.Context, cfg Config, opts ...Option) (*Bus, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	b := &Bus{cfg: cfg, log: zap.NewNop(), Subjects: Subjects{Prefix: cfg.Prefix}, instance: newInstanceID()}
+	boot := newBootID()
+	b := &Bus{cfg: cfg, log: zap.NewNop(), Subjects: Subjects{Prefix: cfg.Prefix}, boot: boot, instance: newInstanceID(boot)}
 	for _, o := range opts {
 		o(b)
 	}
@@ -81,6 +93,12 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Bus, error) {
 		b.Close()
 		return nil, err
 	}
+	if b.exclusive {
+		if err := b.redeliverOrphans(ctx); err != nil {
+			// They come again after their ack wait instead.
+			b.log.Warn("in-flight messages of a stopped process wait for their ack wait", zap.Error(err))
+		}
+	}
 	if b.clientInfo != nil {
 		if err := writeCredentials(b.storeDir, *b.clientInfo); err != nil {
 			b.Close()
@@ -95,7 +113,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Bus, error) {
 // closing it closes only its connection. Used to run several runners on one
 // embedded server (tests, benchmarks).
 func (b *Bus) Client(ctx context.Context) (*Bus, error) {
-	c := &Bus{cfg: b.cfg, log: b.log, Subjects: b.Subjects, instance: newInstanceID()}
+	c := &Bus{cfg: b.cfg, log: b.log, Subjects: b.Subjects, boot: b.boot, exclusive: b.exclusive, instance: newInstanceID(b.boot)}
 	var err error
 	timeout := nats.Timeout(nats.DefaultTimeout)
 	if dl, ok := ctx.Deadline(); ok {
@@ -126,8 +144,11 @@ func (b *Bus) Conn() *nats.Conn { return b.nc }
 // JetStream is the JetStream context.
 func (b *Bus) JetStream() jetstream.JetStream { return b.js }
 
-// Instance is a random id of this process's bus connection, used as the
-// owner of leases and claims.
+// Instance names this bus connection as the owner of leases and claims:
+// <host>-<boot>-<connection>. The boot part is shared by the Bus that Open
+// returned and its Clients, and differs for every Open: on the embedded
+// server, leases of another boot belong to a process that is gone (see
+// Lease).
 func (b *Bus) Instance() string { return b.instance }
 
 // Config is the effective configuration.
@@ -204,11 +225,17 @@ func (b *Bus) Close() error {
 	return b.closeErr
 }
 
-func newInstanceID() string {
+func newInstanceID(boot string) string {
 	host, _ := os.Hostname()
-	var r [4]byte
-	_, _ = rand.Read(r[:])
-	return Token(host) + "-" + hex.EncodeToString(r[:])
+	return Token(host) + "-" + boot + "-" + randomHex(4)
+}
+
+func newBootID() string { return randomHex(4) }
+
+func randomHex(n int) string {
+	r := make([]byte, n)
+	_, _ = rand.Read(r)
+	return hex.EncodeToString(r)
 }
 
 func nopLogger() *zap.Logger { return zap.NewNop() }

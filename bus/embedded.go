@@ -49,6 +49,7 @@ func (b *Bus) startEmbedded(ctx context.Context) error {
 	if b.lock, err = lockDir(dir); err != nil {
 		return err
 	}
+	b.exclusive = b.lock.exclusive()
 	info, err := loadOrCreateCredentials(dir)
 	if err != nil {
 		return err

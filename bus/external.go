@@ -62,7 +62,8 @@ func Dial(ctx context.Context, cfg Config) (*Bus, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	b := &Bus{cfg: cfg, Subjects: Subjects{Prefix: cfg.Prefix}, instance: newInstanceID()}
+	boot := newBootID()
+	b := &Bus{cfg: cfg, Subjects: Subjects{Prefix: cfg.Prefix}, boot: boot, instance: newInstanceID(boot)}
 	b.log = nopLogger()
 	if !cfg.External() {
 		info, err := ReadClientInfo(cfg.DataDir)

@@ -8,3 +8,6 @@ type dirLock struct{}
 func lockDir(string) (*dirLock, error) { return &dirLock{}, nil }
 
 func (*dirLock) release() error { return nil }
+
+// exclusive is false: without a lock, another process may share the dir.
+func (*dirLock) exclusive() bool { return false }

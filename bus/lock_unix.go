@@ -47,3 +47,7 @@ func (l *dirLock) release() error {
 	_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 	return l.f.Close()
 }
+
+// exclusive reports whether the lock is held: no other live process uses
+// the dir.
+func (l *dirLock) exclusive() bool { return l != nil && l.f != nil }

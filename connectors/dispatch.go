@@ -366,25 +366,15 @@ const (
 	sendRetry   = "retry"   // an attempt failed; the next one may take the claim
 )
 
-// sendClaim is the agentwork_locks record send.<notification id>. Token
-// tells this take of the claim from any other, even one by the same
-// instance.
+// sendClaim is the agentwork_locks record send.<notification id>. Its
+// lease's token tells this take of the claim from any other, even one by
+// the same instance.
 type sendClaim struct {
-	State    string    `json:"state"`
-	Owner    string    `json:"owner,omitempty"`
-	Token    string    `json:"token,omitempty"`
-	Expires  time.Time `json:"expires,omitzero"`
-	Attempts int       `json:"attempts"`
+	State string `json:"state"`
+	bus.Lease
+	Attempts int `json:"attempts"`
 	key      string
 	rev      uint64
-}
-
-func (c sendClaim) encode() []byte {
-	b, err := json.Marshal(c)
-	if err != nil {
-		panic(err) // strings, a time and an int
-	}
-	return b
 }
 
 // sendKey is the agentwork_locks key of notification id's send claim, and
@@ -417,54 +407,46 @@ type take struct {
 }
 
 // takeSend claims the send of the notification whose claim key is key: a
-// Create when no attempt was made yet; after a failed attempt, or when the
-// last owner's lease ran out, a CAS that counts one more attempt.
+// create when no attempt was made yet; after a failed attempt, or when the
+// last owner's lease is no longer held, a CAS that counts one more attempt.
 func (d *Dispatcher) takeSend(ctx context.Context, key string) (take, error) {
-	kv := d.bus.Locks
-	for range 3 {
+	var t take
+	fresh := sendClaim{State: sendSending, Lease: d.bus.NewLease(time.Now().Add(d.cfg.AckWait)), Attempts: 1}
+	claim := func(c *sendClaim, found bool) (bool, error) {
 		now := time.Now()
-		c := sendClaim{State: sendSending, Owner: d.bus.Instance(), Token: bus.NewID(), Expires: now.Add(d.cfg.AckWait), Attempts: 1, key: key}
-		rev, err := kv.Create(ctx, key, c.encode())
-		if err == nil {
-			c.rev = rev
-			return take{claim: c, proceed: true}, nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return take{}, fmt.Errorf("create %s: %w", key, err)
-		}
-		e, err := kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // given up and deleted meanwhile
-		}
-		if err != nil {
-			return take{}, fmt.Errorf("read %s: %w", key, err)
-		}
-		var old sendClaim
-		if err := json.Unmarshal(e.Value(), &old); err != nil {
-			old = sendClaim{} // unreadable: not a live claim; take it over
-		}
+		t = take{claim: *c}
 		switch {
-		case old.State == sendSent:
-			old.key, old.rev = key, e.Revision()
-			return take{claim: old, sent: true}, nil
-		case old.State == sendSending && now.Before(old.Expires):
-			return take{claim: old, wait: old.Expires.Sub(now)}, nil
+		case found && c.State == sendSent:
+			t.sent = true
+			return false, nil
+		case found && c.State == sendSending && d.bus.Held(c.Lease, now):
+			t.wait = c.Expires.Sub(now)
+			return false, nil
 		}
-		// A failed attempt, or a sending claim whose owner stopped renewing
-		// it (died, or stalled past its lease): that attempt counts too, so
-		// a notification that kills its instance does not go round for ever.
-		c.Attempts = old.Attempts + 1
-		rev, err = kv.Update(ctx, key, c.encode(), e.Revision())
-		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			continue
-		}
-		if err != nil {
-			return take{}, fmt.Errorf("take over %s: %w", key, err)
-		}
-		c.rev = rev
-		return take{claim: c, proceed: true}, nil
+		// Absent, a failed attempt, or a sending claim whose owner stopped
+		// renewing it (died, or stalled past its lease): that attempt
+		// counts too, so a notification that kills its instance does not
+		// go round for ever.
+		*c = sendClaim{State: sendSending, Lease: d.bus.NewLease(now.Add(d.cfg.AckWait)), Attempts: c.Attempts + 1}
+		t.proceed = true
+		return true, nil
 	}
-	return take{wait: d.progressEvery()}, nil // contended: look again soon
+	t.proceed = true // unless the create conflicts
+	c, rev, err := bus.UpdateAt(ctx, d.bus.Locks, key, fresh, 0, claim)
+	var corrupt *bus.CorruptError
+	if errors.As(err, &corrupt) {
+		// Unreadable: not a live claim; take it over.
+		t.proceed = true
+		c, rev, err = bus.UpdateAt(ctx, d.bus.Locks, key, fresh, corrupt.Revision, claim)
+	}
+	switch {
+	case bus.IsConflict(err):
+		return take{wait: d.progressEvery()}, nil // contended: look again soon
+	case err != nil:
+		return take{}, fmt.Errorf("send claim %s: %w", key, err)
+	}
+	t.claim, t.claim.key, t.claim.rev = c, key, rev
+	return t, nil
 }
 
 // renew extends c's lease by CAS. It reports false when c is no longer
@@ -476,31 +458,21 @@ func (d *Dispatcher) renew(ctx context.Context, log *zap.Logger, c *sendClaim) b
 	ctx, cancel := context.WithTimeout(ctx, d.progressEvery())
 	defer cancel()
 	next := *c
-	next.Expires = time.Now().Add(d.cfg.AckWait)
-	rev, err := d.bus.Locks.Update(ctx, c.key, next.encode(), c.rev)
-	if err == nil {
+	rev, err := bus.Renew(ctx, d.bus.Locks, c.key, &next, c.rev, d.cfg.AckWait)
+	var held *bus.HeldError
+	switch {
+	case err == nil:
 		next.rev = rev
 		*c = next
 		return true
-	}
-	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+	case errors.As(err, &held):
+		log.Warn("send claim taken over by another instance (this one stalled past its lease); cancelling this send",
+			zap.String("claim", c.key), zap.String("owner", held.Holder.Owner))
+		return false
+	default:
 		log.Warn("send claim not renewed; trying again", zap.String("claim", c.key), zap.Error(err))
 		return true
 	}
-	// Written since our last write: by us if a renewal's reply was lost.
-	e, err := d.bus.Locks.Get(ctx, c.key)
-	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		log.Warn("send claim not renewed; trying again", zap.String("claim", c.key), zap.Error(err))
-		return true
-	}
-	var now sendClaim
-	if err == nil && json.Unmarshal(e.Value(), &now) == nil && now.Token == c.Token && now.State == sendSending {
-		c.rev, c.Expires = e.Revision(), now.Expires
-		return true
-	}
-	log.Warn("send claim taken over by another instance (this one stalled past its lease); cancelling this send",
-		zap.String("claim", c.key), zap.String("owner", now.Owner), zap.String("state", now.State))
-	return false
 }
 
 // hold keeps a send going: every AckWait/3 it signals progress on m, so
@@ -544,16 +516,25 @@ func (d *Dispatcher) settle(ctx context.Context, c *sendClaim, state string) (ow
 	next.State, next.Expires = state, time.Time{}
 	switch state {
 	case sendSent:
-		_, err = d.bus.Locks.Put(ctx, c.key, next.encode())
+		raw, _ := json.Marshal(next) // strings, a time and an int
+		_, err = d.bus.Locks.Put(ctx, c.key, raw)
+		return true, err
 	case sendRetry:
-		_, err = d.bus.Locks.Update(ctx, c.key, next.encode(), c.rev)
+		owned = true // unless the write conflicts with another take's
+		_, _, err = bus.UpdateAt(ctx, d.bus.Locks, c.key, next, c.rev, func(cur *sendClaim, found bool) (bool, error) {
+			if owned = found && cur.Token == c.Token; owned {
+				*cur = next // ours: a renewal's reply was lost
+			}
+			return owned, nil
+		})
+		return owned, err
 	default:
-		err = d.bus.Locks.Delete(ctx, c.key, jetstream.LastRevision(c.rev))
+		err = bus.Release(ctx, d.bus.Locks, c.key, c.Token, c.rev)
+		if errors.As(err, new(*bus.HeldError)) {
+			return false, nil
+		}
+		return true, err
 	}
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return false, nil
-	}
-	return true, err
 }
 
 // waitFor is how long to put back a notification whose claim another

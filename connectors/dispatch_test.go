@@ -851,6 +851,31 @@ func TestDispatcherTakesOverStoppedSend(t *testing.T) {
 	}
 }
 
+// TestDispatcherTakesOverSendOfStoppedProcess: the send claim of an earlier
+// process on this data dir (killed mid-send) is taken over at once, not
+// after its lease: that process is gone. The interrupted attempt counts.
+func TestDispatcherTakesOverSendOfStoppedProcess(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watch(t, b)
+	n := note("1", "chat", "Disk /var is 95% full")
+	claim := `{"state":"sending","owner":"killed","token":"t","boot":"deadbeef","expires":"` +
+		time.Now().Add(time.Hour).UTC().Format(time.RFC3339) + `","attempts":1}`
+	if _, err := b.Locks.Put(t.Context(), "send."+n.ID, []byte(claim)); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, b, n)
+	chat := &fake{}
+	stop := run(t, b, connectors.Registry{"chat": chat}, fastRetries)
+	if d := next(t, events); d.outcome != connectors.OutcomeDelivered || d.res.Notification.ID != n.ID || d.res.Attempts != 2 {
+		t.Fatalf("event %s %+v, want %s delivered at attempt 2", d.outcome, d.res, n.ID)
+	}
+	stopped(t, stop)
+	if calls := chat.Calls(); len(calls) != 1 {
+		t.Errorf("Send called %d times, want once", len(calls))
+	}
+}
+
 // TestDispatcherShutdownCancelsAfterGrace: a send still running when the
 // shutdown grace is over is cancelled and its notification put back at
 // once, not reported failed; another instance then delivers it, long

@@ -256,3 +256,143 @@ cron:
 		t.Errorf("%d ticks of the downtime ran, want at most one (catchup run_once)", caughtUp)
 	}
 }
+
+// TestKilledWithRunsInFlightResumesWithinSeconds kills the server with
+// SIGKILL while 100 runs of 3 s are in flight, with the default ack wait
+// (30 s) and run claim lease (60 s), and restarts it on the same data dir:
+// the new process knows the old one is gone, so its requests are handed
+// out again and their claims taken over at once. Every request ends done
+// exactly once, the last within 25 s of the restart.
+func TestKilledWithRunsInFlightResumesWithinSeconds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	const runs = 100
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	cfg := writeConfig(t, dir, `
+bus:
+  listen: 127.0.0.1:0
+http:
+  listen: "off"
+runner:
+  concurrency: 100
+model:
+  script:
+    rules:
+      - match: {source: task}
+        text: "checked"
+        delay: 3s
+`)
+	args := []string{"serve", "--config", cfg, "--data-dir", dataDir}
+	first := startChild(t, dataDir, args...)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	b, err := bus.Dial(ctx, bus.Config{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := b.Locks.Watch(ctx, "run.*", jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for range runs {
+		pub, err := agentwork.Publish(ctx, b, agentwork.Request{Source: "task", Name: "load", Prompt: "check"}, agentwork.PublishOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[pub.ID] = true
+	}
+	// Kill it once every run has claimed its request (the model is
+	// answering, for 3 s).
+	running := map[string]bool{}
+	for len(running) < runs {
+		select {
+		case e := <-claims.Updates():
+			if e != nil && strings.Contains(string(e.Value()), `"state":"running"`) {
+				running[e.Key()] = true
+			}
+		case <-ctx.Done():
+			t.Fatalf("%d of %d runs claimed before the deadline\nserver stderr:\n%s", len(running), runs, first.stderr.String())
+		}
+	}
+	_ = claims.Stop()
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+	b.Close()
+	before := strings.Count(first.stdout.String(), "checked")
+	if before == runs {
+		t.Fatal("every run finished before the kill; the test did not kill it mid-run")
+	}
+
+	restarted := time.Now()
+	second := startChild(t, dataDir, args...)
+	b2, err := bus.Dial(ctx, bus.Config{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	events := make(chan bus.Event, 2*runs)
+	oc, err := b2.JetStream().OrderedConsumer(ctx, bus.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{b2.Subjects.Event("task", "*")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := oc.Consume(func(m jetstream.Msg) {
+		if ev, err := bus.DecodeEvent(m.Data()); err == nil {
+			events <- ev
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Stop()
+	perRequest := map[string][]string{}
+	var last time.Time
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	for done := 0; done < runs; {
+		select {
+		case ev := <-events:
+			if !ids[ev.CausationID] {
+				continue
+			}
+			perRequest[ev.CausationID] = append(perRequest[ev.CausationID], ev.Type)
+			if len(perRequest[ev.CausationID]) == 1 {
+				done++
+			}
+			if ev.Time.After(last) {
+				last = ev.Time
+			}
+		case <-deadline.C:
+			t.Fatalf("%d of %d requests ended within a minute of the restart\nserver stderr:\n%s", len(perRequest), runs, second.stderr.String())
+		}
+	}
+	// Give a second run of any request (if a claim were broken) time to
+	// show: wait until the request consumer has nothing pending or unacked.
+	waitFor(t, 30*time.Second, "settled request consumer", func() bool {
+		cons, err := b2.JetStream().Consumer(ctx, bus.StreamRequests, agentwork.ConsumerName)
+		if err != nil {
+			return false
+		}
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	}, second)
+	for len(events) > 0 {
+		if ev := <-events; ids[ev.CausationID] {
+			perRequest[ev.CausationID] = append(perRequest[ev.CausationID], ev.Type)
+		}
+	}
+	for id, types := range perRequest {
+		if len(types) != 1 || types[0] != "agentwork.task.done" {
+			t.Errorf("request %s: events %v, want exactly one agentwork.task.done", id, types)
+		}
+	}
+	took := last.Sub(restarted)
+	t.Logf("%d runs finished before the kill; the last of %d ended %s after the restart", before, runs, took.Round(100*time.Millisecond))
+	if took > 25*time.Second {
+		t.Errorf("the last run ended %s after the restart, want within 25s", took.Round(100*time.Millisecond))
+	}
+}

@@ -233,7 +233,7 @@ func (s *Scheduler) Update(ctx context.Context, id string, patch json.RawMessage
 		j.Origin, j.CreatedAt, j.UpdatedAt = OriginAPI, old.CreatedAt, now
 		data, _ := json.Marshal(j)
 		if _, err := s.bus.Jobs.Update(ctx, id, data, rev); err != nil {
-			if isConflict(err) {
+			if bus.IsConflict(err) {
 				continue
 			}
 			return Status{}, fmt.Errorf("cron: update job %s: %w", id, err)

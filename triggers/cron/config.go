@@ -17,11 +17,11 @@ import (
 // Overlap policies: what a tick does when the job's previous run is still going.
 const (
 	// OverlapSkip ends the new run with a skip event, reason "busy" (default).
-	OverlapSkip = "skip"
+	OverlapSkip = agentwork.OverlapSkip
 	// OverlapQueue makes the new run wait until the previous one ended.
-	OverlapQueue = "queue"
+	OverlapQueue = agentwork.OverlapQueue
 	// OverlapAllow lets runs of the job overlap.
-	OverlapAllow = "allow"
+	OverlapAllow = agentwork.OverlapAllow
 )
 
 // Catch-up policies: what happens to ticks missed while no instance was up.
@@ -62,8 +62,7 @@ type Config struct {
 	// PauseAfter is how many consecutive failed runs pause the job, with the
 	// reason recorded and an alert sent. Default 10; negative: never.
 	PauseAfter int `yaml:"pause_after" json:"pause_after,omitempty"`
-	// Timeout bounds one cron run's model work; the overlap lease lasts that
-	// long plus a minute, so a crashed run's lease is taken over. Default 5m.
+	// Timeout bounds one cron run's model work. Default 5m.
 	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
 	// Grace is how late a tick may fire and still count as on time; older
 	// ticks (after downtime) follow the job's catch-up policy. Default 1m.

@@ -17,7 +17,8 @@
 // disappears from the history.
 //
 // The Scheduler's Policy gates the runs (deleted, disabled, paused,
-// expired, overlap lease) and observes their outcomes: each job's state in
+// expired), gives each its job's overlap mode (the runner's overlap lease
+// applies it) and observes their outcomes: each job's state in
 // agentwork_state (key cron.<id>) shows the last run's model outcome,
 // consecutive failures, and whether the job paused itself.
 package cron

@@ -51,10 +51,11 @@ func TestJobGate(t *testing.T) {
 	if _, err := s.Pause(ctx, "paused", "maintenance"); err != nil {
 		t.Fatal(err)
 	}
-	gate := s.Policy().Input[0]
-	rel := gate.(agentwork.Releaser)
+	pol := s.Policy()
+	gate := pol.Input[0]
 	run := func(id, job string, manual bool) *agentwork.Run {
-		return &agentwork.Run{ID: id, Request: agentwork.Request{Source: "cron", Name: job, ScheduledAt: &tick, Manual: manual}}
+		// As the runner makes it: the policy's overlap mode to start with.
+		return &agentwork.Run{ID: id, Request: agentwork.Request{Source: "cron", Name: job, ScheduledAt: &tick, Manual: manual}, Overlap: pol.Overlap.Mode}
 	}
 	check := func(r *agentwork.Run, want string) {
 		t.Helper()
@@ -63,29 +64,15 @@ func TestJobGate(t *testing.T) {
 		}
 	}
 
-	// overlap skip: the second run is busy until the first releases.
-	r1, r2 := run("r1", "skip", false), run("r2", "skip", false)
-	check(r1, "go")
-	check(r2, "skip busy")
-	check(r1, "go") // a retry of the same run keeps its lease
-	rel.Release(ctx, r1)
-	check(r2, "go")
-	// A crashed holder's lease expires (timeout + 1m) and is taken over;
-	// the old holder's late release does not free the new holder's lease.
-	r3 := run("r3", "skip", false)
-	check(r3, "skip busy")
-	clk.Advance(2*time.Minute + time.Second)
-	check(r3, "go")
-	rel.Release(ctx, r2)
-	check(run("r4", "skip", false), "skip busy")
-	rel.Release(ctx, r3)
-	check(run("r4", "skip", false), "go")
-
-	// overlap queue defers; allow never blocks.
-	check(run("q1", "queue", false), "go")
-	check(run("q2", "queue", false), "defer")
-	check(run("a1", "allow", false), "go")
-	check(run("a2", "allow", false), "go")
+	// The run takes its job's overlap mode, which the runner's overlap
+	// lease applies (skip by default).
+	for job, want := range map[string]string{"skip": agentwork.OverlapSkip, "queue": agentwork.OverlapQueue, "allow": agentwork.OverlapAllow} {
+		r := run("r-"+job, job, false)
+		check(r, "go")
+		if r.Overlap != want {
+			t.Errorf("Check(run of %s) left overlap %q, want %q", job, r.Overlap, want)
+		}
+	}
 
 	// paused, disabled, expired, deleted; manual runs bypass all but deleted.
 	check(run("p1", "paused", false), "skip paused")

@@ -270,7 +270,7 @@ func TestClaimErrorsAreRetried(t *testing.T) {
 			b := bustest.New(t)
 			clk := clock.NewFake(t0)
 			if tt.deadHolder {
-				dead, _ := json.Marshal(tickClaim{Owner: "dead-instance", State: "claimed", What: "fire", Expires: tick.Add(claimTTL)})
+				dead, _ := json.Marshal(tickClaim{State: "claimed", What: "fire", Lease: bus.Lease{Owner: "dead-instance", Token: "t", Expires: tick.Add(claimTTL)}})
 				if _, err := b.Locks.Create(t.Context(), tickKey("j", tick, 0), dead); err != nil {
 					t.Fatal(err)
 				}

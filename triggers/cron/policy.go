@@ -2,13 +2,11 @@ package cron
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/agentwork"
@@ -18,14 +16,16 @@ import (
 )
 
 // Policy is how the runner treats cron requests: the job gate (deleted,
-// disabled, paused, expired; overlap lease), reply delivery by default,
-// and the observer that keeps each job's state, alerts after
-// alert_after consecutive failures and pauses after pause_after.
+// disabled, paused, expired; the job's overlap mode, which the runner's
+// overlap lease applies), reply delivery by default, and the observer that
+// keeps each job's state, alerts after alert_after consecutive failures
+// and pauses after pause_after.
 // Register it with runner.Handle("cron", s.Policy()).
 func (s *Scheduler) Policy() agentwork.Policy {
 	noRunnerAlert := false // the observer alerts per alert_after instead
 	return agentwork.Policy{
 		Input:    []agentwork.InputGate{&jobGate{s: s}},
+		Overlap:  agentwork.Overlap{Mode: agentwork.OverlapSkip, Poll: s.queuePoll},
 		Output:   []agentwork.OutputGate{agentwork.ModeGate{Default: agentwork.DeliverAuto}, &agentwork.DedupGate{KV: s.bus.Dedup, Window: s.cfg.DedupWindow}},
 		Targets:  s.cfg.Targets,
 		Timeout:  s.cfg.Timeout,
@@ -34,25 +34,11 @@ func (s *Scheduler) Policy() agentwork.Policy {
 	}
 }
 
-// jobGate checks a cron request against its job and takes the job's
-// overlap lease.
+// jobGate checks a cron request against its job and sets the run's
+// overlap mode to the job's.
 type jobGate struct{ s *Scheduler }
 
-var (
-	_ agentwork.InputGate = (*jobGate)(nil)
-	_ agentwork.Releaser  = (*jobGate)(nil)
-)
-
-// lease is the record lease.cron.<job> in agentwork_locks.
-type lease struct {
-	Owner     string    `json:"owner"`
-	RunID     string    `json:"run_id"`
-	RequestID string    `json:"request_id,omitempty"`
-	Started   time.Time `json:"started"`
-	Expires   time.Time `json:"expires"`
-}
-
-func leaseKey(id string) string { return "lease.cron." + id }
+var _ agentwork.InputGate = (*jobGate)(nil)
 
 // Check implements agentwork.InputGate.
 func (g *jobGate) Check(ctx context.Context, run *agentwork.Run) error {
@@ -79,73 +65,10 @@ func (g *jobGate) Check(ctx context.Context, run *agentwork.Run) error {
 			return agentwork.Skip(ReasonExpired, "the job expired at "+j.ExpiresAt.UTC().Format(time.RFC3339))
 		}
 	}
-	if j.Overlap == OverlapAllow {
-		return nil
+	if j.Overlap != "" {
+		run.Overlap = j.Overlap
 	}
-	return g.take(ctx, run, j)
-}
-
-func (g *jobGate) take(ctx context.Context, run *agentwork.Run, j Job) error {
-	s := g.s
-	kv, key := s.bus.Locks, leaseKey(j.ID)
-	now := s.clock.Now()
-	l := lease{Owner: s.bus.Instance(), RunID: run.ID, RequestID: run.Request.ID, Started: now, Expires: now.Add(s.cfg.Timeout + time.Minute)}
-	data, _ := json.Marshal(l)
-	for range 5 {
-		e, err := kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			rev, err := kv.Create(ctx, key, data)
-			if isConflict(err) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("overlap lease: %w", err)
-			}
-			s.leases.Store(run.ID, rev)
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("overlap lease: %w", err)
-		}
-		var held lease
-		_ = json.Unmarshal(e.Value(), &held)
-		alive := held.RunID != run.ID && now.Before(held.Expires)
-		if alive && held.RequestID != "" {
-			// The holder's run claim, renewed while it runs, tells sooner
-			// than the lease whether its instance crashed.
-			alive, _ = agentwork.RunAlive(ctx, s.bus, held.RequestID)
-		}
-		if alive {
-			detail := fmt.Sprintf("run %s of the job (started %s) is still going", held.RunID, held.Started.UTC().Format(time.RFC3339))
-			if j.Overlap == OverlapQueue {
-				return agentwork.Defer(s.queuePoll, "busy: "+detail)
-			}
-			return agentwork.Skip(agentwork.ReasonBusy, detail)
-		}
-		// Ours (a retry of this run) or expired (its holder died): take it over.
-		rev, err := kv.Update(ctx, key, data, e.Revision())
-		if isConflict(err) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("overlap lease: %w", err)
-		}
-		s.leases.Store(run.ID, rev)
-		return nil
-	}
-	return agentwork.Defer(s.queuePoll, "overlap lease contended")
-}
-
-// Release implements agentwork.Releaser: it gives the lease back if it is
-// still this run's.
-func (g *jobGate) Release(ctx context.Context, run *agentwork.Run) {
-	rev, ok := g.s.leases.LoadAndDelete(run.ID)
-	if !ok {
-		return
-	}
-	if err := g.s.bus.Locks.Delete(ctx, leaseKey(run.Request.Name), jetstream.LastRevision(rev.(uint64))); err != nil {
-		g.s.log.Debug("overlap lease not released (taken over?)", zap.String("job", run.Request.Name), zap.Error(err))
-	}
+	return nil
 }
 
 // gateReasons are skips decided before the model: they neither reset nor

@@ -216,38 +216,57 @@ func TestRetryAfterFailure(t *testing.T) {
 	}
 }
 
-// Overlap skip through the runner: a tick that finds the previous run
-// going ends with skip busy, and the state's failures are untouched.
-func TestOverlapSkipThroughRunner(t *testing.T) {
+// Overlap through the runner: a tick that finds the previous run going
+// ends with skip busy (skip), or waits and runs after it (queue); the
+// state's failures are untouched either way.
+func TestOverlapThroughRunner(t *testing.T) {
 	t.Parallel()
-	b := bustest.New(t)
-	clk := clock.NewFake(t0)
-	results := make(chan TickResult, 100)
-	job := Job{ID: "slow", Schedule: "*/10 * * * * *", Prompt: "p"}
-	s, _ := startScheduler(t, b, clk, Config{Jobs: []Job{job}}, results)
-	startRunner(t, b, clk, s, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{Text: "done", Delay: 2 * time.Second}})
-	events := cronEvents(t, b)
+	for _, tt := range []struct {
+		overlap string
+		runs    int // runs counted in the state
+	}{
+		{OverlapSkip, 1},
+		{OverlapQueue, 2},
+	} {
+		t.Run(tt.overlap, func(t *testing.T) {
+			t.Parallel()
+			b := bustest.New(t)
+			clk := clock.NewFake(t0)
+			results := make(chan TickResult, 100)
+			job := Job{ID: "slow", Schedule: "*/10 * * * * *", Prompt: "p", Overlap: tt.overlap}
+			s, _ := startScheduler(t, b, clk, Config{Jobs: []Job{job}}, results)
+			startRunner(t, b, clk, s, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{Text: "done", Delay: 2 * time.Second}})
+			events := cronEvents(t, b)
 
-	first := t0.Add(10 * time.Second)
-	advanceTo(t, clk, first, 1)
-	nextResults(t, results, 1)
-	// The first run holds the lease while the model "thinks"; wait for it.
-	ctx := t.Context()
-	eventually(t, func() bool {
-		_, err := b.Locks.Get(ctx, leaseKey("slow"))
-		return err == nil
-	})
-	advanceTo(t, clk, first.Add(10*time.Second), 1)
-	_, res := nextEvent(t, events)
-	if res.Outcome != bus.OutcomeSkip || res.Reason != agentwork.ReasonBusy {
-		t.Fatalf("second tick: %+v, want skip busy", res)
-	}
-	_, res = nextEvent(t, events)
-	if res.Outcome != bus.OutcomeDone {
-		t.Fatalf("first run: %+v, want done", res)
-	}
-	st := waitState(t, b, "slow", func(st State) bool { return st.LastOutcome == bus.OutcomeDone })
-	if st.Runs != 1 || st.ConsecutiveFailures != 0 {
-		t.Fatalf("state = %+v", st)
+			first := t0.Add(10 * time.Second)
+			advanceTo(t, clk, first, 1)
+			nextResults(t, results, 1)
+			// The first run holds the lease while the model "thinks"; wait for it.
+			ctx := t.Context()
+			eventually(t, func() bool {
+				l, err := agentwork.Running(ctx, b, agentwork.OverlapKey(bus.SourceCron, "slow"))
+				return err == nil && l != nil
+			})
+			advanceTo(t, clk, first.Add(10*time.Second), 1)
+			_, res := nextEvent(t, events)
+			if tt.overlap == OverlapSkip {
+				if res.Outcome != bus.OutcomeSkip || res.Reason != agentwork.ReasonBusy {
+					t.Fatalf("second tick: %+v, want skip busy", res)
+				}
+				_, res = nextEvent(t, events)
+			}
+			if res.Outcome != bus.OutcomeDone || !res.ScheduledAt.Equal(first) {
+				t.Fatalf("first run: %+v, want done", res)
+			}
+			if tt.overlap == OverlapQueue {
+				if _, res = nextEvent(t, events); res.Outcome != bus.OutcomeDone || !res.ScheduledAt.Equal(first.Add(10*time.Second)) {
+					t.Fatalf("second tick: %+v, want done after the first", res)
+				}
+			}
+			st := waitState(t, b, "slow", func(st State) bool { return st.LastOutcome == bus.OutcomeDone && st.Runs == tt.runs })
+			if st.ConsecutiveFailures != 0 {
+				t.Fatalf("state = %+v", st)
+			}
+		})
 	}
 }

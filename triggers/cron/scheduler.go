@@ -3,7 +3,6 @@ package cron
 import (
 	"container/heap"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -104,8 +103,6 @@ type Scheduler struct {
 	// adopted are the instances whose waiting ticks of a job this one took
 	// up at start: its next write of the job's state removes their lists (s.mu).
 	adopted map[string][]string
-
-	leases sync.Map // run id -> lease revision
 }
 
 // TickResult says what one instance did with one tick.
@@ -746,10 +743,9 @@ func (t *task) span() (time.Time, int) {
 
 // tickClaim is the record tick.cron.<job>.<unix> in agentwork_locks.
 type tickClaim struct {
-	Owner   string    `json:"owner"`
-	State   string    `json:"state"` // claimed | done
-	What    string    `json:"what"`  // fire | missed
-	Expires time.Time `json:"expires"`
+	State string `json:"state"` // claimed | done
+	What  string `json:"what"`  // fire | missed
+	bus.Lease
 }
 
 const claimTTL = 30 * time.Second
@@ -769,69 +765,69 @@ func (s *Scheduler) locks() jetstream.KeyValue {
 	return s.bus.Locks
 }
 
-// claim takes the tick for this instance. It reports false when another
-// instance has it (or had it and finished); held is that instance's claim.
-// An error means it could not tell (the bus failed): try again later.
-func (s *Scheduler) claim(ctx context.Context, key, what string) (rev uint64, ok bool, held *tickClaim, err error) {
+// claim takes the tick for this instance: mine is the claim written at
+// rev. It returns a nil mine when another instance has it (or had it and
+// finished); held is then that instance's claim. An error means it could
+// not tell (the bus failed): try again later.
+func (s *Scheduler) claim(ctx context.Context, key, what string) (mine *tickClaim, rev uint64, held *tickClaim, err error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	kv := s.locks()
-	c := tickClaim{Owner: s.bus.Instance(), State: "claimed", What: what, Expires: s.clock.Now().Add(claimTTL)}
-	data, _ := json.Marshal(c)
-	for range 3 {
-		rev, err = kv.Create(ctx, key, data)
-		if err == nil {
-			return rev, true, nil, nil
+	now := s.clock.Now()
+	c := tickClaim{State: "claimed", What: what, Lease: s.bus.NewLease(now.Add(claimTTL))}
+	took := true // unless the create conflicts
+	take := func(old *tickClaim, found bool) (bool, error) {
+		took, held = false, nil
+		if found && (old.State == "done" || s.bus.Held(old.Lease, now)) {
+			h := *old
+			held = &h
+			return false, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return 0, false, nil, fmt.Errorf("claim %s: %w", key, err)
-		}
-		e, err := kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // released since: try again
-		}
-		if err != nil {
-			return 0, false, nil, fmt.Errorf("claim %s: read the existing claim: %w", key, err)
-		}
-		var old tickClaim
-		if err := json.Unmarshal(e.Value(), &old); err != nil {
-			// No instance writes this: nobody holds the tick.
-			s.log.Warn("tick claim is not valid JSON; taken over", zap.String("key", key), zap.Error(err))
-			old = tickClaim{}
-		}
-		if old.State == "done" || s.clock.Now().Before(old.Expires) {
-			return 0, false, &old, nil
-		}
-		// The holder died between claim and publish: take the tick over (the
-		// publish is idempotent by its Nats-Msg-Id).
-		rev, err = kv.Update(ctx, key, data, e.Revision())
-		if err == nil {
-			return rev, true, nil, nil
-		}
-		if !isConflict(err) {
-			return 0, false, nil, fmt.Errorf("claim %s: take over an expired claim: %w", key, err)
-		}
-		// Another instance took it over first: look again.
+		// Released since, or the holder died between claim and publish:
+		// take the tick over (the publish is idempotent by its Nats-Msg-Id).
+		*old, took = c, true
+		return true, nil
 	}
-	return 0, false, nil, fmt.Errorf("claim %s: changed by other instances three times in a row", key)
+	_, rev, err = bus.UpdateAt(ctx, s.locks(), key, c, 0, take)
+	var corrupt *bus.CorruptError
+	if errors.As(err, &corrupt) {
+		// No instance writes this: nobody holds the tick.
+		s.log.Warn("tick claim is not valid JSON; taken over", zap.String("key", key), zap.Error(err))
+		took = true
+		_, rev, err = bus.UpdateAt(ctx, s.locks(), key, c, corrupt.Revision, take)
+	}
+	switch {
+	case bus.IsConflict(err):
+		return nil, 0, nil, fmt.Errorf("claim %s: changed by other instances again and again: %w", key, err)
+	case err != nil:
+		return nil, 0, nil, fmt.Errorf("claim %s: %w", key, err)
+	case !took:
+		return nil, 0, held, nil
+	}
+	return &c, rev, nil, nil
 }
 
-func (s *Scheduler) settle(ctx context.Context, key, what string, rev uint64) {
+// settle records the tick done, unless the claim was taken over meanwhile.
+func (s *Scheduler) settle(ctx context.Context, key string, mine tickClaim, rev uint64) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	c := tickClaim{Owner: s.bus.Instance(), State: "done", What: what}
-	data, _ := json.Marshal(c)
-	if _, err := s.locks().Update(ctx, key, data, rev); err != nil {
+	done := tickClaim{State: "done", What: mine.What, Lease: bus.Lease{Owner: mine.Owner, Token: mine.Token}}
+	if _, _, err := bus.UpdateAt(ctx, s.locks(), key, done, rev, func(c *tickClaim, found bool) (bool, error) {
+		if !found || c.Token != mine.Token {
+			return false, nil
+		}
+		*c = done
+		return true, nil
+	}); err != nil {
 		// The claim expires; the Nats-Msg-Id (or the event's id) keeps a
 		// second publish by a taking-over instance a duplicate.
 		s.log.Debug("settle tick claim", zap.String("key", key), zap.Error(err))
 	}
 }
 
-func (s *Scheduler) release(ctx context.Context, key string, rev uint64) {
+func (s *Scheduler) release(ctx context.Context, key string, mine tickClaim, rev uint64) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	_ = s.locks().Delete(ctx, key, jetstream.LastRevision(rev))
+	_ = bus.Release(ctx, s.locks(), key, mine.Token, rev)
 }
 
 // tickItem is one tick of a task: to fire, missed, or stale.
@@ -1007,12 +1003,12 @@ func (t *task) moreDetail() string {
 // the tick is to be tried again.
 func (s *Scheduler) publishTick(ctx context.Context, log *zap.Logger, one task, key string, tick time.Time, retry int) (bool, error) {
 	j := one.job
-	rev, ok, held, err := s.claim(ctx, key, "fire")
+	mine, rev, held, err := s.claim(ctx, key, "fire")
 	if err != nil {
 		s.failed(ctx, j.ID, tick)
 		return false, err
 	}
-	if !ok {
+	if mine == nil {
 		if held != nil && held.State == "claimed" {
 			s.recheckLater(one, held)
 		}
@@ -1033,11 +1029,11 @@ func (s *Scheduler) publishTick(ctx context.Context, log *zap.Logger, one task, 
 	if err != nil {
 		// Released, so another instance may fire it meanwhile; a publish
 		// that did land is deduplicated by its Nats-Msg-Id.
-		s.release(context.WithoutCancel(ctx), key, rev)
+		s.release(context.WithoutCancel(ctx), key, *mine, rev)
 		s.failed(ctx, j.ID, tick)
 		return false, fmt.Errorf("publish: %w", err)
 	}
-	s.settle(context.WithoutCancel(ctx), key, "fire", rev)
+	s.settle(context.WithoutCancel(ctx), key, *mine, rev)
 	log.Debug("tick fired", zap.Time("tick", tick), zap.Int("retry", retry), zap.Bool("put_off", one.again))
 	s.report(j.ID, tick, "fired")
 	return true, nil
@@ -1076,12 +1072,12 @@ func (s *Scheduler) request(j Job, tick time.Time, manual bool) agentwork.Reques
 // means it is to be tried again.
 func (s *Scheduler) recordMissed(ctx context.Context, log *zap.Logger, one task, key string, tick time.Time, detail string) (bool, error) {
 	j := one.job
-	rev, ok, held, err := s.claim(ctx, key, "missed")
+	mine, rev, held, err := s.claim(ctx, key, "missed")
 	if err != nil {
 		s.failed(ctx, j.ID, tick)
 		return false, err
 	}
-	if !ok {
+	if mine == nil {
 		if held != nil && held.State == "claimed" {
 			s.recheckLater(one, held)
 		}
@@ -1093,11 +1089,11 @@ func (s *Scheduler) recordMissed(ctx context.Context, log *zap.Logger, one task,
 	at := tick.UTC()
 	res := agentwork.Result{Source: bus.SourceCron, Name: j.ID, Outcome: bus.OutcomeSkip, Reason: ReasonMissed, Detail: detail, ScheduledAt: &at, Metadata: j.Metadata}
 	if err := s.emit(ctx, res, key); err != nil {
-		s.release(context.WithoutCancel(ctx), key, rev)
+		s.release(context.WithoutCancel(ctx), key, *mine, rev)
 		s.failed(ctx, j.ID, tick)
 		return false, fmt.Errorf("record missed tick: %w", err)
 	}
-	s.settle(context.WithoutCancel(ctx), key, "missed", rev)
+	s.settle(context.WithoutCancel(ctx), key, *mine, rev)
 	log.Debug("tick missed", zap.Time("tick", tick), zap.String("detail", detail))
 	s.report(j.ID, tick, "missed")
 	return true, nil

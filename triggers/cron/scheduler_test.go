@@ -305,7 +305,7 @@ func TestDeadClaimHolderIsTakenOver(t *testing.T) {
 	b := bustest.New(t)
 	clk := clock.NewFake(t0)
 	tick := t0.Truncate(time.Minute).Add(time.Minute)
-	dead, _ := json.Marshal(tickClaim{Owner: "dead-instance", State: "claimed", What: "fire", Expires: tick.Add(claimTTL)})
+	dead, _ := json.Marshal(tickClaim{State: "claimed", What: "fire", Lease: bus.Lease{Owner: "dead-instance", Token: "t", Expires: tick.Add(claimTTL)}})
 	if _, err := b.Locks.Create(t.Context(), tickKey("j", tick, 0), dead); err != nil {
 		t.Fatal(err)
 	}
@@ -328,6 +328,25 @@ func TestDeadClaimHolderIsTakenOver(t *testing.T) {
 	}
 	if got := s.Stats(); got.Fired != 1 || got.Lost != 1 {
 		t.Fatalf("Stats() = %+v", got)
+	}
+}
+
+// An earlier process on this data dir claimed a tick and was killed before
+// publishing it: the claim is taken over at once, whatever its expiry.
+func TestClaimOfAStoppedProcessIsTakenOverAtOnce(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	clk := clock.NewFake(t0)
+	tick := t0.Truncate(time.Minute).Add(time.Minute)
+	dead, _ := json.Marshal(tickClaim{State: "claimed", What: "fire", Lease: bus.Lease{Owner: "killed", Token: "t", Boot: "deadbeef", Expires: tick.Add(time.Hour)}})
+	if _, err := b.Locks.Create(t.Context(), tickKey("j", tick, 0), dead); err != nil {
+		t.Fatal(err)
+	}
+	results := make(chan TickResult, 100)
+	startScheduler(t, b, clk, Config{Jobs: []Job{minuteJob("j")}}, results)
+	advanceTo(t, clk, tick, 1)
+	if r := nextResults(t, results, 1)[0]; r.What != "fired" || !r.Tick.Equal(tick) {
+		t.Fatalf("at the tick: %+v, want it fired", r)
 	}
 }
 

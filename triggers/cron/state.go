@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/agentwork/agentwork/bus"
 )
 
 // State is a job's state in the agentwork_state bucket, key cron.<id>. It
@@ -112,40 +114,17 @@ func idFromStateKey(key string) (string, bool) {
 // on conflicts. fn returns false to leave the state unchanged.
 func updateState(ctx context.Context, kv jetstream.KeyValue, id string, fn func(*State) bool) (State, error) {
 	key := stateKey(id)
-	for range 20 {
-		var st State
-		var rev uint64
-		e, err := kv.Get(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return st, fmt.Errorf("cron: read state of %s: %w", id, err)
-		default:
-			rev = e.Revision()
-			if err := json.Unmarshal(e.Value(), &st); err != nil {
-				return st, fmt.Errorf("cron: state of %s is not valid JSON (delete key %s in agentwork_state to reset it): %w", id, key, err)
-			}
-		}
-		if !fn(&st) {
-			return st, nil
-		}
-		data, err := json.Marshal(st)
-		if err != nil {
-			return st, err
-		}
-		if rev == 0 {
-			_, err = kv.Create(ctx, key, data)
-		} else {
-			_, err = kv.Update(ctx, key, data, rev)
-		}
-		if err == nil {
-			return st, nil
-		}
-		if !isConflict(err) {
-			return st, fmt.Errorf("cron: write state of %s: %w", id, err)
-		}
+	st, _, err := bus.Update(ctx, kv, key, func(st *State, _ bool) (bool, error) { return fn(st), nil })
+	var corrupt *bus.CorruptError
+	switch {
+	case errors.As(err, &corrupt):
+		return State{}, fmt.Errorf("cron: state of %s is not valid JSON (delete key %s in agentwork_state to reset it): %w", id, key, corrupt.Err)
+	case bus.IsConflict(err):
+		return State{}, fmt.Errorf("cron: state of %s: too many concurrent updates: %w", id, err)
+	case err != nil:
+		return st, fmt.Errorf("cron: write state of %s: %w", id, err)
 	}
-	return State{}, fmt.Errorf("cron: state of %s: too many concurrent updates", id)
+	return st, nil
 }
 
 func readState(ctx context.Context, kv jetstream.KeyValue, id string) (State, error) {
@@ -161,14 +140,6 @@ func readState(ctx context.Context, kv jetstream.KeyValue, id string) (State, er
 		return st, fmt.Errorf("cron: state of %s: %w", id, err)
 	}
 	return st, nil
-}
-
-func isConflict(err error) bool {
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
 func ptr[T any](v T) *T { return &v }

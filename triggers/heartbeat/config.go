@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/triggers/activehours"
 )
@@ -22,10 +23,10 @@ const (
 // Overlap policies: what a fire does while the previous heartbeat still runs.
 const (
 	// OverlapSkip (default) ends the new run at once with skip "busy".
-	OverlapSkip = "skip"
+	OverlapSkip = agentwork.OverlapSkip
 	// OverlapQueue waits until the running heartbeat has finished; a queued
 	// tick that a newer tick has overtaken is skipped "busy".
-	OverlapQueue = "queue"
+	OverlapQueue = agentwork.OverlapQueue
 )
 
 // Defaults.
@@ -78,9 +79,7 @@ type Config struct {
 	Overlap string `yaml:"overlap" json:"overlap,omitempty" jsonschema:"enum=skip,enum=queue"`
 	// OutputMode is notify (default) or ok_token.
 	OutputMode string `yaml:"output_mode" json:"output_mode,omitempty" jsonschema:"enum=notify,enum=ok_token"`
-	// Timeout bounds one heartbeat run (model and tools). Default 5m. The
-	// overlap lease lasts Timeout plus a minute, so a crashed instance's
-	// lease is taken over after that.
+	// Timeout bounds one heartbeat run (model and tools). Default 5m.
 	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
 }
 

@@ -224,3 +224,53 @@ func TestHistoryReadsBackwards(t *testing.T) {
 		t.Fatalf("History(100) = %d entries, %v; want %d", len(all), err, len(ours))
 	}
 }
+
+// TestStatusShowsTheRunningHeartbeat: while a heartbeat runs, status names
+// its run, request and instance; once it ended, nothing runs.
+func TestStatusShowsTheRunningHeartbeat(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	clk := clock.NewFake(monday)
+	dir := t.TempDir()
+	writeChecklist(t, dir, checklistText)
+	h := newHeartbeat(t, b, heartbeat.Config{Enabled: true}, clk, dir)
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	m := newModel(func(ctx context.Context, req model.Request) (model.Reply, error) {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == model.RoleTool {
+			return model.Reply{Text: "done"}, nil
+		}
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return model.Reply{}, ctx.Err()
+		}
+		return notifyReply("the backup failed"), nil
+	})
+	startRunner(t, b, m, h, clk)
+	s := watch(t, b)
+	runInBackground(t, "Heartbeat", h.Run)
+	blockUntil(t, clk, 1)
+	w, err := h.Wake(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(waitTimeout):
+		t.Fatal("the woken heartbeat never called the model")
+	}
+	st, err := heartbeat.NewClient(bustest.Client(t, b), "default").Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := st.Running; r == nil || r.RequestID != w.ID || r.RunID == "" || r.Owner != b.Instance() || r.Since.IsZero() || !r.Expires.After(time.Now()) {
+		t.Fatalf("status running = %+v, want the run of request %s on %s", r, w.ID, b.Instance())
+	}
+	close(release)
+	s.wait(1)
+	waitIdle(t, b)
+	if st, err := h.Status(t.Context()); err != nil || st.Running != nil {
+		t.Fatalf("status running after the run = %+v, %v; want none", st.Running, err)
+	}
+}

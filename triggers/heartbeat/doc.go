@@ -8,8 +8,8 @@
 //
 //   - input gates: enabled, active hours, checklist (an effectively empty
 //     checklist skips "empty-checklist" without calling the model; a missing
-//     one skips "no-checklist"), and an overlap lease so that one heartbeat
-//     runs at a time across all instances (skip "busy", or wait);
+//     one skips "no-checklist"), then the runner's overlap lease so that one
+//     heartbeat runs at a time across all instances (skip "busy", or wait);
 //   - output gates: fail-closed notify_user (no call: skip "ack"; blank:
 //     "empty"; the first call wins), or the HEARTBEAT_OK token for models
 //     without tool calling, then dedup of the same text within dedup_window.

@@ -2,13 +2,11 @@ package heartbeat
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/agentwork"
@@ -260,13 +258,12 @@ func MsgID(name string, tick time.Time) string {
 }
 
 // tickClaim is the record of a tick claim in agentwork_locks. A claim still
-// "claimed" past Expires belongs to an instance that died between claim and
-// publish; another instance takes it over (the publish is idempotent by its
-// message id).
+// "claimed" whose lease is no longer held belongs to an instance that died
+// between claim and publish; another instance takes it over (the publish is
+// idempotent by its message id).
 type tickClaim struct {
-	Owner   string    `json:"owner"`
-	State   string    `json:"state"` // claimed | published
-	Expires time.Time `json:"expires"`
+	State string `json:"state"` // claimed | published
+	bus.Lease
 }
 
 // claimTTL is how long a claimed tick may stay unpublished before another
@@ -278,42 +275,51 @@ const claimTTL = 30 * time.Second
 func (h *Heartbeat) fireOnce(ctx context.Context, tick time.Time) (wait time.Duration, err error) {
 	kv, key := h.bus.Locks, h.tickKey(tick)
 	now := h.clock.Now()
-	mine, _ := json.Marshal(tickClaim{Owner: h.bus.Instance(), State: "claimed", Expires: now.Add(claimTTL)})
-	rev, err := kv.Create(ctx, key, mine)
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		e, gerr := kv.Get(ctx, key)
-		if gerr != nil {
-			return 0, fmt.Errorf("read tick claim %s: %w", key, gerr)
+	mine := tickClaim{State: "claimed", Lease: h.bus.NewLease(now.Add(claimTTL))}
+	var held tickClaim
+	took := true // unless the create conflicts
+	_, rev, err := bus.UpdateAt(ctx, kv, key, mine, 0, func(c *tickClaim, found bool) (bool, error) {
+		held, took = *c, false
+		if found && (c.State != "claimed" || h.bus.Held(c.Lease, now)) {
+			return false, nil // fired by another instance, or it fires it now
 		}
-		var held tickClaim
-		if json.Unmarshal(e.Value(), &held) != nil || held.State != "claimed" {
+		*c, took = mine, true
+		return true, nil
+	})
+	if errors.As(err, new(*bus.CorruptError)) {
+		h.log.Debug("tick fired by another instance", zap.Time("tick", tick))
+		return 0, nil // nobody but us writes it: not a claim we could take
+	}
+	if err != nil {
+		return 0, fmt.Errorf("claim tick %s: %w", key, err)
+	}
+	if !took {
+		if held.State != "claimed" {
 			h.log.Debug("tick fired by another instance", zap.Time("tick", tick))
 			return 0, nil
 		}
-		if now.Before(held.Expires) {
-			return held.Expires.Sub(now), nil
-		}
-		if rev, err = kv.Update(ctx, key, mine, e.Revision()); err != nil {
-			if isConflict(err) {
-				return 0, nil // a third instance took it over
-			}
-			return 0, fmt.Errorf("take over tick claim %s: %w", key, err)
-		}
+		return held.Expires.Sub(now), nil
+	}
+	if held.State == "claimed" {
 		h.log.Warn("took over a tick whose instance stopped before publishing it", zap.Time("tick", tick), zap.String("owner", held.Owner))
-	} else if err != nil {
-		return 0, fmt.Errorf("claim tick %s: %w", key, err)
 	}
 	req := h.request(tick, false)
 	pub, err := agentwork.Publish(ctx, h.bus, req, agentwork.PublishOptions{MsgID: MsgID(h.cfg.Name, tick), Now: now})
 	if err != nil {
 		// Let a retry (ours or another instance's) claim it again.
-		if derr := kv.Delete(context.WithoutCancel(ctx), key, jetstream.LastRevision(rev)); derr != nil {
-			h.log.Warn("release tick claim", zap.Error(derr))
+		if rerr := bus.Release(context.WithoutCancel(ctx), kv, key, mine.Token, rev); rerr != nil {
+			h.log.Warn("release tick claim", zap.Error(rerr))
 		}
 		return 0, err
 	}
-	done, _ := json.Marshal(tickClaim{Owner: h.bus.Instance(), State: "published"})
-	if _, err := kv.Update(ctx, key, done, rev); err != nil {
+	done := tickClaim{State: "published", Lease: bus.Lease{Owner: mine.Owner, Token: mine.Token}}
+	if _, _, err := bus.UpdateAt(ctx, kv, key, done, rev, func(c *tickClaim, found bool) (bool, error) {
+		if !found || c.Token != mine.Token {
+			return false, nil // taken over meanwhile; the message id kept the publish once
+		}
+		*c = done
+		return true, nil
+	}); err != nil {
 		h.log.Debug("mark tick published", zap.Error(err))
 	}
 	h.log.Info("heartbeat fired", zap.Time("tick", tick), zap.String("request", pub.ID), zap.Bool("duplicate", pub.Duplicate))

@@ -292,12 +292,12 @@ func blockUntil(t *testing.T, clk *clock.Fake, n int) {
 }
 
 // waitIdle waits until no heartbeat holds the overlap lease. The runner
-// releases it just after the run's event, so a test that starts the next
-// run as soon as it sees the event waits here first.
+// releases it just before the run's event; the lease is gone once the
+// event is seen, so this returns at once unless that breaks.
 func waitIdle(t *testing.T, b *bus.Bus) {
 	t.Helper()
 	waitFor(t, "the overlap lease to be released", func() bool {
-		_, err := b.Locks.Get(t.Context(), "heartbeat.default.lease")
+		_, err := b.Locks.Get(t.Context(), agentwork.OverlapKey(bus.SourceHeartbeat, "default"))
 		return errors.Is(err, jetstream.ErrKeyNotFound)
 	})
 }

@@ -2,14 +2,11 @@ package heartbeat
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 	"unicode"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/agentwork"
@@ -23,9 +20,10 @@ import (
 // Input gates, in order: enabled (scheduled runs of a disabled heartbeat,
 // or of a heartbeat name this runtime does not have, skip "disabled");
 // active hours (scheduled runs outside skip "outside-active-hours"; wake
-// runs anyway); checklist (skip "empty-checklist" or "no-checklist"); the
-// overlap lease (one heartbeat at a time across all instances: skip "busy",
-// or wait with overlap: queue). Output gates: notify_user (fail-closed) or
+// runs anyway); checklist (skip "empty-checklist" or "no-checklist"). Then
+// the runner's overlap lease: one heartbeat at a time across all instances
+// (skip "busy", or wait with overlap: queue unless a newer tick is due).
+// Output gates: notify_user (fail-closed) or
 // the HEARTBEAT_OK token, then dedup within dedup_window. A run that fails
 // for good alerts the targets. The observer keeps the state (last run,
 // consecutive errors) on whichever instance ran it.
@@ -39,7 +37,16 @@ func (h *Heartbeat) Policy() agentwork.Policy {
 			agentwork.InputGateFunc(h.checkEnabled),
 			agentwork.InputGateFunc(h.checkActiveHours),
 			agentwork.InputGateFunc(h.checkChecklist),
-			&leaseGate{h: h},
+		},
+		Overlap: agentwork.Overlap{
+			Mode: h.cfg.Overlap,
+			Poll: h.queuePoll,
+			// A queued tick is dropped once the next one is due: there is
+			// no point running two old heartbeats back to back.
+			Superseded: func(run *agentwork.Run, now time.Time) bool {
+				at := run.Request.ScheduledAt
+				return at != nil && !run.Request.Manual && !now.Before(at.Add(h.cfg.Every))
+			},
 		},
 		Output:   []agentwork.OutputGate{out, &agentwork.DedupGate{KV: h.bus.Dedup, Window: h.cfg.DedupWindow}},
 		Targets:  h.cfg.Targets,
@@ -81,9 +88,8 @@ func (h *Heartbeat) checkChecklist(_ context.Context, run *agentwork.Run) error 
 	return nil
 }
 
-// Lease is the record of the running heartbeat in agentwork_locks under
-// heartbeat.<name>.lease. A lease past Expires belongs to an instance that
-// died; the next run takes it over.
+// Lease is the running heartbeat, as status shows it: the overlap lease
+// the runner holds for it in agentwork_locks (agentwork.OverlapKey).
 type Lease struct {
 	Owner     string    `json:"owner"`
 	RunID     string    `json:"run_id"`
@@ -92,107 +98,13 @@ type Lease struct {
 	Expires   time.Time `json:"expires"`
 }
 
-func (h *Heartbeat) leaseKey() string { return "heartbeat." + h.cfg.Name + ".lease" }
-
-// leaseTTL outlives the longest run the runner allows for a heartbeat.
-func (h *Heartbeat) leaseTTL() time.Duration { return h.cfg.Timeout + time.Minute }
-
-// running returns the live lease, if any.
+// running returns the lease of the running heartbeat, if one runs.
 func (h *Heartbeat) running(ctx context.Context) (*Lease, error) {
-	e, err := h.bus.Locks.Get(ctx, h.leaseKey())
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
-	}
-	if err != nil {
+	l, err := agentwork.Running(ctx, h.bus, agentwork.OverlapKey(bus.SourceHeartbeat, h.cfg.Name))
+	if err != nil || l == nil {
 		return nil, err
 	}
-	var l Lease
-	if err := json.Unmarshal(e.Value(), &l); err != nil || !h.clock.Now().Before(l.Expires) {
-		return nil, nil
-	}
-	return &l, nil
-}
-
-// leaseGate holds the overlap lease for the length of a run.
-type leaseGate struct{ h *Heartbeat }
-
-var (
-	_ agentwork.InputGate = (*leaseGate)(nil)
-	_ agentwork.Releaser  = (*leaseGate)(nil)
-)
-
-// Check implements agentwork.InputGate.
-func (g *leaseGate) Check(ctx context.Context, run *agentwork.Run) error {
-	h := g.h
-	kv, key := h.bus.Locks, h.leaseKey()
-	for range 5 {
-		now := h.clock.Now()
-		mine := Lease{Owner: h.bus.Instance(), RunID: run.ID, RequestID: run.Request.ID, Since: now, Expires: now.Add(h.leaseTTL())}
-		raw, _ := json.Marshal(mine)
-		e, err := kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			if _, err := kv.Create(ctx, key, raw); err == nil {
-				return nil
-			} else if !isConflict(err) {
-				return fmt.Errorf("overlap lease: %w", err)
-			}
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("overlap lease: %w", err)
-		}
-		var held Lease
-		if err := json.Unmarshal(e.Value(), &held); err != nil {
-			held = Lease{} // unreadable: treat as expired
-		}
-		if held.RunID != run.ID && now.Before(held.Expires) {
-			// A lease outlives a crashed holder by up to Timeout+1m; the
-			// holder's run claim, renewed while it runs, tells sooner.
-			if alive, _ := agentwork.RunAlive(ctx, h.bus, held.RequestID); alive {
-				return g.busy(run, held, now)
-			}
-		}
-		// Expired (its holder died), or ours from an attempt that crashed.
-		if _, err := kv.Update(ctx, key, raw, e.Revision()); err == nil {
-			if held.RunID != "" && held.RunID != run.ID {
-				h.log.Warn("took over the lease of a heartbeat whose instance stopped", zap.String("owner", held.Owner), zap.String("run", held.RunID), zap.Time("expired", held.Expires))
-			}
-			return nil
-		} else if !isConflict(err) {
-			return fmt.Errorf("overlap lease: %w", err)
-		}
-	}
-	return agentwork.Skip(agentwork.ReasonBusy, "another heartbeat run took the lease at the same moment")
-}
-
-func (g *leaseGate) busy(run *agentwork.Run, held Lease, now time.Time) error {
-	h := g.h
-	detail := fmt.Sprintf("the heartbeat run %s started %s ago on %s is still going", held.RunID, now.Sub(held.Since).Round(time.Second), held.Owner)
-	if h.cfg.Overlap != OverlapQueue {
-		return agentwork.Skip(agentwork.ReasonBusy, detail)
-	}
-	// Queue: wait, unless a newer tick has overtaken this one.
-	if at := run.Request.ScheduledAt; at != nil && !run.Request.Manual && !now.Before(at.Add(h.cfg.Every)) {
-		return agentwork.Skip(agentwork.ReasonBusy, detail+"; a newer heartbeat tick has replaced this one")
-	}
-	return agentwork.Defer(h.queuePoll, agentwork.ReasonBusy)
-}
-
-// Release implements agentwork.Releaser: it frees the lease if this run
-// still holds it.
-func (g *leaseGate) Release(ctx context.Context, run *agentwork.Run) {
-	h := g.h
-	e, err := h.bus.Locks.Get(ctx, h.leaseKey())
-	if err != nil {
-		return
-	}
-	var held Lease
-	if json.Unmarshal(e.Value(), &held) != nil || held.RunID != run.ID {
-		return
-	}
-	if err := h.bus.Locks.Delete(ctx, h.leaseKey(), jetstream.LastRevision(e.Revision())); err != nil {
-		h.log.Warn("overlap lease not released; it expires on its own", zap.String("run", run.ID), zap.Error(err))
-	}
+	return &Lease{Owner: l.Owner, RunID: l.RunID, RequestID: l.RequestID, Since: l.Since, Expires: l.Expires}, nil
 }
 
 // OKTokenGate is the output gate of ok_token mode, for models without tool

@@ -266,25 +266,35 @@ func TestInputGates(t *testing.T) {
 	}
 }
 
-// TestLease: one heartbeat at a time; a dead instance's lease is taken over.
+// TestLease: one heartbeat at a time, through the runner's overlap lease;
+// a lease whose holder is gone is taken over.
 func TestLease(t *testing.T) {
 	t.Parallel()
+	hour := time.Now().Add(time.Hour).UTC()
 	cases := []struct {
-		name    string
-		lease   heartbeat.Lease
+		name string
+		// lease is the stored overlap lease (client: another live
+		// instance in this process); nil stores garbage.
+		lease   func(client *bus.Bus) *agentwork.OverlapLease
 		overlap string
 		want    string
-		claim   string // the run claim of the lease's request, if any
 	}{
-		{"a live lease whose run crashed is taken over at once", heartbeat.Lease{Owner: "crashed-host", RunID: "run-1", RequestID: "req-dead", Since: monday.Add(-time.Minute), Expires: monday.Add(5 * time.Minute)}, "skip", "done", ""},
-		{"a live lease whose run is renewed: busy", heartbeat.Lease{Owner: "other-host", RunID: "run-1", RequestID: "req-live", Since: monday.Add(-time.Minute), Expires: monday.Add(5 * time.Minute)}, "skip", "skip/busy",
-			`{"state":"running","run_id":"run-1","owner":"other-host","expires":"` + time.Now().Add(time.Hour).UTC().Format(time.RFC3339) + `"}`},
-		{"a live lease whose run finished is taken over", heartbeat.Lease{Owner: "other-host", RunID: "run-1", RequestID: "req-done", Since: monday.Add(-time.Minute), Expires: monday.Add(5 * time.Minute)}, "skip", "done",
-			`{"state":"done","run_id":"run-1","owner":"other-host","outcome":"done"}`},
-		{"a live lease: busy", heartbeat.Lease{Owner: "other-host", RunID: "run-1", Since: monday.Add(-time.Minute), Expires: monday.Add(5 * time.Minute)}, "skip", "skip/busy", ""},
-		{"an expired lease is taken over", heartbeat.Lease{Owner: "dead-host", RunID: "run-1", Since: monday.Add(-time.Hour), Expires: monday.Add(-time.Second)}, "skip", "done", ""},
-		{"garbage is taken over", heartbeat.Lease{}, "skip", "done", ""},
-		{"queue: a newer tick has replaced this one", heartbeat.Lease{Owner: "other-host", RunID: "run-1", Since: monday.Add(-time.Minute), Expires: monday.Add(5 * time.Minute)}, "queue", "skip/busy", ""},
+		{"a lease of a process on this data dir that is gone is taken over at once", func(*bus.Bus) *agentwork.OverlapLease {
+			return &agentwork.OverlapLease{Lease: bus.Lease{Owner: "crashed-host", Token: "t", Boot: "deadbeef", Expires: hour}, RunID: "run-1"}
+		}, "skip", "done"},
+		{"a live lease of another instance of this process: busy", func(c *bus.Bus) *agentwork.OverlapLease {
+			return &agentwork.OverlapLease{Lease: c.NewLease(hour), RunID: "run-1", Since: time.Now().Add(-time.Minute).UTC()}
+		}, "skip", "skip/busy"},
+		{"a live lease of an instance elsewhere: busy", func(*bus.Bus) *agentwork.OverlapLease {
+			return &agentwork.OverlapLease{Lease: bus.Lease{Owner: "other-host", Token: "t", Expires: hour}, RunID: "run-1"}
+		}, "skip", "skip/busy"},
+		{"an expired lease is taken over", func(*bus.Bus) *agentwork.OverlapLease {
+			return &agentwork.OverlapLease{Lease: bus.Lease{Owner: "dead-host", Token: "t", Expires: time.Now().Add(-time.Second).UTC()}, RunID: "run-1"}
+		}, "skip", "done"},
+		{"garbage is taken over", func(*bus.Bus) *agentwork.OverlapLease { return nil }, "skip", "done"},
+		{"queue: a newer tick has replaced this one", func(*bus.Bus) *agentwork.OverlapLease {
+			return &agentwork.OverlapLease{Lease: bus.Lease{Owner: "other-host", Token: "t", Expires: hour}, RunID: "run-1"}
+		}, "queue", "skip/busy"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -294,17 +304,13 @@ func TestLease(t *testing.T) {
 			dir := t.TempDir()
 			writeChecklist(t, dir, checklistText)
 			h := newHeartbeat(t, b, heartbeat.Config{Enabled: true, Overlap: c.overlap}, clk, dir)
-			raw, _ := json.Marshal(c.lease)
-			if c.lease.RunID == "" {
-				raw = []byte("not json")
+			lease := c.lease(bustest.Client(t, b))
+			raw := []byte("not json")
+			if lease != nil {
+				raw, _ = json.Marshal(lease)
 			}
-			if _, err := b.Locks.Put(t.Context(), "heartbeat.default.lease", raw); err != nil {
+			if _, err := b.Locks.Put(t.Context(), agentwork.OverlapKey(bus.SourceHeartbeat, "default"), raw); err != nil {
 				t.Fatal(err)
-			}
-			if c.claim != "" {
-				if _, err := b.Locks.Put(t.Context(), "run."+c.lease.RequestID, []byte(c.claim)); err != nil {
-					t.Fatal(err)
-				}
 			}
 			m := newModel(answer(notifyReply("the backup failed")))
 			startRunner(t, b, m, h, clk)
@@ -315,11 +321,14 @@ func TestLease(t *testing.T) {
 			if kind(got) != c.want {
 				t.Fatalf("outcome = %v, want %s", got, c.want)
 			}
-			if c.want == "skip/busy" && !strings.Contains(got.Result.Detail, "other-host") {
-				t.Errorf("detail = %q, want it to name the instance running the heartbeat", got.Result.Detail)
+			if c.want == "skip/busy" && !strings.Contains(got.Result.Detail, lease.Owner) {
+				t.Errorf("detail = %q, want it to name the instance running the heartbeat (%s)", got.Result.Detail, lease.Owner)
+			}
+			if c.overlap == "queue" && !strings.Contains(got.Result.Detail, "a newer heartbeat tick has replaced this one") {
+				t.Errorf("detail = %q, want it to say a newer tick replaced it", got.Result.Detail)
 			}
 			if c.want == "done" {
-				// The lease is released after the run (just after its event).
+				// The lease is released after the run (just before its event).
 				waitIdle(t, b)
 			}
 		})

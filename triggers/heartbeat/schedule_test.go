@@ -308,7 +308,8 @@ func TestWakeKeepsTheSchedule(t *testing.T) {
 }
 
 // TestTickClaimTakeover: a tick claimed by an instance that died before
-// publishing it is published by another one once the claim expires; a tick
+// publishing it is published by another one once the claim expires, or at
+// once when that instance was an earlier process on this data dir; a tick
 // another instance published is not published again.
 func TestTickClaimTakeover(t *testing.T) {
 	t.Parallel()
@@ -326,6 +327,8 @@ func TestTickClaimTakeover(t *testing.T) {
 	}
 	put(tick1, `{"owner":"dead-host","state":"claimed","expires":"2026-03-09T10:01:10Z"}`)
 	put(tick2, `{"owner":"live-host","state":"published"}`)
+	tick4 := tick2.Add(2 * time.Minute)
+	put(tick4, `{"owner":"killed-host","boot":"deadbeef","state":"claimed","expires":"2026-03-09T11:00:00Z"}`)
 	h := newHeartbeat(t, b, heartbeat.Config{Enabled: true, Every: time.Minute}, clk, dir)
 	m := newModel(answer(notifyReply("the backup failed")))
 	startRunner(t, b, m, h, clk)
@@ -351,7 +354,13 @@ func TestTickClaimTakeover(t *testing.T) {
 	if len(got) != 2 || !got[1].Result.ScheduledAt.Equal(tick2.Add(time.Minute)) {
 		t.Fatalf("events = %v, want the 10:01 and 10:03 ticks (10:02 was published by another instance)", got)
 	}
-	if n := requestsStored(t, b, "default"); n != 2 {
-		t.Errorf("requests stored = %d, want 2", n)
+	waitIdle(t, b)
+	blockUntil(t, clk, 1)
+	clk.Advance(time.Minute) // 10:04: claimed by a process that is gone
+	if got := s.wait(3); !got[2].Result.ScheduledAt.Equal(tick4) {
+		t.Fatalf("events = %v, want the 10:04 tick published at once", got)
+	}
+	if n := requestsStored(t, b, "default"); n != 3 {
+		t.Errorf("requests stored = %d, want 3", n)
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/agentwork/agentwork/bus"
 )
 
 // State is what the heartbeat remembers in the agentwork_state bucket under
@@ -66,38 +68,20 @@ func (h *Heartbeat) loadState(ctx context.Context) (State, uint64, error) {
 // updateState applies fn to the stored state with compare-and-set, retrying
 // when another instance wrote in between. fn returns false to write nothing.
 func (h *Heartbeat) updateState(ctx context.Context, fn func(*State) bool) error {
-	for range 10 {
-		st, rev, err := h.loadState(ctx)
-		if err != nil {
-			return err
-		}
+	write := func(st *State, _ bool) (bool, error) { return fn(st), nil }
+	_, _, err := bus.Update(ctx, h.bus.State, h.stateKey(), write)
+	var corrupt *bus.CorruptError
+	if errors.As(err, &corrupt) {
+		// A corrupt record must not stop the heartbeat: start afresh.
+		h.log.Warn("state record unreadable; starting afresh", zap.Error(err))
+		var st State
 		if !fn(&st) {
 			return nil
 		}
-		raw, err := json.Marshal(st)
-		if err != nil {
-			return err
-		}
-		if rev == 0 {
-			_, err = h.bus.State.Create(ctx, h.stateKey(), raw)
-		} else {
-			_, err = h.bus.State.Update(ctx, h.stateKey(), raw, rev)
-		}
-		if err == nil {
-			return nil
-		}
-		if !isConflict(err) {
-			return fmt.Errorf("heartbeat: write state %s: %w", h.stateKey(), err)
-		}
+		_, _, err = bus.UpdateAt(ctx, h.bus.State, h.stateKey(), st, corrupt.Revision, write)
 	}
-	return fmt.Errorf("heartbeat: write state %s: too many concurrent writers", h.stateKey())
-}
-
-// isConflict reports a failed compare-and-set.
-func isConflict(err error) bool {
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		return true
+	if err != nil {
+		return fmt.Errorf("heartbeat: write state %s: %w", h.stateKey(), err)
 	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+	return nil
 }

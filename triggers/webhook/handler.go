@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/agentwork"
@@ -340,39 +339,34 @@ func (h *Handler) enqueue(ctx context.Context, task Task, key, credential string
 	kvKey := "idem." + digest
 	opts.MsgID = "webhook." + digest
 	hash := task.Hash()
-	kv := h.bus.Locks
-	for range 3 {
-		entry, err := kv.Get(ctx, kvKey)
-		if isNotFound(err) {
-			rec := record{ID: bus.NewID(), Hash: hash, Time: h.now().UTC()}
-			raw, _ := json.Marshal(rec)
-			rev, err := kv.Create(ctx, kvKey, raw)
-			if isExists(err) {
-				continue // another request with this key won the race: read its record
-			}
-			if err != nil {
-				return Accepted{}, fmt.Errorf("webhook: idempotency record: %w", err)
-			}
-			return h.publish(ctx, task, opts, kvKey, rec, rev, false)
+	created := true // unless the create conflicts
+	fresh := record{ID: bus.NewID(), Hash: hash, Time: h.now().UTC()}
+	rec, rev, err := bus.UpdateAt(ctx, h.bus.Locks, kvKey, fresh, 0, func(r *record, found bool) (bool, error) {
+		// Another request with this key won the race: use its record.
+		created = !found
+		if !found {
+			*r = fresh
 		}
-		if err != nil {
-			return Accepted{}, fmt.Errorf("webhook: idempotency record: %w", err)
-		}
-		var rec record
-		if err := json.Unmarshal(entry.Value(), &rec); err != nil || rec.ID == "" {
-			return Accepted{}, fmt.Errorf("webhook: idempotency record %s is corrupt: %v", kvKey, err)
-		}
-		if rec.Hash != hash {
-			return Accepted{}, errConflict
-		}
-		if rec.Published {
-			return Accepted{ID: rec.ID, Duplicate: true}, nil
-		}
-		// Created but not known to be published (in flight elsewhere, or an
-		// earlier publish failed): publish with the same id and msg id.
-		return h.publish(ctx, task, opts, kvKey, rec, entry.Revision(), true)
+		return !found, nil
+	})
+	if errors.As(err, new(*bus.CorruptError)) || (err == nil && rec.ID == "") {
+		return Accepted{}, fmt.Errorf("webhook: idempotency record %s is corrupt: %v", kvKey, err)
 	}
-	return Accepted{}, fmt.Errorf("webhook: idempotency record %s keeps changing", kvKey)
+	if err != nil {
+		return Accepted{}, fmt.Errorf("webhook: idempotency record: %w", err)
+	}
+	if created {
+		return h.publish(ctx, task, opts, kvKey, rec, rev, false)
+	}
+	if rec.Hash != hash {
+		return Accepted{}, errConflict
+	}
+	if rec.Published {
+		return Accepted{ID: rec.ID, Duplicate: true}, nil
+	}
+	// Created but not known to be published (in flight elsewhere, or an
+	// earlier publish failed): publish with the same id and msg id.
+	return h.publish(ctx, task, opts, kvKey, rec, rev, true)
 }
 
 func (h *Handler) publish(ctx context.Context, task Task, opts agentwork.PublishOptions, kvKey string, rec record, rev uint64, seen bool) (Accepted, error) {
@@ -382,15 +376,16 @@ func (h *Handler) publish(ctx context.Context, task Task, opts agentwork.Publish
 		return Accepted{}, err // the record stays pending: a retry reuses its id
 	}
 	rec.Published = true
-	raw, _ := json.Marshal(rec)
-	if _, err := h.bus.Locks.Update(ctx, kvKey, raw, rev); err != nil {
+	if _, _, err := bus.UpdateAt(ctx, h.bus.Locks, kvKey, rec, rev, func(cur *record, found bool) (bool, error) {
+		if !found || cur.ID != rec.ID || cur.Published {
+			return false, nil
+		}
+		cur.Published = true
+		return true, nil
+	}); err != nil {
 		// Harmless within the stream's duplicate window (a retry publishes
 		// again and JetStream drops it); logged for the rare case beyond.
 		h.log.Debug("idempotency record not marked published", zap.String("request", rec.ID), zap.Error(err))
 	}
 	return Accepted{ID: rec.ID, Duplicate: seen || pub.Duplicate}, nil
 }
-
-func isNotFound(err error) bool { return errors.Is(err, jetstream.ErrKeyNotFound) }
-
-func isExists(err error) bool { return errors.Is(err, jetstream.ErrKeyExists) }
