@@ -261,16 +261,23 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer cancelHandlers()
 	f := &flight{w: w, handlers: handlers, stopping: make(chan struct{}), slots: make(chan struct{}, w.cfg.Concurrency), held: map[jetstream.Msg]struct{}{}}
 	lost := make(chan error, 1)
+	missed := make(chan struct{}, 1) // a pull heartbeat did not come
 	cc, err := cons.Consume(f.receive,
 		jetstream.PullMaxMessages(w.cfg.PullMax),
 		jetstream.PullHeartbeat(w.cfg.PullHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			switch {
+			case errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound):
 				select {
 				case lost <- err:
 				default:
 				}
 				return
+			case errors.Is(err, jetstream.ErrNoHeartbeat):
+				select {
+				case missed <- struct{}{}:
+				default:
+				}
 			}
 			w.log.Debug("consume", zap.Error(err))
 		}))
@@ -281,16 +288,29 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopSignals()
 	w.consuming.Store(true)
 	var runErr error
-	select {
-	case <-ctx.Done():
-	case err := <-lost:
-		// Somebody deleted the durable consumer (or its stream).
-		runErr = fmt.Errorf("consumer %s on %s: %w: %w", w.cfg.Consumer.Durable, w.cfg.Stream, ErrConsumerLost, err)
-		w.log.Error("consumer lost; stopping", zap.Error(err))
-	case <-cc.Closed():
-		// Consume stopped by itself (a bad request, a closed connection).
-		runErr = fmt.Errorf("consumer %s on %s: %w: consume stopped by itself", w.cfg.Consumer.Durable, w.cfg.Stream, ErrConsumerLost)
-		w.log.Error("consumer stopped unexpectedly; stopping")
+	for runErr == nil && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case err := <-lost:
+			// Somebody deleted the durable consumer (or its stream).
+			runErr = fmt.Errorf("consumer %s on %s: %w: %w", w.cfg.Consumer.Durable, w.cfg.Stream, ErrConsumerLost, err)
+			w.log.Error("consumer lost; stopping", zap.Error(err))
+		case <-missed:
+			// The server tells waiting pull requests when their consumer is
+			// deleted; one deleted while none was waiting (just before the
+			// first pull, or while every slot was busy and the next message
+			// waited for one) is found only by asking, once the pulls that
+			// follow get no heartbeat.
+			_, err := cons.Info(ctx)
+			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+				runErr = fmt.Errorf("consumer %s on %s: %w: %w", w.cfg.Consumer.Durable, w.cfg.Stream, ErrConsumerLost, err)
+				w.log.Error("consumer lost; stopping", zap.Error(err))
+			}
+		case <-cc.Closed():
+			// Consume stopped by itself (a bad request, a closed connection).
+			runErr = fmt.Errorf("consumer %s on %s: %w: consume stopped by itself", w.cfg.Consumer.Durable, w.cfg.Stream, ErrConsumerLost)
+			w.log.Error("consumer stopped unexpectedly; stopping")
+		}
 	}
 	w.consuming.Store(false)
 	f.stop()

@@ -580,3 +580,33 @@ func TestVerdictString(t *testing.T) {
 		}
 	}
 }
+
+// A consumer deleted while the worker has no pull request waiting on the
+// server (its one slot busy, the next message waiting for it) gets no word
+// from the server; the worker still finds out, at the first missed pull
+// heartbeat once it pulls again, and returns.
+func TestWorkerFindsConsumerDeletedWhileBusy(t *testing.T) {
+	t.Parallel()
+	b, cfg := newWork(t)
+	publishWork(t, b, 2)
+	started, release := make(chan struct{}, 2), make(chan struct{})
+	w, err := bus.NewWorker(b.JetStream(), cfg, func(ctx context.Context, m jetstream.Msg) bus.Verdict {
+		started <- struct{}{}
+		<-release
+		return bus.Done()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	returned := make(chan error, 1)
+	go func() { returned <- w.Run(t.Context()) }()
+	recv(t, "the first message handled", started)
+	eventuallyTrue(t, "the second message waiting for the slot", func() bool { return consumerInfo(t, b).NumAckPending == 2 })
+	if err := b.JetStream().DeleteConsumer(t.Context(), workStream, workDurable); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := recv(t, "Run returned after its consumer was deleted", returned); !errors.Is(err, bus.ErrConsumerLost) {
+		t.Fatalf("Run = %v, want an error wrapping ErrConsumerLost", err)
+	}
+}
