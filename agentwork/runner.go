@@ -25,16 +25,6 @@ const ConsumerName = "runner"
 // looked at again.
 const inflightRecheck = time.Second
 
-// pullHeartbeat is the idle heartbeat of the runner's pull requests. nats.go
-// (v1.55) Consume can lose track of its outstanding pull under CPU
-// contention: it skips asking for more while a pull request is still being
-// sent, and if that request's messages all arrive in that window no further
-// message triggers a new pull. The server then holds no pull request while
-// the client believes it does, and only a missed heartbeat (2 × heartbeat,
-// 30s with the default) makes the client pull again. A short heartbeat
-// bounds that stall to about 2s.
-const pullHeartbeat = time.Second
-
 // Config configures a Runner. Zero fields take the documented defaults.
 type Config struct {
 	// Concurrency is how many runs one instance does at once. Default 4.
@@ -137,7 +127,7 @@ type Runner struct {
 
 	inflight sync.Map // request id -> struct{}
 
-	consuming atomic.Bool // Run is taking requests
+	worker atomic.Pointer[bus.Worker] // set by Run
 }
 
 // ErrNotConsuming is what Ready reports while the runner takes no requests.
@@ -146,7 +136,7 @@ var ErrNotConsuming = errors.New("runner: not consuming requests")
 // Ready reports nil while Run is taking requests: after its consumer is
 // set up and until shutdown begins. For readiness probes.
 func (r *Runner) Ready() error {
-	if !r.consuming.Load() {
+	if w := r.worker.Load(); w == nil || w.Ready() != nil {
 		return ErrNotConsuming
 	}
 	return nil
@@ -193,151 +183,44 @@ func (r *Runner) policy(source string) (Policy, bool) {
 
 // Run consumes requests until ctx is done. Then it stops taking new ones,
 // lets runs in flight finish within ShutdownGrace, puts the rest back for
-// another instance, and returns.
+// another instance, and returns. It returns an error when the consumer
+// cannot be created or is lost (deleted) while running.
 func (r *Runner) Run(ctx context.Context) error {
-	js := r.bus.JetStream()
-	// On a cluster the consumer may not be creatable for a moment after
-	// start (no JetStream leader yet): retry for a while before giving up.
-	var cons jetstream.Consumer
-	var err error
-	for delay, deadline := 100*time.Millisecond, time.Now().Add(time.Minute); ; delay = min(2*delay, 5*time.Second) {
-		cons, err = js.CreateOrUpdateConsumer(ctx, bus.StreamRequests, jetstream.ConsumerConfig{
+	w, err := bus.NewWorker(r.bus.JetStream(), bus.WorkerConfig{
+		Stream: bus.StreamRequests,
+		Consumer: jetstream.ConsumerConfig{
 			Durable:       ConsumerName,
 			Description:   "agentwork runners (shared by all instances)",
 			FilterSubject: r.bus.Subjects.Requests(),
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       r.cfg.AckWait,
 			MaxAckPending: 10000,
-		})
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return nil // stopped while starting
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("runner: consumer %s on %s: %w", ConsumerName, bus.StreamRequests, err)
-		}
-		r.log.Warn("runner consumer not ready; retrying", zap.Duration("retry_in", delay), zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(delay):
-		}
-	}
-	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelRuns()
-	stopping := make(chan struct{})
-	sem := make(chan struct{}, r.cfg.Concurrency)
-	var runs flight
-	lost := make(chan error, 1) // the consumer is gone: nothing would ever run
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		select {
-		case sem <- struct{}{}:
-		case <-stopping:
-			_ = m.Nak() // shutting down: another instance takes it now
-			return
-		}
-		// start fails once stopping is closed, so no run begins after the
-		// shutdown started and the wait below covers every run.
-		if !runs.start() {
-			<-sem
-			_ = m.Nak()
-			return
-		}
-		go func() {
-			defer func() { <-sem; runs.done() }()
-			r.handle(runCtx, m)
-		}()
-	}, jetstream.PullMaxMessages(r.cfg.Concurrency), jetstream.PullHeartbeat(pullHeartbeat), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
-			select {
-			case lost <- err:
-			default:
-			}
-			return
-		}
-		r.log.Debug("consume", zap.Error(err))
-	}))
+		},
+		Concurrency: r.cfg.Concurrency,
+		// Pulled ahead Concurrency at a time, to save round trips. A request
+		// that waits in the client's buffer for longer than AckWait (no
+		// progress is signalled there) goes to another instance meanwhile;
+		// its run claim keeps it from running twice.
+		PullMax:       r.cfg.Concurrency,
+		ShutdownGrace: r.cfg.ShutdownGrace,
+		PanicDelay:    r.cfg.Backoff[0],
+		DoubleAck:     true,
+		Log:           r.log,
+	}, r.handle)
 	if err != nil {
-		return fmt.Errorf("runner: consume: %w", err)
+		return fmt.Errorf("runner: %w", err)
 	}
-	r.consuming.Store(true)
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case err := <-lost:
-		// Somebody deleted the durable consumer (or its stream). Say so and
-		// stop: serve then stops, and a restart recreates it.
-		runErr = fmt.Errorf("runner: consumer %s lost: %w", ConsumerName, err)
-		r.log.Error("request consumer lost; stopping", zap.Error(err))
-	case <-cc.Closed():
-		// Consume stopped by itself (a bad request, a closed connection).
-		runErr = fmt.Errorf("runner: consumer %s stopped unexpectedly", ConsumerName)
-		r.log.Error("request consumer stopped; stopping", zap.Error(runErr))
+	r.worker.Store(w)
+	if err := w.Run(ctx); err != nil {
+		return fmt.Errorf("runner: %w", err)
 	}
-	r.consuming.Store(false)
-	close(stopping)
-	runs.stop()
-	// Drain, not Stop: Stop drops the messages already pulled into the
-	// client's buffer, which JetStream then holds back for a whole AckWait.
-	// Drained, they reach the callback above and are nak'ed at once; when
-	// Closed fires no callback runs any more, so wg is complete.
-	cc.Drain()
-	select {
-	case <-cc.Closed():
-	case <-time.After(r.cfg.ShutdownGrace):
-		r.log.Warn("request consumer did not drain in time", zap.Duration("grace", r.cfg.ShutdownGrace))
-	}
-	done := make(chan struct{})
-	go func() { runs.wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(r.cfg.ShutdownGrace):
-		r.log.Warn("runs still in flight at shutdown; putting them back", zap.Duration("grace", r.cfg.ShutdownGrace))
-		cancelRuns()
-		<-done
-	}
-	return runErr
+	return nil
 }
 
-// flight counts runs in flight and refuses new ones once stopped, so that
-// waiting for them cannot race with one starting.
-type flight struct {
-	mu      sync.Mutex
-	stopped bool
-	wg      sync.WaitGroup
-}
-
-func (f *flight) start() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.stopped {
-		return false
-	}
-	f.wg.Add(1)
-	return true
-}
-
-func (f *flight) done() { f.wg.Done() }
-
-func (f *flight) stop() {
-	f.mu.Lock()
-	f.stopped = true
-	f.mu.Unlock()
-}
-
-func (f *flight) wait() { f.wg.Wait() }
-
-// handle runs one message to its end. It never panics out and always ends
-// with the message acked, nak'ed (retry / put back) or terminated.
-func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
-	defer func() {
-		if p := recover(); p != nil {
-			r.log.Error("run panicked", zap.Any("panic", p), zap.String("subject", m.Subject()))
-			_ = m.NakWithDelay(r.cfg.Backoff[0])
-		}
-	}()
+// handle runs one message to its end and returns how to settle it: done
+// (acked), retried or deferred (nak'ed with a delay, after settling the
+// claim accordingly) or terminated.
+func (r *Runner) handle(ctx context.Context, m jetstream.Msg) (v bus.Verdict) {
 	ev, req, err := DecodeRequest(r.bus, m.Subject(), m.Data())
 	if err != nil {
 		source, name, _ := r.bus.Subjects.ParseRequest(m.Subject())
@@ -350,16 +233,14 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 		}
 		run := &Run{ID: newRunID(), Request: req, Envelope: ev, Started: r.now()}
 		r.fail(ctx, run, model.ClassPermanent, fmt.Errorf("malformed request: %w", err))
-		r.termAfterEvent(m, run)
-		return
+		return termAfterEvent(run)
 	}
 	if _, busy := r.inflight.LoadOrStore(req.ID, struct{}{}); busy {
 		// This process is running the request already: this is a
 		// redelivery of that message, or the same request stored again
 		// under another Nats-Msg-Id. Look again shortly; once the run has
 		// settled its claim, a done claim acks this copy.
-		_ = m.NakWithDelay(inflightRecheck)
-		return
+		return bus.Defer(inflightRecheck)
 	}
 	defer r.inflight.Delete(req.ID)
 	log := r.log.With(zap.String("source", req.Source), zap.String("name", req.Name), zap.String("request", req.ID))
@@ -368,8 +249,7 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 	if !ok {
 		run := &Run{ID: newRunID(), Request: req, Envelope: ev, Started: r.now(), Attempt: 1}
 		r.fail(ctx, run, model.ClassPermanent, fmt.Errorf("unknown source %q: no trigger handles it", req.Source))
-		r.termAfterEvent(m, run)
-		return
+		return termAfterEvent(run)
 	}
 	timeout := r.cfg.Timeout
 	if pol.Timeout > 0 {
@@ -381,17 +261,14 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 	cr, err := r.takeClaim(ctx, req.ID, lease)
 	if err != nil {
 		log.Warn("claim failed; will retry", zap.Error(err))
-		_ = m.NakWithDelay(time.Second)
-		return
+		return bus.Defer(time.Second)
 	}
 	if !cr.proceed {
 		if cr.claim.State == claimDone {
 			log.Debug("already finished; acking redelivery", zap.String("run", cr.claim.RunID))
-			_ = m.Ack()
-		} else {
-			_ = m.NakWithDelay(min(cr.wait, r.cfg.AckWait))
+			return bus.Done()
 		}
-		return
+		return bus.Defer(min(cr.wait, r.cfg.AckWait))
 	}
 	run := &Run{ID: cr.claim.RunID, Request: req, Envelope: ev, Attempt: cr.claim.Attempts, Started: r.now()}
 	run.Targets = r.targetsFor(req, pol)
@@ -411,14 +288,12 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 			if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, held.release(), claimDeferred, ""); err != nil {
 				log.Warn("release claim", zap.Error(err))
 			}
-			_ = m.NakWithDelay(eventRetry)
-			return
+			return bus.Defer(eventRetry)
 		}
 		if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, held.release(), claimDone, out); err != nil {
 			log.Warn("settle claim", zap.Error(err))
 		}
-		_ = m.Term()
-		return
+		return bus.Terminate()
 	}
 	defer held.release()
 	defer func() {
@@ -442,61 +317,58 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) {
 		if err := r.settleClaim(sctx, req.ID, held.release(), claimDone, outcome); err != nil {
 			log.Warn("settle claim", zap.Error(err))
 		}
-		_ = m.DoubleAck(sctx)
+		v = bus.Done()
 	}()
-	outcome, retry, spent := r.execute(ctx, log, m, run, pol, timeout, held, lease)
-	if retry < 0 && run.emitErr != nil {
+	v = r.execute(ctx, log, run, pol, timeout, held, lease)
+	if v.Kind() == bus.VerdictDone && run.emitErr != nil {
 		// The run ended but its event did not get out (the events stream is
 		// unavailable). Keep the result and put the request back: the next
 		// delivery only emits the event (same id, so stored once).
 		held.keepResult(run.Result)
 		log.Warn("run event not published; will emit it again", zap.Error(run.emitErr))
-		retry, spent = eventRetry, false
+		v = bus.Defer(eventRetry)
 	}
-	switch {
-	case retry >= 0:
+	if v.Kind() != bus.VerdictDone {
 		state := claimRetry
-		if !spent {
+		if v.Kind() == bus.VerdictDefer {
 			state = claimDeferred
 		}
 		if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, held.release(), state, ""); err != nil {
 			log.Warn("release claim", zap.Error(err))
 		}
-		_ = m.NakWithDelay(retry)
-	default:
-		if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, held.release(), claimDone, outcome); err != nil {
-			log.Warn("settle claim", zap.Error(err))
-		}
-		if err := m.DoubleAck(context.WithoutCancel(ctx)); err != nil {
-			log.Warn("ack", zap.Error(err))
-		}
-		if pol.Observer != nil {
-			pol.Observer.Observe(run, outcome)
-		}
+		return v
 	}
+	outcome := run.Result.Outcome // every done run has emitted its result
+	if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, held.release(), claimDone, outcome); err != nil {
+		log.Warn("settle claim", zap.Error(err))
+	}
+	if pol.Observer != nil {
+		pol.Observer.Observe(run, outcome)
+	}
+	return bus.Done()
 }
 
-// execute does the pipeline. It returns the outcome, or retry >= 0 when the
-// request should be redelivered after that delay without an event; spent
-// then says whether the try used up one of MaxAttempts (a model or queueing
-// failure) or not (a deferral, a shutdown).
 // termAfterEvent terminates a request that can never run, once its error
 // event is stored; if the event could not be published, the request comes
 // back to emit it (its run id is derived from the request, so it is stored
 // once).
-func (r *Runner) termAfterEvent(m jetstream.Msg, run *Run) {
+func termAfterEvent(run *Run) bus.Verdict {
 	if run.emitErr != nil {
-		_ = m.NakWithDelay(eventRetry)
-		return
+		return bus.Defer(eventRetry)
 	}
-	_ = m.Term()
+	return bus.Terminate()
 }
 
 // eventRetry is how soon a run whose event could not be published is
 // delivered again to emit it.
 const eventRetry = 5 * time.Second
 
-func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, run *Run, pol Policy, timeout time.Duration, held *heldClaim, lease time.Duration) (outcome string, retry time.Duration, spent bool) {
+// execute does the pipeline. It returns done once the run has emitted its
+// event (run.Result), or a retry (the try used up one of MaxAttempts: a
+// model or queueing failure) or a deferral (it did not: a gate said later,
+// a shutdown, a bus outage) when the request should be redelivered after a
+// delay without an event.
+func (r *Runner) execute(ctx context.Context, log *zap.Logger, run *Run, pol Policy, timeout time.Duration, held *heldClaim, lease time.Duration) bus.Verdict {
 	if cp := held.checkpoint(); cp != nil && cp.Result != nil {
 		return r.resume(ctx, log, run, pol, cp)
 	}
@@ -526,10 +398,11 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 		if errors.As(err, &d) {
 			after := max(d.After, 100*time.Millisecond) // never a tight loop, never "no retry"
 			log.Debug("deferred", zap.String("reason", d.Reason), zap.Duration("after", after))
-			return "", after, false
+			return bus.Defer(after)
 		}
 		if s, ok := AsSkip(err); ok {
-			return r.skip(ctx, run, s), -1, false
+			r.skip(ctx, run, s)
+			return bus.Done()
 		}
 		return r.gateFailed(ctx, log, run, pol, fmt.Errorf("input gate: %w", err))
 	}
@@ -537,16 +410,17 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 	// A request whose targets are all unknown can never be delivered: say
 	// so before spending model calls, and do not retry.
 	if unknown := r.unknownTargets(run.Targets); len(unknown) > 0 && len(unknown) == len(run.Targets) {
-		return r.fail(ctx, run, model.ClassPermanent, fmt.Errorf("targets %v: no such connector (configured: %v); fix the request's or the source's targets", unknown, r.targets)), -1, false
+		r.fail(ctx, run, model.ClassPermanent, fmt.Errorf("targets %v: no such connector (configured: %v); fix the request's or the source's targets", unknown, r.targets))
+		return bus.Done()
 	}
 
 	// 2. Model and tools, with progress signals so JetStream does not redeliver.
-	out, err := r.callModel(ctx, m, run, pol, timeout)
+	out, err := r.callModel(ctx, run, pol, timeout)
 	run.Output = &out // also on error: the tokens spent are reported
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("run interrupted by shutdown; putting the request back")
-			return "", 0, false
+			return bus.Defer(0)
 		}
 		class := model.Classify(err)
 		if errors.Is(err, tools.ErrMaxSteps) {
@@ -556,9 +430,10 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 			delay := r.cfg.Backoff[min(run.Attempt-1, len(r.cfg.Backoff)-1)]
 			delay = max(delay, model.RetryAfter(err))
 			log.Warn("model call failed; will retry", zap.String("class", string(class)), zap.Int("attempt", run.Attempt), zap.Duration("retry_in", delay), zap.Error(err))
-			return "", delay, true
+			return bus.Retry(delay)
 		}
-		return r.failWithAlert(ctx, run, pol, class, err), -1, false
+		r.failWithAlert(ctx, run, pol, class, err)
+		return bus.Done()
 	}
 
 	// 3. Output gates.
@@ -570,7 +445,8 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 		if err := g.Inspect(ctx, run, out); err != nil {
 			r.releaseDedup(ctx, run)
 			if s, ok := AsSkip(err); ok {
-				return r.skip(ctx, run, s), -1, false
+				r.skip(ctx, run, s)
+				return bus.Done()
 			}
 			return r.gateFailed(ctx, log, run, pol, fmt.Errorf("output gate: %w", err))
 		}
@@ -602,7 +478,7 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, m jetstream.Msg, 
 }
 
 // resume finishes a run from its checkpoint: nothing before it runs again.
-func (r *Runner) resume(ctx context.Context, log *zap.Logger, run *Run, pol Policy, cp *checkpoint) (string, time.Duration, bool) {
+func (r *Runner) resume(ctx context.Context, log *zap.Logger, run *Run, pol Policy, cp *checkpoint) bus.Verdict {
 	log.Info("resuming a run from its checkpoint", zap.String("run", run.ID), zap.String("outcome", cp.Result.Outcome))
 	run.Notice, run.Targets = cp.Notice, cp.Targets
 	if run.release != nil {
@@ -613,7 +489,7 @@ func (r *Runner) resume(ctx context.Context, log *zap.Logger, run *Run, pol Poli
 
 // finish queues the run's notice (idempotent: notification ids are
 // Nats-Msg-Ids) and emits its event.
-func (r *Runner) finish(ctx context.Context, log *zap.Logger, run *Run, pol Policy, res *Result) (string, time.Duration, bool) {
+func (r *Runner) finish(ctx context.Context, log *zap.Logger, run *Run, pol Policy, res *Result) bus.Verdict {
 	if run.Notice != nil {
 		if _, err := r.enqueue(ctx, run, run.Notice.Text, run.Notice.Urgency, ""); err != nil {
 			// Some targets may be queued already: keep the dedup key (the
@@ -622,7 +498,7 @@ func (r *Runner) finish(ctx context.Context, log *zap.Logger, run *Run, pol Poli
 		}
 	}
 	r.emit(ctx, run, res)
-	return res.Outcome, -1, false
+	return bus.Done()
 }
 
 // knownTargets returns the run's targets that name configured connectors.
@@ -636,24 +512,11 @@ func (r *Runner) knownTargets(run *Run) []string {
 	return out
 }
 
-func (r *Runner) callModel(ctx context.Context, m jetstream.Msg, run *Run, pol Policy, timeout time.Duration) (Output, error) {
+// callModel runs the tool loop. The worker signals progress on the
+// request meanwhile, so a slow model does not get it redelivered.
+func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, timeout time.Duration) (Output, error) {
 	mctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(max(r.cfg.AckWait/3, 100*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				_ = m.InProgress()
-			}
-		}
-	})
-	defer func() { close(stop); wg.Wait() }()
 
 	system := pol.System
 	if run.Request.System != "" {
@@ -806,9 +669,9 @@ func (r *Runner) enqueue(ctx context.Context, run *Run, text, urgency, kind stri
 // under it, could not answer. The work is not dropped: the request goes back
 // with backoff and counts an attempt; after the last one the run fails with
 // an error event (and an alert). At shutdown the request is put back as is.
-func (r *Runner) gateFailed(ctx context.Context, log *zap.Logger, run *Run, pol Policy, err error) (string, time.Duration, bool) {
+func (r *Runner) gateFailed(ctx context.Context, log *zap.Logger, run *Run, pol Policy, err error) bus.Verdict {
 	if ctx.Err() != nil {
-		return "", 0, false
+		return bus.Defer(0)
 	}
 	if busUnreachable(err) && r.bus.Ready(ctx) != nil {
 		// The bus itself does not answer (and a readiness ping agrees): the
@@ -817,14 +680,15 @@ func (r *Runner) gateFailed(ctx context.Context, log *zap.Logger, run *Run, pol 
 		// failing work that will run fine later. Errors the bus answers
 		// with, and timeouts while it answers pings, count attempts.
 		log.Warn("bus unreachable; will retry", zap.Duration("retry_in", r.cfg.Backoff[0]), zap.Error(err))
-		return "", r.cfg.Backoff[0], false
+		return bus.Defer(r.cfg.Backoff[0])
 	}
 	if run.Attempt < r.cfg.MaxAttempts {
 		delay := r.cfg.Backoff[min(run.Attempt-1, len(r.cfg.Backoff)-1)]
 		log.Warn("run could not go on; will retry", zap.Int("attempt", run.Attempt), zap.Duration("retry_in", delay), zap.Error(err))
-		return "", delay, true
+		return bus.Retry(delay)
 	}
-	return r.failWithAlert(ctx, run, pol, model.ClassTransient, err), -1, false
+	r.failWithAlert(ctx, run, pol, model.ClassTransient, err)
+	return bus.Done()
 }
 
 func (r *Runner) releaseDedup(ctx context.Context, run *Run) {
@@ -858,11 +722,10 @@ func (r *Runner) result(run *Run, outcome string) *Result {
 	return res
 }
 
-func (r *Runner) skip(ctx context.Context, run *Run, s *SkipError) string {
+func (r *Runner) skip(ctx context.Context, run *Run, s *SkipError) {
 	res := r.result(run, bus.OutcomeSkip)
 	res.Reason, res.Detail = s.Reason, s.Detail
 	r.emit(ctx, run, res)
-	return bus.OutcomeSkip
 }
 
 func (r *Runner) fail(ctx context.Context, run *Run, class model.Class, err error) string {

@@ -3,7 +3,10 @@
 // loopback listener with generated credentials) or connects to an external
 // cluster, provisions the streams and KV buckets every other package uses,
 // and defines the subject scheme and the CloudEvents envelope that every
-// message on the bus carries.
+// message on the bus carries. Worker consumes a stream with a handler that
+// returns a Verdict: bounded concurrency, progress signals, drain on
+// shutdown; the runner, the dispatcher and anything else that consumes a
+// stream use it.
 //
 // NATS is the bus: there is no in-memory substitute and no abstraction that
 // hides JetStream. Packages take the *Bus and use JetStream directly.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/agentwork/agentwork/bus"
 )
@@ -166,197 +167,74 @@ func NewDispatcher(b *bus.Bus, reg Registry, cfg DispatcherConfig, log *zap.Logg
 // ConsumerName is the durable consumer of connector name.
 func ConsumerName(name string) string { return "deliver_" + name }
 
-// flight is the state of one Run shared by its consumers: the sends in
-// flight and whether Run is stopping.
-type flight struct {
-	sends    context.Context // the sends' parent; cancelled when the grace is over
-	stopping chan struct{}   // closed when Run stops taking notifications
-	lost     chan error      // a consumer was deleted under Run
-
-	mu      sync.Mutex
-	stopped bool // set with stopping; guards wg.Add against wg.Wait
-	wg      sync.WaitGroup
-}
-
-// start registers a send about to begin, unless Run is stopping.
-func (f *flight) start() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.stopped {
-		return false
-	}
-	f.wg.Add(1)
-	return true
-}
-
-func (f *flight) stop() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.stopped {
-		f.stopped = true
-		close(f.stopping)
-	}
-}
-
 // Run consumes until ctx is done. Then it stops taking notifications (those
 // already pulled are put back at once for another instance), lets sends in
 // flight finish within ShutdownGrace, cancels the rest and puts them back
-// too, and returns.
+// too, and returns. It returns an error when a connector's consumer cannot
+// be created or is lost (deleted) while running; the other connectors then
+// shut down too.
 func (d *Dispatcher) Run(ctx context.Context) error {
+	var workers []*bus.Worker
 	for _, name := range d.reg.Names() {
 		if err := bus.CheckToken("connectors: connector name", name); err != nil {
 			return err
 		}
-	}
-	sends, cancelSends := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelSends()
-	f := &flight{sends: sends, stopping: make(chan struct{}), lost: make(chan error, 1)}
-	var ccs []jetstream.ConsumeContext
-	var startErr error
-	for _, name := range d.reg.Names() {
-		cc, err := d.consume(ctx, f, name, d.reg[name])
+		w, err := d.worker(name, d.reg[name])
 		if err != nil {
-			startErr = err
-			break
+			return fmt.Errorf("connectors: %s: %w", name, err)
 		}
-		ccs = append(ccs, cc)
+		workers = append(workers, w)
 	}
-	if startErr == nil {
-		select {
-		case <-ctx.Done():
-		case err := <-f.lost:
-			// A connector's durable consumer was deleted: its notifications
-			// would pile up unsent. Stop and say so (serve stops; a restart
-			// recreates the consumer).
-			startErr = fmt.Errorf("connectors: %w", err)
-			d.log.Error("delivery consumer lost; stopping", zap.Error(err))
-		}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, w := range workers {
+		g.Go(func() error { return w.Run(gctx) })
 	}
-	d.shutdown(f, ccs, cancelSends)
-	if startErr != nil && ctx.Err() == nil {
-		return startErr
+	if err := g.Wait(); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("connectors: %w", err)
 	}
 	return nil // also when stopped while starting: a clean stop, not a failure
 }
 
-// shutdown stops the consumers and waits for the sends in flight, at most
-// ShutdownGrace before it cancels them.
-func (d *Dispatcher) shutdown(f *flight, ccs []jetstream.ConsumeContext, cancelSends context.CancelFunc) {
-	f.stop()
-	grace := time.NewTimer(d.cfg.ShutdownGrace)
-	defer grace.Stop()
-	// Drain, not Stop: Stop drops the notifications already pulled into the
-	// client's buffer, which JetStream then holds back for a whole AckWait.
-	// Drained, they reach the callback, which naks them at once.
-	for _, cc := range ccs {
-		cc.Drain()
-	}
-	for _, cc := range ccs {
-		select {
-		case <-cc.Closed():
-		case <-grace.C:
-			d.log.Warn("delivery consumer did not drain in time", zap.Duration("grace", d.cfg.ShutdownGrace))
-			grace.Reset(0)
-		}
-	}
-	done := make(chan struct{})
-	go func() { f.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-grace.C:
-		d.log.Warn("sends still in flight at shutdown; cancelling them and putting the notifications back", zap.Duration("grace", d.cfg.ShutdownGrace))
-		cancelSends()
-		<-done
-	}
-}
-
-// consume starts the consumer of one connector. It pulls one notification
-// at a time, so the only one this instance holds without sending it is the
-// one waiting in the callback for a free slot, and that one signals
-// progress too: while this instance lives and reaches the server, nothing
-// it holds reaches its AckWait and is handed to another instance. (With
-// PullMaxMessages(n), up to n-1 more would sit in the client's buffer,
-// where no callback can signal for them.)
-func (d *Dispatcher) consume(ctx context.Context, f *flight, name string, c Connector) (jetstream.ConsumeContext, error) {
+// worker returns the worker of one connector. It pulls one notification at
+// a time (bus.WorkerConfig.PullMax), so the only one this instance holds
+// without sending it is the one waiting for a free slot, and that one
+// signals progress too: while this instance lives and reaches the server,
+// nothing it holds reaches its AckWait and is handed to another instance.
+func (d *Dispatcher) worker(name string, c Connector) (*bus.Worker, error) {
 	n := 1
 	if cc, ok := c.(Concurrent); ok && cc.Concurrency() > 1 {
 		n = cc.Concurrency()
 	}
-	cons, err := d.bus.JetStream().CreateOrUpdateConsumer(ctx, bus.StreamDeliveries, jetstream.ConsumerConfig{
-		Durable:       ConsumerName(name),
-		FilterSubject: d.bus.Subjects.Delivery(name),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       d.cfg.AckWait,
-		MaxAckPending: n * 4,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("connectors: consumer for %s: %w", name, err)
-	}
 	log := d.log.With(zap.String("connector", name))
-	sem := make(chan struct{}, n)
-	return cons.Consume(func(m jetstream.Msg) {
-		if !d.acquire(f, sem, m) {
-			_ = m.Nak() // shutting down: another instance takes it now
-			return
-		}
-		if !f.start() {
-			<-sem
-			_ = m.Nak()
-			return
-		}
-		go func() {
-			defer func() { <-sem; f.wg.Done() }()
-			d.deliver(f.sends, log, name, c, m)
-		}()
-	}, jetstream.PullMaxMessages(1), jetstream.PullHeartbeat(time.Second), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
-			select {
-			case f.lost <- fmt.Errorf("consumer %s lost: %w", ConsumerName(name), err):
-			default:
-			}
-			return
-		}
-		log.Debug("consume", zap.Error(err))
-	}))
-}
-
-// acquire takes a send slot for m, signalling progress while it waits and
-// once more when it has the slot, so the send starts with a whole AckWait.
-// It returns false when Run is stopping.
-func (d *Dispatcher) acquire(f *flight, sem chan struct{}, m jetstream.Msg) bool {
-	select {
-	case <-f.stopping:
-		return false
-	default:
-	}
-	select {
-	case sem <- struct{}{}:
-		d.signal(m)
-		return true
-	default:
-	}
-	t := time.NewTicker(d.progressEvery())
-	defer t.Stop()
-	for {
-		select {
-		case <-f.stopping:
-			return false
-		case sem <- struct{}{}:
-			d.signal(m)
-			return true
-		case <-t.C:
-			d.signal(m)
-		}
-	}
+	return bus.NewWorker(d.bus.JetStream(), bus.WorkerConfig{
+		Stream: bus.StreamDeliveries,
+		Consumer: jetstream.ConsumerConfig{
+			Durable:       ConsumerName(name),
+			FilterSubject: d.bus.Subjects.Delivery(name),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       d.cfg.AckWait,
+			MaxAckPending: n * 4,
+		},
+		Concurrency:   n,
+		PullMax:       1,
+		ShutdownGrace: d.cfg.ShutdownGrace,
+		PanicDelay:    d.backoff(1),
+		DoubleAck:     true,
+		Log:           log,
+		Signal:        d.signal,
+	}, func(sends context.Context, m jetstream.Msg) bus.Verdict {
+		return d.deliver(sends, log, name, c, m)
+	})
 }
 
 func (d *Dispatcher) progressEvery() time.Duration { return max(d.cfg.AckWait/3, 100*time.Millisecond) }
 
 // signal tells JetStream that m is still being worked on.
-func (d *Dispatcher) signal(m jetstream.Msg) {
-	if !d.stall.signals.Load() {
-		_ = m.InProgress()
+func (d *Dispatcher) signal(m jetstream.Msg) error {
+	if d.stall.signals.Load() {
+		return nil
 	}
+	return m.InProgress()
 }
 
 // States of a send claim.
@@ -475,14 +353,16 @@ func (d *Dispatcher) renew(ctx context.Context, log *zap.Logger, c *sendClaim) b
 	}
 }
 
-// hold keeps a send going: every AckWait/3 it signals progress on m, so
-// JetStream does not hand m to another instance, and renews c (nil: none),
-// so that an instance that gets m all the same (this one stalled past
-// AckWait) waits instead of sending it too. When c was taken over it
-// cancels the send and stops: the notification is the other instance's
-// now. release stops it and reports whether c was lost; c then holds the
-// last revision written.
-func (d *Dispatcher) hold(ctx context.Context, log *zap.Logger, m jetstream.Msg, c *sendClaim, cancelSend context.CancelFunc) (release func() (lost bool)) {
+// hold keeps a send going: every AckWait/3 it renews c (nil: none), so
+// that an instance that gets the notification all the same (this one
+// stalled past AckWait; the worker signals progress meanwhile) waits
+// instead of sending it too. When c was taken over it cancels the send and
+// stops: the notification is the other instance's now. release stops it
+// and reports whether c was lost; c then holds the last revision written.
+func (d *Dispatcher) hold(ctx context.Context, log *zap.Logger, c *sendClaim, cancelSend context.CancelFunc) (release func() (lost bool)) {
+	if c == nil {
+		return func() bool { return false }
+	}
 	done := make(chan struct{})
 	var lost bool
 	var wg sync.WaitGroup
@@ -495,8 +375,7 @@ func (d *Dispatcher) hold(ctx context.Context, log *zap.Logger, m jetstream.Msg,
 				return
 			case <-t.C:
 			}
-			d.signal(m)
-			if c != nil && !d.renew(ctx, log, c) {
+			if !d.renew(ctx, log, c) {
 				lost = true
 				cancelSend()
 				return
@@ -548,12 +427,13 @@ func (d *Dispatcher) backoff(attempt int) time.Duration {
 	return d.cfg.Backoff[min(max(attempt, 1)-1, len(d.cfg.Backoff)-1)]
 }
 
-// deliver claims the send of m, sends it and settles it: acked when sent
-// (now or before), nak'ed for a retry, when shutdown cancelled the send or
-// while another instance holds the claim, terminated when it failed for
-// good, left alone when another instance took the claim over mid-send.
-// sends is cancelled when the shutdown grace is over.
-func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string, c Connector, m jetstream.Msg) {
+// deliver claims the send of m, sends it and settles its claim. Its
+// verdict: done when sent (now or before), a retry when the send failed, a
+// deferral when shutdown cancelled the send, the claim could not be taken
+// or another instance holds it, terminate when it failed for good, leave
+// when another instance took the claim over mid-send. sends is cancelled
+// when the shutdown grace is over.
+func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string, c Connector, m jetstream.Msg) bus.Verdict {
 	// Bookkeeping (claims, acks, events) outlives the sends' cancellation:
 	// a send that finished must be recorded.
 	ctx := context.WithoutCancel(sends)
@@ -565,8 +445,7 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 	if err != nil {
 		log.Error("malformed delivery dropped", zap.Error(err))
 		d.report(ctx, log, OutcomeFailed, Result{Notification: Notification{Target: name}, Connector: name, Error: "malformed delivery: " + err.Error(), Permanent: true})
-		_ = m.Term()
-		return
+		return bus.Terminate()
 	}
 	attempt := 1
 	if md, err := m.Metadata(); err == nil {
@@ -581,8 +460,7 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 			// Sending unclaimed could send it twice; the bus is sick anyway.
 			delay := d.backoff(attempt)
 			log.Warn("send claim failed; putting the notification back", zap.Duration("retry_in", delay), zap.Error(err))
-			_ = m.NakWithDelay(delay)
-			return
+			return bus.Defer(delay)
 		case t.sent:
 			// Sent before, and the ack was lost (a crash between Send and
 			// ack, or another instance's ack of a redelivery), or it was
@@ -591,14 +469,12 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 			// stream's duplicate window), in case the crash came before the
 			// report.
 			log.Info("notification was sent already; not sending it again", zap.Int("attempts", t.claim.Attempts))
-			d.delivered(ctx, log, name, m, n, t.claim.Attempts)
-			return
+			return d.delivered(ctx, log, name, n, t.claim.Attempts)
 		case !t.proceed:
 			delay := d.waitFor(t.wait)
 			log.Info("another instance is sending the notification; looking again when its claim ends",
 				zap.String("owner", t.claim.Owner), zap.Duration("retry_in", delay))
-			_ = m.NakWithDelay(delay)
-			return
+			return bus.Defer(delay)
 		}
 		claim, attempt = &t.claim, t.claim.Attempts
 	} else {
@@ -607,11 +483,10 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 	if claim != nil && attempt > d.cfg.MaxAttempts {
 		// Only takeovers get here: the last attempts' instances stopped
 		// without an outcome.
-		d.fail(ctx, log, name, m, n, claim, attempt-1, fmt.Errorf("connectors: gave up after %d attempts; the last ended without an outcome (the instance sending it stopped)", attempt-1), false)
-		return
+		return d.fail(ctx, log, name, n, claim, attempt-1, fmt.Errorf("connectors: gave up after %d attempts; the last ended without an outcome (the instance sending it stopped)", attempt-1), false)
 	}
 	sctx, cancel := context.WithTimeout(sends, d.cfg.SendTimeout)
-	release := d.hold(ctx, log, m, claim, cancel)
+	release := d.hold(ctx, log, claim, cancel)
 	err = safeSend(sctx, c, n)
 	lost := release()
 	cancel()
@@ -621,25 +496,23 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 				log.Warn("record the send; a redelivery would send it again", zap.Error(perr))
 			}
 		}
-		d.delivered(ctx, log, name, m, n, attempt)
-		return
+		return d.delivered(ctx, log, name, n, attempt)
 	}
 	if lost {
 		log.Info("send abandoned to the instance that took it over", zap.Int("attempt", attempt), zap.Error(err))
-		return
+		return bus.Leave()
 	}
 	if sends.Err() != nil {
 		// Cancelled by shutdown, not failed: another instance sends it.
 		log.Info("send cancelled by shutdown; putting the notification back", zap.Int("attempt", attempt), zap.Error(err))
 		if claim != nil {
 			if owned, serr := d.settle(ctx, claim, sendRetry); !owned {
-				return
+				return bus.Leave()
 			} else if serr != nil {
 				log.Warn("free the send claim; the next instance waits for its lease", zap.Error(serr))
 			}
 		}
-		_ = m.Nak()
-		return
+		return bus.Defer(0)
 	}
 	perm := IsPermanent(err)
 	if !perm && attempt < d.cfg.MaxAttempts {
@@ -650,44 +523,43 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 		if claim != nil {
 			if owned, serr := d.settle(ctx, claim, sendRetry); !owned {
 				log.Info("send failed after another instance took it over; leaving it to that one", zap.Int("attempt", attempt), zap.Error(err))
-				return
+				return bus.Leave()
 			} else if serr != nil {
 				log.Warn("free the send claim; the retry waits for its lease", zap.Error(serr))
 			}
 		}
 		log.Warn("delivery failed, will retry", zap.Int("attempt", attempt), zap.Duration("retry_in", delay), zap.Error(err))
-		_ = m.NakWithDelay(delay)
-		return
+		return bus.Retry(delay)
 	}
-	d.fail(ctx, log, name, m, n, claim, attempt, err, perm)
+	return d.fail(ctx, log, name, n, claim, attempt, err, perm)
 }
 
-// fail gives n up: its claim deleted, m terminated, the dedup key released,
-// a failed event. When another instance took the claim over meanwhile, the
-// notification is that one's and nothing is done.
-func (d *Dispatcher) fail(ctx context.Context, log *zap.Logger, name string, m jetstream.Msg, n Notification, claim *sendClaim, attempts int, err error, perm bool) {
+// fail gives n up: its claim deleted, the dedup key released, a failed
+// event, and the notification terminated. When another instance took the
+// claim over meanwhile, the notification is that one's: it is left alone.
+func (d *Dispatcher) fail(ctx context.Context, log *zap.Logger, name string, n Notification, claim *sendClaim, attempts int, err error, perm bool) bus.Verdict {
 	if claim != nil {
 		if owned, serr := d.settle(ctx, claim, ""); !owned {
 			log.Info("send failed after another instance took it over; leaving it to that one", zap.Error(err))
-			return
+			return bus.Leave()
 		} else if serr != nil {
 			log.Warn("delete the send claim", zap.Error(serr))
 		}
 	}
 	log.Error("delivery failed", zap.Int("attempts", attempts), zap.Bool("permanent", perm), zap.Error(err))
-	_ = m.Term()
 	d.releaseDedup(ctx, n)
 	d.report(ctx, log, OutcomeFailed, Result{Notification: n, Connector: name, Attempts: attempts, Error: err.Error(), Permanent: perm})
+	return bus.Terminate()
 }
 
-// delivered acks m, marks n's run delivered for releaseDedup and reports
-// n delivered.
-func (d *Dispatcher) delivered(ctx context.Context, log *zap.Logger, name string, m jetstream.Msg, n Notification, attempt int) {
-	_ = m.DoubleAck(ctx)
+// delivered marks n's run delivered for releaseDedup and reports n
+// delivered; the notification is then acked.
+func (d *Dispatcher) delivered(ctx context.Context, log *zap.Logger, name string, n Notification, attempt int) bus.Verdict {
 	if n.DedupKey != "" {
 		_, _ = d.bus.Locks.Put(ctx, "delivered."+n.RunID, []byte(name))
 	}
 	d.report(ctx, log, OutcomeDelivered, Result{Notification: n, Connector: name, Attempts: attempt})
+	return bus.Done()
 }
 
 func safeSend(ctx context.Context, c Connector, n Notification) (err error) {
