@@ -1,0 +1,93 @@
+package agentwork
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentwork/agentwork/bus"
+)
+
+// Config configures a Runner. Zero fields take the documented defaults.
+type Config struct {
+	// Concurrency is how many runs one instance does at once. Default 4.
+	Concurrency int `yaml:"concurrency" json:"concurrency,omitempty"`
+	// MaxSteps bounds the tool loop (model calls per run). Default 8.
+	MaxSteps int `yaml:"max_steps" json:"max_steps,omitempty"`
+	// Timeout bounds one run's model work. Default 5m.
+	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
+	// MaxAttempts is how often a transient or timed-out model call is tried
+	// before the run fails with an error event. Default 4.
+	MaxAttempts int `yaml:"max_attempts" json:"max_attempts,omitempty"`
+	// Backoff between attempts (the last value repeats); a server's
+	// Retry-After wins when longer. Default 2s, 10s, 30s, 2m.
+	Backoff []time.Duration `yaml:"backoff" json:"backoff,omitempty"`
+	// AckWait is how long JetStream waits for an ack or progress signal
+	// before redelivering. Default 30s; progress is signalled every AckWait/3.
+	AckWait time.Duration `yaml:"ack_wait" json:"ack_wait,omitempty"`
+	// ShutdownGrace is how long runs in flight may finish at shutdown before
+	// they are put back for another instance. Default 10s.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace" json:"shutdown_grace,omitempty"`
+	// AlertWindow: after a run fails for good, an alert goes to its targets;
+	// further failures of the same source, name and error class within the
+	// window do not alert again (their error events still say everything).
+	// Default 6h; negative: alert on every failure.
+	AlertWindow time.Duration `yaml:"alert_window" json:"alert_window,omitempty"`
+	// Targets are the default connectors of every source. Default: all.
+	Targets []string `yaml:"targets" json:"targets,omitempty"`
+	// DedupWindow is the dedup window of the sources that have none of
+	// their own (tasks, webhook sources): the same notification (text,
+	// source, name, targets) is not sent again within it. A request's
+	// dedup_window wins. Default 0: every notification is sent.
+	DedupWindow time.Duration `yaml:"dedup_window" json:"dedup_window,omitempty"`
+}
+
+func (c Config) withDefaults() Config {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	if c.MaxSteps <= 0 {
+		c.MaxSteps = 8
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 5 * time.Minute
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 4
+	}
+	if len(c.Backoff) == 0 {
+		c.Backoff = []time.Duration{2 * time.Second, 10 * time.Second, 30 * time.Second, 2 * time.Minute}
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 10 * time.Second
+	}
+	if c.AlertWindow == 0 {
+		c.AlertWindow = 6 * time.Hour
+	}
+	return c
+}
+
+// Validate checks c.
+func (c Config) Validate() error {
+	if c.Concurrency < 0 || c.Concurrency > 1024 {
+		return fmt.Errorf("runner.concurrency: %d: want 1-1024", c.Concurrency)
+	}
+	if c.MaxSteps < 0 || c.MaxAttempts < 0 {
+		return errors.New("runner.max_steps/max_attempts: must not be negative")
+	}
+	if c.AckWait != 0 && c.AckWait < time.Second {
+		return fmt.Errorf("runner.ack_wait: %s: want at least 1s", c.AckWait)
+	}
+	if c.DedupWindow < 0 || c.DedupWindow > MaxDedupWindow {
+		return fmt.Errorf("runner.dedup_window: %s: want 0 (off) to 720h", c.DedupWindow)
+	}
+	for _, t := range c.Targets {
+		if err := bus.CheckToken("runner.targets", t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
