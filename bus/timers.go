@@ -24,8 +24,11 @@ const TimerSource = "agentwork/timers"
 // shorter than TimersDuplicates, so every retry is deduplicated.
 const TimerSetRetry = time.Minute
 
-// timerAttempt bounds one publish attempt inside Set and Cancel.
-const timerAttempt = 5 * time.Second
+// timerAttempt bounds one publish attempt inside Set and Cancel. A stream
+// leader that stops drops the publishes it has not stored: the attempt
+// waits this long before it is sent again (a stored timer acks within
+// milliseconds, and a repeat is deduplicated).
+const timerAttempt = time.Second
 
 // maxTimerKey bounds a key's length (the subject adds its prefix).
 const maxTimerKey = 200
