@@ -27,13 +27,20 @@ type fire struct {
 // new ones) with an ordered consumer and sends each on the channel.
 func watchFired(t testing.TB, b *bus.Bus, buf int) <-chan fire {
 	t.Helper()
-	tm := bus.NewTimers(b)
 	cons, err := b.JetStream().OrderedConsumer(t.Context(), bus.StreamTimers, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{b.Subjects.TimersFired()},
 	})
 	if err != nil {
 		t.Fatalf("OrderedConsumer: %v", err)
 	}
+	return consumeFired(t, b, cons, buf)
+}
+
+// consumeFired receives the fired timers from cons, acks them, and sends
+// each on the channel.
+func consumeFired(t testing.TB, b *bus.Bus, cons jetstream.Consumer, buf int, opts ...jetstream.PullConsumeOpt) <-chan fire {
+	t.Helper()
+	tm := bus.NewTimers(b)
 	ch := make(chan fire, buf)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		got := time.Now()
@@ -48,7 +55,8 @@ func watchFired(t testing.TB, b *bus.Bus, buf int) <-chan fire {
 			return
 		}
 		ch <- fire{Timer: tmr, seq: md.Sequence.Stream, stored: md.Timestamp, got: got, ttl: m.Headers().Get(jetstream.MsgTTLHeader)}
-	})
+		_ = m.Ack()
+	}, opts...)
 	if err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
