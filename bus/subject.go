@@ -52,16 +52,13 @@ func (s Subjects) Service(service, verb string) string {
 	return s.p() + ".api." + service + "." + verb
 }
 
-// TimerPending is <prefix>.timer.pending.<key>: the subject that holds the
-// pending (not yet fired) timer of key, one message at most.
-func (s Subjects) TimerPending(key string) string { return s.p() + ".timer.pending." + key }
-
 // TimerFired is <prefix>.timer.fired.<key>: where the timer of key is copied
 // when it fires. A consumer of one kind of timer filters on
 // TimerFired("cron") + ".>".
 func (s Subjects) TimerFired(key string) string { return s.p() + ".timer.fired." + key }
 
-// TimersPending is the wildcard of all pending timers.
+// TimersPending is the wildcard of all pending timers: a timer of key is
+// pending on <prefix>.timer.pending.<key>.<id>, id unique per Timers.Set.
 func (s Subjects) TimersPending() string { return s.p() + ".timer.pending.>" }
 
 // TimersFired is the wildcard of all fired timers.

@@ -51,19 +51,28 @@ type Timer struct {
 }
 
 // Timers is the durable time engine: "fire X at T" for every time-based
-// trigger. It stores each timer as a JetStream message schedule
-// (`Nats-Schedule: @at <due>`) on TimerPending(key) in the stream
-// AGENTWORK_TIMERS; when it is due, the stream leader copies it to
-// TimerFired(key) and removes the schedule in the same stored message. So:
+// trigger. Each timer is a JetStream message schedule (`Nats-Schedule: @at
+// <due>`) in the stream AGENTWORK_TIMERS; when it is due, the stream leader
+// copies it to TimerFired(key) and removes the schedule in the same stored
+// message. So:
 //
-//   - a key holds at most one pending timer; Set replaces it;
+//   - a key holds one pending timer: Set replaces it;
 //   - a timer fires once per cluster, with no claim among instances;
 //   - pending timers survive restarts; one whose due time passed while the
 //     server was down fires once when the stream is back;
 //   - a timer fires at or after its due time: in the measurements within
-//     tens of milliseconds, but never sooner than 250 ms after the server
-//     stored it (the server's shortest scheduling interval), so a due time
-//     in the past fires about 250 ms after Set.
+//     milliseconds, 250 ms when a stream leader change caught it, and never
+//     sooner than 250 ms after the server stored it (its shortest
+//     scheduling interval), so a due time in the past fires about 250 ms
+//     after Set.
+//
+// Each Set stores its timer on a subject of its own,
+// <prefix>.timer.pending.<key>.<id>, and then removes the key's older ones.
+// (With one subject per key, a Set that arrived while the key's previous
+// timer was firing was removed by that fire: the server drops every
+// schedule on the fired subject. Measured: 1,228 of 2,000 such Sets lost.)
+// A fire already under way when Set is called still arrives; Timer.ID
+// tells it from the new timer's.
 //
 // Fired timers are consumed from the stream StreamTimers with a durable
 // consumer filtered on Subjects.TimersFired() (or TimerFired(kind)+".>"),
@@ -82,16 +91,13 @@ type Timers struct {
 // NewTimers returns the time engine on b.
 func NewTimers(b *Bus) *Timers { return &Timers{b: b} }
 
-// Set arms the timer key to fire at `at` with data (JSON or empty),
-// replacing the key's pending timer if it has one. Set is idempotent in
-// effect: setting the same key again leaves one pending timer, the last.
-// It returns once the stream stored the timer; a publish that gets no answer
-// is retried with the same message id for up to TimerSetRetry (the stream
-// stores it once), bounded by ctx.
-//
-// A Set that races the key's pending timer as it fires may be removed with
-// it (the server drops every pending schedule of the key when it stores the
-// fired copy); callers that re-arm a key do so after consuming its fire.
+// Set arms the timer key to fire at `at` with data (JSON or empty). The
+// key's pending timer, if it has one, is replaced: of concurrent Sets of one
+// key, the last stored wins. Set returns once the stream stored the timer
+// and removed the older ones. A publish that gets no answer is retried with
+// the same message id for up to TimerSetRetry (the stream stores it once),
+// bounded by ctx. If Set fails after storing the timer, an older one may
+// still be pending: set the key again.
 func (t *Timers) Set(ctx context.Context, key string, at time.Time, data json.RawMessage) error {
 	if err := CheckTimerKey(key); err != nil {
 		return err
@@ -114,8 +120,7 @@ func (t *Timers) Set(ctx context.Context, key string, at time.Time, data json.Ra
 	if err != nil {
 		return err
 	}
-	s := t.b.Subjects
-	m := &nats.Msg{Subject: s.TimerPending(key), Data: raw, Header: nats.Header{}}
+	m := &nats.Msg{Subject: t.pendingSubject(key, ev.ID), Data: raw, Header: nats.Header{}}
 	m.Header.Set("Content-Type", ContentType)
 	m.Header.Set("ce-type", TimerType)
 	m.Header.Set(jetstream.MsgIDHeader, ev.ID)
@@ -123,19 +128,28 @@ func (t *Timers) Set(ctx context.Context, key string, at time.Time, data json.Ra
 	// drops the fraction of a second: a due time of 10:00:00.900 would
 	// fire 900 ms early. The server parses RFC 3339 with fractions.
 	m.Header.Set(jetstream.ScheduleHeader, "@at "+at.Format(time.RFC3339Nano))
-	m.Header.Set(jetstream.ScheduleTargetHeader, s.TimerFired(key))
+	m.Header.Set(jetstream.ScheduleTargetHeader, t.b.Subjects.TimerFired(key))
 	m.Header.Set(jetstream.ScheduleTTLHeader, TimerFiredTTL.String())
 
 	ctx, cancel := context.WithTimeout(ctx, TimerSetRetry)
 	defer cancel()
+	var seq uint64
 	err = retry(ctx, func() error {
 		actx, acancel := context.WithTimeout(ctx, timerAttempt)
 		defer acancel()
-		_, err := t.b.js.PublishMsg(actx, m, jetstream.WithExpectStream(StreamTimers))
+		ack, err := t.b.js.PublishMsg(actx, m, jetstream.WithExpectStream(StreamTimers))
+		if err == nil {
+			seq = ack.Sequence
+		}
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("bus: set timer %s: %w", key, err)
+	}
+	// Remove the key's timers stored before this one (never a later one:
+	// a concurrent Set stored after this one stays).
+	if err := t.purge(ctx, key, seq); err != nil {
+		return fmt.Errorf("bus: set timer %s: stored, but an older timer of the key may still be pending: %w", key, err)
 	}
 	return nil
 }
@@ -147,19 +161,28 @@ func (t *Timers) Cancel(ctx context.Context, key string) error {
 	if err := CheckTimerKey(key); err != nil {
 		return err
 	}
+	if err := t.purge(ctx, key, 0); err != nil {
+		return fmt.Errorf("bus: cancel timer %s: %w", key, err)
+	}
+	return nil
+}
+
+// purge removes the key's pending timers stored before sequence before
+// (all of them when before is 0).
+func (t *Timers) purge(ctx context.Context, key string, before uint64) error {
 	st, err := t.streamHandle(ctx)
 	if err != nil {
 		return err
 	}
-	err = retry(ctx, func() error {
+	opts := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject(t.pendingSubject(key, "*"))}
+	if before > 0 {
+		opts = append(opts, jetstream.WithPurgeSequence(before))
+	}
+	return retry(ctx, func() error {
 		actx, acancel := context.WithTimeout(ctx, timerAttempt)
 		defer acancel()
-		return st.Purge(actx, jetstream.WithPurgeSubject(t.b.Subjects.TimerPending(key)))
+		return st.Purge(actx, opts...)
 	})
-	if err != nil {
-		return fmt.Errorf("bus: cancel timer %s: %w", key, err)
-	}
-	return nil
 }
 
 // Pending returns the pending timer of key, or ErrNoTimer.
@@ -171,7 +194,7 @@ func (t *Timers) Pending(ctx context.Context, key string) (Timer, error) {
 	if err != nil {
 		return Timer{}, err
 	}
-	m, err := st.GetLastMsgForSubject(ctx, t.b.Subjects.TimerPending(key))
+	m, err := st.GetLastMsgForSubject(ctx, t.pendingSubject(key, "*"))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return Timer{}, fmt.Errorf("bus: timer %s: %w", key, ErrNoTimer)
 	}
@@ -179,6 +202,12 @@ func (t *Timers) Pending(ctx context.Context, key string) (Timer, error) {
 		return Timer{}, fmt.Errorf("bus: timer %s: %w", key, err)
 	}
 	return t.decode(key, m.Data)
+}
+
+// pendingSubject is <prefix>.timer.pending.<key>.<id>. A key has a fixed
+// number of tokens, so <key>.* matches its timers and no other key's.
+func (t *Timers) pendingSubject(key, id string) string {
+	return t.b.Subjects.p() + ".timer.pending." + key + "." + id
 }
 
 // DecodeTimer decodes a fired timer from its subject and data, as a
@@ -249,9 +278,9 @@ func timersStreamConfig(s Subjects, replicas int) jetstream.StreamConfig {
 		Subjects:    []string{s.TimersPending(), s.TimersFired()},
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
-		// One message per subject: the pending schedule of a key (the
-		// server rolls up its predecessors anyway) and its newest fired
-		// copy, so the stream is bounded by the number of keys.
+		// One message per subject: a pending timer has a subject of its
+		// own, and a key keeps its newest fired copy, so the stream is
+		// bounded by the number of keys.
 		MaxMsgsPerSubject: 1,
 		AllowMsgSchedules: true,
 		AllowRollup:       true,

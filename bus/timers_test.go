@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -368,5 +370,55 @@ func TestTimersPastDueAfterRestart(t *testing.T) {
 	}
 	if last, _ := lastSeq(t, b); last != 2*n+2 {
 		t.Errorf("stream last sequence = %d, want %d (%d sets, %d fires)", last, 2*n+2, n+1, n+1)
+	}
+}
+
+// A Set that arrives while the key's previous timer is firing is not lost:
+// 500 timers fall due together and each key is set again, in random order,
+// while they are being fired. Every re-armed timer fires, once.
+func TestTimerSetWhileFiring(t *testing.T) {
+	t.Parallel()
+	const n = 500
+	b := bustest.New(t)
+	tm := bus.NewTimers(b)
+	fired := watchFired(t, b, 2*n+1)
+	at := time.Now().Truncate(time.Second).Add(2 * time.Second)
+	for i := range n {
+		if err := tm.Set(t.Context(), fmt.Sprintf("r.%d", i), at, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-time.After(time.Until(at)) // the server starts firing them now
+	again := at.Add(2 * time.Second)
+	var wg sync.WaitGroup
+	for _, i := range rand.Perm(n) {
+		wg.Go(func() {
+			if err := tm.Set(t.Context(), fmt.Sprintf("r.%d", i), again, nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := tm.Set(t.Context(), "sentinel", again.Add(time.Second), nil); err != nil {
+		t.Fatal(err)
+	}
+	first, second := map[string]int{}, map[string]int{}
+	for {
+		f := waitFires(t, fired, 1, 30*time.Second)[0]
+		if f.Key == "sentinel" {
+			break
+		}
+		if f.Due.Equal(again) {
+			second[f.Key]++
+		} else {
+			first[f.Key]++
+		}
+	}
+	t.Logf("%d keys: %d fired at %s before they were set again", n, len(first), at.Format(time.TimeOnly))
+	for i := range n {
+		k := fmt.Sprintf("r.%d", i)
+		if second[k] != 1 || first[k] > 1 {
+			t.Errorf("%s: fired %d times as first set, %d times as set again; want at most 1, exactly 1", k, first[k], second[k])
+		}
 	}
 }
