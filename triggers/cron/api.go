@@ -332,14 +332,6 @@ func (s *Scheduler) RunNow(ctx context.Context, id string) (RunResult, error) {
 	return RunResult{RequestID: p.ID, Job: id, At: now}, nil
 }
 
-// History returns the job's latest events, newest first.
-func (s *Scheduler) History(ctx context.Context, id string, limit int) ([]Entry, error) {
-	if !bus.ValidToken(id) {
-		return nil, apiErr(ErrNotFound, "job %q not found", id)
-	}
-	return History(ctx, s.bus, bus.SourceCron, id, limit)
-}
-
 // mergePatch applies an RFC 7396 JSON merge patch to doc.
 func mergePatch(doc, patch []byte) ([]byte, error) {
 	var d, p any

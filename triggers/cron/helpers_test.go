@@ -194,3 +194,8 @@ func eventually(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// jobHistory reads a job's run events, newest first, as History does.
+func jobHistory(ctx context.Context, b *bus.Bus, id string, limit int) ([]agentwork.Record, error) {
+	return agentwork.History(ctx, b, agentwork.HistoryQuery{Sources: []string{bus.SourceCron}, Names: []string{id}, Limit: limit})
+}

@@ -9,6 +9,8 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+
+	"github.com/agentwork/agentwork/agentwork"
 )
 
 // maxBody bounds request bodies of the HTTP API.
@@ -88,7 +90,7 @@ func (s *Scheduler) Routes(mux *http.ServeMux) {
 		}
 		out, err := s.History(r.Context(), r.PathValue("id"), limit)
 		if out == nil {
-			out = []Entry{}
+			out = []agentwork.Record{}
 		}
 		return out, err
 	}))

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 )
 
@@ -25,7 +26,7 @@ const (
 	VerbPause   = "pause"   // {"id", "reason"} → Status
 	VerbResume  = "resume"  // {"id"} → Status
 	VerbRun     = "run"     // {"id"} → RunResult
-	VerbHistory = "history" // {"id", "limit"} → [Entry]
+	VerbHistory = "history" // {"id", "limit"} → [agentwork.Record]
 )
 
 // ServiceQueue is the queue group of the service: one instance answers.
@@ -219,7 +220,7 @@ func (c *Client) Run(ctx context.Context, id string) (RunResult, error) {
 }
 
 // History returns a job's latest events, newest first.
-func (c *Client) History(ctx context.Context, id string, limit int) ([]Entry, error) {
-	var out []Entry
+func (c *Client) History(ctx context.Context, id string, limit int) ([]agentwork.Record, error) {
+	var out []agentwork.Record
 	return out, c.call(ctx, VerbHistory, ServiceRequest{ID: id, Limit: limit}, &out)
 }

@@ -82,7 +82,7 @@ func TestControlSurface(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Client.History: %v", err)
 	}
-	if len(runs) != 2 || runs[0].RequestID != ids[2] || runs[1].RequestID != ids[1] || runs[0].Text != "disk full" || !runs[0].Manual {
+	if len(runs) != 2 || runs[0].RequestID != ids[2] || runs[1].RequestID != ids[1] || runs[0].Result.Text != "disk full" || !runs[0].Result.Manual {
 		t.Fatalf("History(2) = %+v, want the last two runs, newest first", runs)
 	}
 
@@ -215,8 +215,8 @@ func TestHistoryReadsBackwards(t *testing.T) {
 		t.Fatalf("History(4) = %d entries, want 4", len(got))
 	}
 	for i, e := range got {
-		if want := ours[len(ours)-1-i]; e.EventID != want || e.Name != "default" {
-			t.Errorf("entry %d = %s (%s), want %s", i, e.EventID, e.Name, want)
+		if want := ours[len(ours)-1-i]; e.ID != want || e.Result.Name != "default" {
+			t.Errorf("entry %d = %s (%s), want %s", i, e.ID, e.Result.Name, want)
 		}
 	}
 	all, err := heartbeat.History(t.Context(), b, "default", 100)

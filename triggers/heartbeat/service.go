@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
 
+	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 )
 
@@ -85,7 +86,7 @@ type WakeResult struct {
 
 // HistoryResult is the reply to history.
 type HistoryResult struct {
-	Runs []Entry `json:"runs"`
+	Runs []agentwork.Record `json:"runs"`
 }
 
 // serviceTimeout bounds the work of one service request.
@@ -153,11 +154,11 @@ func (h *Heartbeat) serve(ctx context.Context) (micro.Service, error) {
 	return svc, nil
 }
 
-func orEmpty(e []Entry) []Entry {
-	if e == nil {
-		return []Entry{}
+func orEmpty(r []agentwork.Record) []agentwork.Record {
+	if r == nil {
+		return []agentwork.Record{}
 	}
-	return e
+	return r
 }
 
 // Client talks to a running heartbeat over NATS (what the CLI uses).
@@ -190,7 +191,7 @@ func (c *Client) Wake(ctx context.Context) (WakeResult, error) {
 }
 
 // History returns the last limit runs, newest first.
-func (c *Client) History(ctx context.Context, limit int) ([]Entry, error) {
+func (c *Client) History(ctx context.Context, limit int) ([]agentwork.Record, error) {
 	var h HistoryResult
 	err := c.call(ctx, VerbHistory, ServiceRequest{Name: c.name, Limit: limit}, &h)
 	return h.Runs, err
