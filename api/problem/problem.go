@@ -34,8 +34,8 @@ const (
 	TypeUnavailable = TypeBase + "unavailable"
 )
 
-// Details is an RFC 9457 problem details object with agentwork's one
-// extension member, errors.
+// Details is an RFC 9457 problem details object with agentwork's two
+// extension members, code and errors.
 type Details struct {
 	// Type is a URI reference identifying the problem type. Default "about:blank".
 	Type string `json:"type"`
@@ -47,6 +47,9 @@ type Details struct {
 	Detail string `json:"detail,omitempty"`
 	// Instance identifies this occurrence (optional).
 	Instance string `json:"instance,omitempty"`
+	// Code names the error for programs, where the endpoint has such
+	// names (the jobs API's not_found, exists, config_job, ...).
+	Code string `json:"code,omitempty"`
 	// Errors lists the fields that failed validation.
 	Errors []FieldError `json:"errors,omitempty"`
 }

@@ -47,14 +47,14 @@ func wire(_ context.Context, e *env, f *config.File, b *bus.Bus, log *zap.Logger
 		return nil, err
 	}
 	w.policies[bus.SourceHeartbeat] = hb.Policy()
-	w.triggers = append(w.triggers, hb.Run)
+	w.triggers = append(w.triggers, hb.Run, func(ctx context.Context) error { return b.Serve(ctx, hb.Service()) })
 
 	sched, err := cron.New(b, f.Cron, cron.WithLogger(log.Named("cron")))
 	if err != nil {
 		return nil, err
 	}
 	w.policies[bus.SourceCron] = sched.Policy()
-	w.triggers = append(w.triggers, sched.Run)
+	w.triggers = append(w.triggers, sched.Run, func(ctx context.Context) error { return b.Serve(ctx, sched.Service()) })
 
 	tasks, err := webhook.New(b, f.Webhook, webhook.WithLogger(log.Named("webhook")), webhook.WithConnectors(w.connectorNames...))
 	if err != nil {

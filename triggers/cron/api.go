@@ -16,22 +16,11 @@ import (
 	"github.com/agentwork/agentwork/bus"
 )
 
-// Error is an API error: what the NATS service replies and what HTTP
-// serves as RFC 9457 problem details. Compare with errors.Is against the
-// sentinels below (same Code).
-type Error struct {
-	Status int    `json:"status"`
-	Code   string `json:"code"`
-	Detail string `json:"detail"`
-}
-
-func (e *Error) Error() string { return "cron: " + e.Detail }
-
-// Is matches errors of the same code.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
-}
+// Error is an error of the jobs API: what the NATS service replies (see
+// bus.Service) and what HTTP serves as RFC 9457 problem details, with its
+// status and code. Compare with errors.Is against the sentinels below
+// (same Code).
+type Error = bus.ServiceError
 
 // Sentinel API errors.
 var (

@@ -43,6 +43,7 @@ func TestControlSurface(t *testing.T) {
 	startRunner(t, b, m, h, clk)
 	s := watch(t, b)
 	runInBackground(t, "Heartbeat", h.Run)
+	serveAPI(t, b, h)
 	blockUntil(t, clk, 1)
 
 	c := heartbeat.NewClient(bustest.Client(t, b), "default")
@@ -161,10 +162,7 @@ func TestClientErrors(t *testing.T) {
 	// A running heartbeat with another name does not answer for "nightly".
 	h := newHeartbeat(t, b, heartbeat.Config{}, clock.NewFake(monday), t.TempDir())
 	runInBackground(t, "Heartbeat", h.Run)
-	waitFor(t, "the service to be up", func() bool {
-		_, err := heartbeat.NewClient(b, "").Status(t.Context())
-		return err == nil
-	})
+	serveAPI(t, b, h)
 	ctx, cancel = context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	_, err = heartbeat.NewClient(b, "nightly").Wake(ctx)
@@ -250,6 +248,7 @@ func TestStatusShowsTheRunningHeartbeat(t *testing.T) {
 	startRunner(t, b, m, h, clk)
 	s := watch(t, b)
 	runInBackground(t, "Heartbeat", h.Run)
+	serveAPI(t, b, h)
 	blockUntil(t, clk, 1)
 	w, err := h.Wake(t.Context())
 	if err != nil {
