@@ -219,15 +219,17 @@ func bearerToken(r *http.Request) (string, bool) {
 	return tok, ok && strings.EqualFold(scheme, "Bearer") && tok != ""
 }
 
+// adminRealm is the realm of the admin token's 401s.
+const adminRealm = "agentwork admin"
+
 func (s *Server) requireAdmin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.isAdmin(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="agentwork admin"`)
 			detail := "send Authorization: Bearer <admin token> (http.admin_token, or the admin-token file in the data dir)"
 			if _, ok := bearerToken(r); ok {
 				detail = "the bearer token is not the admin token"
 			}
-			problem.Write(w, problem.Details{Type: problem.TypeUnauthorized, Title: "Unauthorized", Status: http.StatusUnauthorized, Detail: detail})
+			problem.Unauthorized(w, adminRealm, detail)
 			return
 		}
 		next.ServeHTTP(w, r)

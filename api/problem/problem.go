@@ -112,3 +112,10 @@ func Unavailable(w http.ResponseWriter, retryAfter time.Duration, detail string)
 func Invalid(w http.ResponseWriter, detail string, errs ...FieldError) {
 	Write(w, Details{Type: TypeValidation, Title: "Invalid request", Status: http.StatusBadRequest, Detail: detail, Errors: errs})
 }
+
+// Unauthorized writes a 401 with WWW-Authenticate: Bearer realm="<realm>",
+// for a request without the credentials it needs; detail says which.
+func Unauthorized(w http.ResponseWriter, realm, detail string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
+	Write(w, Details{Type: TypeUnauthorized, Title: "Unauthorized", Status: http.StatusUnauthorized, Detail: detail})
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/api/problem"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/internal/clock"
@@ -271,5 +272,33 @@ func TestStatusShowsTheRunningHeartbeat(t *testing.T) {
 	waitIdle(t, b)
 	if st, err := h.Status(t.Context()); err != nil || st.Running != nil {
 		t.Fatalf("status running after the run = %+v, %v; want none", st.Running, err)
+	}
+}
+
+// TestHTTPBusDown: with the bus gone the routes answer 503 problems a
+// client may retry.
+func TestHTTPBusDown(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	h := newHeartbeat(t, b, heartbeat.Config{}, clock.NewFake(monday), t.TempDir())
+	mux := http.NewServeMux()
+	h.Routes(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/v1/heartbeat", "/v1/heartbeat/history"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p problem.Details
+		_ = json.NewDecoder(resp.Body).Decode(&p)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" ||
+			resp.Header.Get("Content-Type") != problem.ContentType || p.Type != problem.TypeUnavailable {
+			t.Errorf("GET %s with the bus closed = %d %q %+v, want a 503 problem with Retry-After", path, resp.StatusCode, resp.Header.Get("Retry-After"), p)
+		}
 	}
 }
