@@ -154,7 +154,7 @@ func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	ready := 0.0
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	if s.deps.Ready(ctx) == nil {
+	if s.ready(ctx) == nil {
 		ready = 1
 	}
 	cancel()

@@ -49,7 +49,7 @@ func startScheduler(t *testing.T, b *bus.Bus, clk clock.Clock, cfg Config, resul
 	}
 	t.Cleanup(stop)
 	select {
-	case <-s.Ready():
+	case <-s.Started():
 	case <-time.After(waitFor):
 		t.Fatal("scheduler not ready")
 	}

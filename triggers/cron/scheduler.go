@@ -156,8 +156,8 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Scheduler, error) {
 	return s, nil
 }
 
-// Ready is closed once Run has loaded every job and started firing.
-func (s *Scheduler) Ready() <-chan struct{} { return s.ready }
+// Started is closed once Run has loaded every job and started firing.
+func (s *Scheduler) Started() <-chan struct{} { return s.ready }
 
 // Stats returns this instance's counters.
 func (s *Scheduler) Stats() Stats {
