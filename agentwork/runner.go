@@ -50,8 +50,9 @@ type Runner struct {
 var ErrNotConsuming = errors.New("runner: not consuming requests")
 
 // Ready reports nil while Run is taking requests: after its consumer is
-// set up and until shutdown begins. For readiness probes.
-func (r *Runner) Ready() error {
+// set up and until shutdown begins; else ErrNotConsuming. It answers at
+// once. For readiness probes (an api.Readier).
+func (r *Runner) Ready(context.Context) error {
 	if w := r.worker.Load(); w == nil || w.Ready() != nil {
 		return ErrNotConsuming
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/agentwork/agentwork/api/problem"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/model"
 )
@@ -148,13 +149,12 @@ func (m *metrics) modelLabel(name string) string {
 
 func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request) {
 	if !fromLoopback(r) && !s.isAdmin(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="agentwork admin"`)
-		problemUnauthorized(w, "/metrics from another machine needs Authorization: Bearer <admin token>")
+		problem.Unauthorized(w, adminRealm, "/metrics from another machine needs Authorization: Bearer <admin token>")
 		return
 	}
 	ready := 0.0
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	if s.deps.Ready(ctx) == nil {
+	if s.ready(ctx) == nil {
 		ready = 1
 	}
 	cancel()

@@ -22,9 +22,9 @@ var t0 = time.Date(2026, 5, 4, 10, 0, 30, 0, time.UTC)
 
 const waitFor = 15 * time.Second
 
-// startScheduler runs a scheduler on b until the test ends (or until the
-// returned stop is called); its tick results go to results. mods adjust
-// the scheduler before it runs.
+// startScheduler runs a scheduler on b and serves its API, as serve does,
+// until the test ends (or until the returned stop is called); its tick
+// results go to results. mods adjust the scheduler before it runs.
 func startScheduler(t *testing.T, b *bus.Bus, clk clock.Clock, cfg Config, results chan TickResult, mods ...func(*Scheduler)) (*Scheduler, func()) {
 	t.Helper()
 	s, err := New(b, cfg, WithClock(clk))
@@ -36,10 +36,20 @@ func startScheduler(t *testing.T, b *bus.Bus, clk clock.Clock, cfg Config, resul
 	for _, m := range mods {
 		m(s)
 	}
-	stop := runUntil(t, s.Run)
+	stopAPI, err := b.StartService(s.Service())
+	if err != nil {
+		t.Fatalf("StartService: %v", err)
+	}
+	stopRun := runUntil(t, s.Run)
+	stop := func() {
+		stopRun()
+		if err := stopAPI(); err != nil {
+			t.Errorf("stop the API: %v", err)
+		}
+	}
 	t.Cleanup(stop)
 	select {
-	case <-s.Ready():
+	case <-s.Started():
 	case <-time.After(waitFor):
 		t.Fatal("scheduler not ready")
 	}
@@ -193,4 +203,9 @@ func eventually(t *testing.T, cond func() bool) {
 		case <-tick.C:
 		}
 	}
+}
+
+// jobHistory reads a job's run events, newest first, as History does.
+func jobHistory(ctx context.Context, b *bus.Bus, id string, limit int) ([]agentwork.Record, error) {
+	return agentwork.History(ctx, b, agentwork.HistoryQuery{Sources: []string{bus.SourceCron}, Names: []string{id}, Limit: limit})
 }

@@ -177,7 +177,7 @@ func TestTickPublishedAfterBusRecovers(t *testing.T) {
 	if st.Fires != 1 || !st.LastTick.Equal(tick) || st.LastOutcome != bus.OutcomeDone || st.Missed != 0 {
 		t.Fatalf("state = %+v", st)
 	}
-	hist, err := History(t.Context(), b, bus.SourceCron, "weekly", 5)
+	hist, err := jobHistory(t.Context(), b, "weekly", 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestUnpublishedTickBecomesMissed(t *testing.T) {
 	if st.Fires != 0 || !st.LastTick.Equal(tick) {
 		t.Fatalf("state = %+v", st)
 	}
-	hist, err := History(t.Context(), b, bus.SourceCron, "hourly", 5)
+	hist, err := jobHistory(t.Context(), b, "hourly", 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,7 +549,7 @@ func TestWaitingTicksSurviveRestart(t *testing.T) {
 			for _, r := range requests(t, b) {
 				seen[r.Req.ScheduledAt.UTC()]++
 			}
-			hist, err := History(t.Context(), b, bus.SourceCron, job.ID, 500)
+			hist, err := jobHistory(t.Context(), b, job.ID, 500)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -718,7 +718,7 @@ func TestWaitingTickFiredByAnotherInstance(t *testing.T) {
 	if reqs := requests(t, b); len(reqs) != 1 {
 		t.Fatalf("%d requests, want the tick once", len(reqs))
 	}
-	hist, err := History(t.Context(), b, bus.SourceCron, "m", 10)
+	hist, err := jobHistory(t.Context(), b, "m", 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -156,8 +156,8 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Scheduler, error) {
 	return s, nil
 }
 
-// Ready is closed once Run has loaded every job and started firing.
-func (s *Scheduler) Ready() <-chan struct{} { return s.ready }
+// Started is closed once Run has loaded every job and started firing.
+func (s *Scheduler) Started() <-chan struct{} { return s.ready }
 
 // Stats returns this instance's counters.
 func (s *Scheduler) Stats() Stats {
@@ -165,10 +165,10 @@ func (s *Scheduler) Stats() Stats {
 }
 
 // Run loads the jobs, writes the config's jobs, takes up the ticks that
-// stopped instances left waiting, serves the API on NATS and fires ticks
-// until ctx is done. On its way out it writes the waiting ticks whose last
-// write failed (for at most 10 seconds). It returns nil after a clean
-// stop. Call it once per Scheduler.
+// stopped instances left waiting and fires ticks until ctx is done (the
+// API on NATS is Service, served beside Run). On its way out it writes
+// the waiting ticks whose last write failed (for at most 10 seconds). It
+// returns nil after a clean stop. Call it once per Scheduler.
 func (s *Scheduler) Run(parent context.Context) error {
 	g, ctx := errgroup.WithContext(parent)
 	jobsLoaded, statesLoaded := make(chan struct{}), make(chan struct{})
@@ -207,7 +207,6 @@ func (s *Scheduler) Run(parent context.Context) error {
 		s.log.Info("cron scheduler started", zap.Int("jobs", len(s.entries)))
 		return s.loop(ctx, tasks)
 	})
-	g.Go(func() error { return s.serve(ctx) })
 	err := g.Wait()
 	s.flush(context.WithoutCancel(parent))
 	if parent.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {

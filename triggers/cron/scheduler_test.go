@@ -159,7 +159,7 @@ func TestRestartCatchup(t *testing.T) {
 			if st.Missed != len(tt.missed) || st.Fires != 1+len(tt.fired) {
 				t.Errorf("state %+v: want missed %d, fires %d", st, len(tt.missed), 1+len(tt.fired))
 			}
-			hist, err := History(t.Context(), b, bus.SourceCron, "hourly", 10)
+			hist, err := jobHistory(t.Context(), b, "hourly", 10)
 			if err != nil {
 				t.Fatal(err)
 			}

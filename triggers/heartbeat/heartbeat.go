@@ -86,19 +86,9 @@ func (h *Heartbeat) Config() Config { return h.cfg }
 // ChecklistPath is the resolved path of the checklist.
 func (h *Heartbeat) ChecklistPath() string { return h.checklist }
 
-// Run serves the heartbeat's NATS service and, when enabled, fires the
-// schedule until ctx is done. It returns nil on cancellation; an error only
-// when the service cannot start.
+// Run fires the schedule, when enabled, until ctx is done, and returns nil
+// (the NATS API is Service, served beside Run).
 func (h *Heartbeat) Run(ctx context.Context) error {
-	svc, err := h.serve(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := svc.Stop(); err != nil {
-			h.log.Debug("stop service", zap.Error(err))
-		}
-	}()
 	if !h.cfg.Enabled {
 		h.log.Info("heartbeat disabled; it runs only on wake")
 		if err := h.updateState(ctx, func(st *State) bool {

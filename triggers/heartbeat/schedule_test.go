@@ -275,6 +275,7 @@ func TestWakeKeepsTheSchedule(t *testing.T) {
 	startRunner(t, b, m, h, clk)
 	s := watch(t, b)
 	runInBackground(t, "Heartbeat", h.Run)
+	serveAPI(t, b, h)
 	blockUntil(t, clk, 1)
 	next := time.Date(2026, 3, 9, 10, 30, 0, 0, time.UTC)
 	if st := state(t, b, "default"); !st.NextFire.Equal(next) {

@@ -223,8 +223,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 }
 
 func (h *Handler) unauthorized(w http.ResponseWriter, detail string) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="agentwork"`)
-	problem.Write(w, problem.Details{Type: problem.TypeUnauthorized, Title: "Unauthorized", Status: http.StatusUnauthorized, Detail: detail})
+	problem.Unauthorized(w, "agentwork", detail)
 }
 
 func (h *Handler) tooLarge(w http.ResponseWriter) {
