@@ -186,3 +186,72 @@ func TestFrozenBusAnswersHowToRetrySafely(t *testing.T) {
 	}
 	_ = jetstream.MsgIDHeader
 }
+
+// TestInflightBodiesAreBounded: while the bodies being received use up
+// max_inflight, another request is answered 503 with Retry-After and
+// nothing is read or queued; once they are done, it is accepted.
+func TestInflightBodiesAreBounded(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	cfg := webhook.Config{Tokens: []webhook.Token{{Name: "ci", Token: tokCI}}, MaxInflight: webhook.DefaultMaxBody}
+	h, err := webhook.New(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	body := `{"prompt":"` + strings.Repeat("x", 200<<10) + `"}`
+	send := func(r io.Reader, n int64) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, r)
+		req.ContentLength = n
+		req.Header.Set("Authorization", "Bearer "+tokCI)
+		req.Header.Set("Content-Type", "application/json")
+		return srv.Client().Do(req)
+	}
+	// A slow sender: half its body now, the rest later.
+	pr, pw := io.Pipe()
+	slow := make(chan *http.Response, 1)
+	go func() {
+		resp, err := send(pr, int64(len(body)))
+		if err != nil {
+			t.Error(err)
+		}
+		slow <- resp
+	}()
+	if _, err := pw.Write([]byte(body[:len(body)/2])); err != nil {
+		t.Fatal(err)
+	}
+	// Once the handler holds the slow body's bytes, another body is refused
+	// (until then it may still get in, and is queued).
+	var busy *http.Response
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		busy, err = send(strings.NewReader(body), int64(len(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		busy.Body.Close()
+		if busy.StatusCode != http.StatusAccepted || time.Now().After(deadline) {
+			break
+		}
+	}
+	if busy.StatusCode != http.StatusServiceUnavailable || busy.Header.Get("Retry-After") == "" {
+		t.Errorf("a body beyond max_inflight = %d (Retry-After %q), want 503 with Retry-After", busy.StatusCode, busy.Header.Get("Retry-After"))
+	}
+	if _, err := pw.Write([]byte(body[len(body)/2:])); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if r := <-slow; r == nil || r.StatusCode != http.StatusAccepted {
+		t.Fatalf("the slow sender = %v, want 202", r)
+	} else {
+		r.Body.Close()
+	}
+	after, err := send(strings.NewReader(body), int64(len(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after.Body.Close()
+	if after.StatusCode != http.StatusAccepted {
+		t.Errorf("after the slow body was queued = %d, want 202", after.StatusCode)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/api/problem"
@@ -48,6 +49,7 @@ type Handler struct {
 	log        *zap.Logger
 	now        func() time.Time
 	timeout    time.Duration
+	inflight   *semaphore.Weighted // body bytes being received and queued
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -88,7 +90,7 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Handler{bus: b, cfg: cfg, log: zap.NewNop(), now: time.Now, timeout: 10 * time.Second}
+	h := &Handler{bus: b, cfg: cfg, log: zap.NewNop(), now: time.Now, timeout: 10 * time.Second, inflight: semaphore.NewWeighted(cfg.MaxInflight)}
 	for _, t := range cfg.Tokens {
 		h.tokens = append(h.tokens, namedToken{name: t.Name, sum: sha256.Sum256([]byte(t.Token)), grant: t.Grant})
 	}
@@ -162,6 +164,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 		h.tooLarge(w)
 		return
 	}
+	// Bound the bytes held at once: a body, its parse and its event live
+	// until the bus has the task.
+	need := h.cfg.MaxBody
+	if r.ContentLength > 0 {
+		need = r.ContentLength
+	}
+	if !h.inflight.TryAcquire(need) {
+		problem.Unavailable(w, time.Second, "too many task bodies are being received at once; nothing was queued, retry in a second")
+		return
+	}
+	defer h.inflight.Release(need)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
