@@ -158,12 +158,16 @@ func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request) {
 		ready = 1
 	}
 	cancel()
+	full := 0.0
+	if s.deps.Bus.StoreFull() {
+		full = 1
+	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	_, _ = w.Write(s.metrics.expose(ready))
+	_, _ = w.Write(s.metrics.expose(ready, full))
 }
 
 // expose renders every metric; series are sorted so the output is stable.
-func (m *metrics) expose(busReady float64) []byte {
+func (m *metrics) expose(busReady, storeFull float64) []byte {
 	var b bytes.Buffer
 	family := func(name, typ, help string) {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
@@ -172,6 +176,8 @@ func (m *metrics) expose(busReady float64) []byte {
 	fmt.Fprintf(&b, "agentwork_build_info{version=\"%s\",goversion=\"%s\"} 1\n", escape(m.version), escape(runtime.Version()))
 	family("agentwork_bus_ready", "gauge", "1 when the NATS connection and JetStream are ready, else 0.")
 	fmt.Fprintf(&b, "agentwork_bus_ready %g\n", busReady)
+	family("agentwork_bus_store_full", "gauge", "1 while the JetStream store has no space for new work (bus.max_store or the disk), else 0.")
+	fmt.Fprintf(&b, "agentwork_bus_store_full %g\n", storeFull)
 	family("agentwork_event_streams", "gauge", "Open GET /v1/events streams.")
 	fmt.Fprintf(&b, "agentwork_event_streams %d\n", m.streams.Load())
 

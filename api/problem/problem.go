@@ -32,6 +32,9 @@ const (
 	TypeIdempotencyConflict = TypeBase + "idempotency-conflict"
 	// TypeUnavailable: the bus is down; retry after Retry-After seconds.
 	TypeUnavailable = TypeBase + "unavailable"
+	// TypeStoreFull: the bus's JetStream store has no space (bus.max_store
+	// or the disk); nothing was queued.
+	TypeStoreFull = TypeBase + "store-full"
 )
 
 // Details is an RFC 9457 problem details object with agentwork's two

@@ -235,6 +235,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 		problem.Write(w, problem.Details{Type: problem.TypeIdempotencyConflict, Title: "Idempotency key reused", Status: http.StatusUnprocessableEntity,
 			Detail: "this idempotency key (webhook-id or Idempotency-Key) was used for a different task body; use a new key for new work"})
 		return
+	case bus.IsStoreFull(err):
+		h.bus.NoteWrite(err)
+		log.Debug("task not queued: store full", zap.Error(err))
+		problem.Write(w, problem.Details{Type: problem.TypeStoreFull, Title: "Insufficient storage", Status: http.StatusInsufficientStorage,
+			Detail: "the bus's store is full (bus.max_store, or the disk): nothing was queued; free space or raise bus.max_store, then retry"})
+		return
 	case err != nil && notStored(err):
 		log.Warn("task not queued", zap.Error(err))
 		problem.Unavailable(w, RetryAfter, "the bus is not available, nothing was queued; retry later")
