@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -192,14 +194,7 @@ func (m *metrics) expose(busReady, storeFull float64) []byte {
 		fmt.Fprintf(&b, "agentwork_runs_total{source=\"%s\",outcome=\"%s\"} %d\n", escape(k[0]), escape(k[1]), m.runs[k])
 	}
 	family("agentwork_deliveries_total", "counter", "Delivery results (delivered, failed) seen on the bus since this process started, from every instance.")
-	outs := make([]string, 0, len(m.deliveries))
-	for o := range m.deliveries {
-		outs = append(outs, o)
-	}
-	sort.Strings(outs)
-	for _, o := range outs {
-		fmt.Fprintf(&b, "agentwork_deliveries_total{outcome=\"%s\"} %d\n", escape(o), m.deliveries[o])
-	}
+	series(&b, "agentwork_deliveries_total", "outcome", m.deliveries)
 	family("agentwork_model_tokens_total", "counter", "Model tokens used by runs, by model and kind (input, output), from the usage in the run events seen on the bus, from every instance.")
 	for _, k := range sortedPairs(m.tokens) {
 		fmt.Fprintf(&b, "agentwork_model_tokens_total{model=\"%s\",kind=\"%s\"} %d\n", escape(k[0]), escape(k[1]), m.tokens[k])
@@ -209,24 +204,17 @@ func (m *metrics) expose(busReady, storeFull float64) []byte {
 		fmt.Fprintf(&b, "agentwork_model_runs_total{model=\"%s\",outcome=\"%s\"} %d\n", escape(k[0]), escape(k[1]), m.modelRuns[k])
 	}
 	family("agentwork_model_truncated_total", "counter", "Runs whose last model reply the token limit cut short (model.max_tokens), by source, from the run events seen on the bus, from every instance.")
-	srcs := make([]string, 0, len(m.truncated))
-	for s := range m.truncated {
-		srcs = append(srcs, s)
-	}
-	sort.Strings(srcs)
-	for _, s := range srcs {
-		fmt.Fprintf(&b, "agentwork_model_truncated_total{source=\"%s\"} %d\n", escape(s), m.truncated[s])
-	}
+	series(&b, "agentwork_model_truncated_total", "source", m.truncated)
 	family("agentwork_model_errors_total", "counter", "Failed runs by error class (transient, timeout, permanent), from the error events seen on the bus, from every instance.")
-	classes := make([]string, 0, len(m.modelErrors))
-	for c := range m.modelErrors {
-		classes = append(classes, c)
-	}
-	sort.Strings(classes)
-	for _, c := range classes {
-		fmt.Fprintf(&b, "agentwork_model_errors_total{class=\"%s\"} %d\n", escape(c), m.modelErrors[c])
-	}
+	series(&b, "agentwork_model_errors_total", "class", m.modelErrors)
 	return b.Bytes()
+}
+
+// series writes the samples of a counter with one label, sorted by value.
+func series(b *bytes.Buffer, name, label string, m map[string]uint64) {
+	for _, v := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(b, "%s{%s=\"%s\"} %d\n", name, label, escape(v), m[v])
+	}
 }
 
 func sortedPairs(m map[[2]string]uint64) [][2]string {

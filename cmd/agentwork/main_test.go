@@ -66,6 +66,18 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// freeAddr returns a loopback address that was free a moment ago, for a
+// listener the test configures by address.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 func writeConfig(t *testing.T, dir, body string) string {
 	t.Helper()
 	p := filepath.Join(dir, "agentwork.yaml")
@@ -340,12 +352,7 @@ func TestAdminCommands(t *testing.T) {
 func TestReadyzCoversTheRunner(t *testing.T) {
 	dir := t.TempDir()
 	dataDir := filepath.Join(dir, "data")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	cfg := writeConfig(t, dir, strings.Replace(testConfig, `http:
   listen: "off"`, "http:\n  listen: "+addr, 1))
 	_, stop := startServe(t, cfg, dataDir)
