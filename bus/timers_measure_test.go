@@ -34,31 +34,6 @@ func measuring(t *testing.T) {
 
 const measureTimers = 100_000
 
-// armAll sets timers keyed key(i) due at due(i) with `workers` concurrent
-// Set calls and returns how long it took.
-func armAll(t *testing.T, tm *bus.Timers, n, workers int, key func(int) string, due func(int) time.Time) time.Duration {
-	t.Helper()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := tm.Set(context.Background(), key(i), due(i), nil); err != nil {
-					t.Errorf("Set(%s): %v", key(i), err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return time.Since(start)
-}
-
 // rss returns the process's resident and peak resident memory in MiB
 // (server and client share the process), or zeros where /proc is missing.
 func rss() (now, peak float64) {
