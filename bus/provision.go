@@ -16,6 +16,7 @@ const (
 	StreamRequests   = "AGENTWORK_REQUESTS"
 	StreamEvents     = "AGENTWORK_EVENTS"
 	StreamDeliveries = "AGENTWORK_DELIVERIES"
+	StreamTimers     = "AGENTWORK_TIMERS"
 
 	BucketJobs  = "agentwork_jobs"
 	BucketState = "agentwork_state"
@@ -32,9 +33,18 @@ const (
 	DeliveriesMaxAge    = 7 * 24 * time.Hour
 	DeliveriesDuplicate = 24 * time.Hour
 	LocksTTL            = 7 * 24 * time.Hour
+	// TimersDuplicates is how long the timers stream remembers a Set's
+	// message id: long enough to cover Set's own retries after a lost ack
+	// (TimerSetRetry), short enough that the ids of a busy schedule (500
+	// Sets a second) stay a few MB of server memory.
+	TimersDuplicates = 2 * time.Minute
+	// TimerFiredTTL is how long a fired timer waits for its consumer. The
+	// stream keeps one fired copy per key (MaxMsgsPerSubject 1), so the TTL
+	// only bounds keys that are never used again (one-shot timers).
+	TimerFiredTTL = 7 * 24 * time.Hour
 )
 
-// StreamConfigs returns the desired configuration of the three streams.
+// StreamConfigs returns the desired configuration of the streams.
 func (b *Bus) StreamConfigs() []jetstream.StreamConfig {
 	r := b.cfg.Replicas
 	return []jetstream.StreamConfig{
@@ -53,6 +63,7 @@ func (b *Bus) StreamConfigs() []jetstream.StreamConfig {
 			Subjects: []string{b.Subjects.Deliveries()}, Retention: jetstream.LimitsPolicy,
 			MaxAge: DeliveriesMaxAge, Duplicates: DeliveriesDuplicate, Storage: jetstream.FileStorage, Replicas: r,
 		},
+		timersStreamConfig(b.Subjects, r),
 	}
 }
 

@@ -52,6 +52,18 @@ func (s Subjects) Service(service, verb string) string {
 	return s.p() + ".api." + service + "." + verb
 }
 
+// TimerFired is <prefix>.timer.fired.<key>: where the timer of key is copied
+// when it fires. A consumer of one kind of timer filters on
+// TimerFired("cron") + ".>".
+func (s Subjects) TimerFired(key string) string { return s.p() + ".timer.fired." + key }
+
+// TimersPending is the wildcard of all pending timers: a timer of key is
+// pending on <prefix>.timer.pending.<key>.<id>, id unique per Timers.Set.
+func (s Subjects) TimersPending() string { return s.p() + ".timer.pending.>" }
+
+// TimersFired is the wildcard of all fired timers.
+func (s Subjects) TimersFired() string { return s.p() + ".timer.fired.>" }
+
 func (s Subjects) p() string {
 	if s.Prefix == "" {
 		return DefaultPrefix
