@@ -53,14 +53,32 @@ type HistoryQuery struct {
 	Limit int
 }
 
-// Record is one run event as the events stream holds it.
+// Record is one run in a history: a run event as the events stream holds
+// it. Its JSON is the one shape of every run history (heartbeat and cron,
+// over the CLI, HTTP and NATS):
+//
+//	{"id", "time", "outcome", "run_id", "request_id", "result": {...}}
 type Record struct {
-	// Event is the CloudEvents envelope; its ID is the run's id.
-	Event bus.Event
-	// Result is the event's data.
-	Result Result
-	// JSON is the event exactly as stored, for callers that pass it on.
-	JSON json.RawMessage
+	// ID is the event's id.
+	ID string `json:"id"`
+	// Time is when the event was emitted: the run's end.
+	Time time.Time `json:"time"`
+	// Outcome is done, skip or error.
+	Outcome string `json:"outcome"`
+	// RunID is the run's id (the event's runid).
+	RunID string `json:"run_id,omitempty"`
+	// RequestID is the id of the request that caused the run (the event's
+	// causationid).
+	RequestID string `json:"request_id,omitempty"`
+	// Result is the event's data: reason, error, text sent, scheduled
+	// time, model and usage.
+	Result Result `json:"result"`
+
+	// Event is the CloudEvents envelope (not in the JSON).
+	Event bus.Event `json:"-"`
+	// JSON is the event exactly as stored, for callers that pass it on
+	// (GET /v1/runs); not in the record's own JSON.
+	JSON json.RawMessage `json:"-"`
 }
 
 // History returns the latest run events that match q, newest first. It
@@ -107,6 +125,8 @@ func History(ctx context.Context, b *bus.Bus, q HistoryQuery) ([]Record, error) 
 		for i := len(w.found) - 1; i >= 0 && len(out) < limit; i-- {
 			rec := w.found[i]
 			if rec.Event.DecodeData(&rec.Result) == nil { // else not a run
+				rec.ID, rec.Time, rec.Outcome = rec.Event.ID, rec.Event.Time, rec.Result.Outcome
+				rec.RunID, rec.RequestID = rec.Event.RunID, rec.Event.CausationID
 				out = append(out, rec)
 			}
 		}

@@ -198,6 +198,9 @@ func TestHistory(t *testing.T) {
 					if r.Result.Name != e.name || r.Result.Outcome != e.outcome || r.Event.Subject != e.name {
 						t.Errorf("record %d = %s/%s (subject %s), want %s/%s", i, r.Result.Name, r.Result.Outcome, r.Event.Subject, e.name, e.outcome)
 					}
+					if r.ID != r.Event.ID || r.Outcome != e.outcome || !r.Time.Equal(r.Event.Time) {
+						t.Errorf("record %d = id %s, outcome %s, time %v; want the event's %s, %s, %v", i, r.ID, r.Outcome, r.Time, r.Event.ID, e.outcome, r.Event.Time)
+					}
 				}
 				if !slices.Equal(gotIDs, wantIDs) {
 					t.Errorf("History(%+v) = %d records %v,\nwant %d newest first %v", q, len(gotIDs), gotIDs, len(wantIDs), wantIDs)
@@ -231,6 +234,35 @@ func TestHistoryBadQuery(t *testing.T) {
 		if got, err := agentwork.History(t.Context(), b, q); err == nil {
 			t.Errorf("History(%+v) = %d records, nil; want an error", q, len(got))
 		}
+	}
+}
+
+// The record's JSON is what every history shows, whoever asks.
+func TestRecordJSON(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	at := time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)
+	res := agentwork.Result{Source: bus.SourceCron, Name: "report", Outcome: bus.OutcomeSkip, Reason: "missed", ScheduledAt: &at}
+	ev, err := bus.NewEvent("agentwork/cron", bus.TypeOf(bus.SourceCron, bus.OutcomeSkip), "report", at.Add(time.Minute), res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.RunID, ev.CausationID = "run-1", "req-1"
+	if _, err := b.Publish(t.Context(), b.Subjects.Event(bus.SourceCron, bus.OutcomeSkip), ev, ""); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := agentwork.History(t.Context(), b, agentwork.HistoryQuery{})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("History = %v, %v; want one record", recs, err)
+	}
+	got, err := json.Marshal(recs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`{"id":%q,"time":"2026-05-04T09:01:00Z","outcome":"skip","run_id":"run-1","request_id":"req-1",`+
+		`"result":{"source":"cron","name":"report","outcome":"skip","reason":"missed","duration_ms":0,"scheduled_at":"2026-05-04T09:00:00Z"}}`, ev.ID)
+	if string(got) != want {
+		t.Errorf("record JSON =\n%s\nwant\n%s", got, want)
 	}
 }
 

@@ -50,8 +50,9 @@ type Runner struct {
 var ErrNotConsuming = errors.New("runner: not consuming requests")
 
 // Ready reports nil while Run is taking requests: after its consumer is
-// set up and until shutdown begins. For readiness probes.
-func (r *Runner) Ready() error {
+// set up and until shutdown begins; else ErrNotConsuming. It answers at
+// once. For readiness probes (an api.Readier).
+func (r *Runner) Ready(context.Context) error {
 	if w := r.worker.Load(); w == nil || w.Ready() != nil {
 		return ErrNotConsuming
 	}
@@ -176,6 +177,10 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) (v bus.Verdict) {
 	lease := r.claimLease()
 	cr, err := r.takeClaim(ctx, req.ID, lease)
 	if err != nil {
+		if r.storeFull(err) {
+			log.Debug("store full; the request waits", zap.Error(err))
+			return bus.Defer(r.cfg.Backoff[0])
+		}
 		log.Warn("claim failed; will retry", zap.Error(err))
 		return bus.Defer(time.Second)
 	}
@@ -494,6 +499,13 @@ func (r *Runner) gateFailed(ctx context.Context, log *zap.Logger, run *Run, pol 
 	if ctx.Err() != nil {
 		return bus.Defer(0)
 	}
+	if r.storeFull(err) {
+		// The store has no space: the request is safe in its stream and
+		// waits, without spending attempts, until space is freed. The bus
+		// logged the state once; a line per request would bury it.
+		log.Debug("store full; the request waits", zap.Error(err))
+		return bus.Defer(r.cfg.Backoff[0])
+	}
 	if busUnreachable(err) && r.bus.Ready(ctx) != nil {
 		// The bus itself does not answer (and a readiness ping agrees): the
 		// request is safe in its stream, so wait for the bus without
@@ -565,6 +577,16 @@ func (r *Runner) failWithAlert(ctx context.Context, run *Run, pol Policy, class 
 		}
 	}
 	return out
+}
+
+// storeFull reports whether err is a write refused for lack of space, and
+// tells the bus (which reports the state once).
+func (r *Runner) storeFull(err error) bool {
+	if !bus.IsStoreFull(err) {
+		return false
+	}
+	r.bus.NoteWrite(err)
+	return true
 }
 
 // busUnreachable reports whether err is a NATS connectivity error: the

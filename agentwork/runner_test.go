@@ -1351,19 +1351,19 @@ func TestRunnerReady(t *testing.T) {
 	b := bustest.New(t)
 	_, p := scripted(t, script.Config{})
 	r := agentwork.NewRunner(b, p, must(tools.NewRegistry(tools.Notify())), testConfig())
-	if err := r.Ready(); !errors.Is(err, agentwork.ErrNotConsuming) {
+	if err := r.Ready(t.Context()); !errors.Is(err, agentwork.ErrNotConsuming) {
 		t.Fatalf("Ready before Run = %v, want ErrNotConsuming", err)
 	}
 	stop := runInBackground(t, "runner", r.Run)
 	deadline := time.Now().Add(10 * time.Second)
-	for r.Ready() != nil {
+	for r.Ready(t.Context()) != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("Ready never nil while Run consumes")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	stop()
-	if err := r.Ready(); !errors.Is(err, agentwork.ErrNotConsuming) {
+	if err := r.Ready(t.Context()); !errors.Is(err, agentwork.ErrNotConsuming) {
 		t.Fatalf("Ready after Run returned = %v, want ErrNotConsuming", err)
 	}
 }
@@ -1433,7 +1433,7 @@ func TestRunStopsWhenItsConsumerIsDeleted(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- r.Run(t.Context()) }()
 	deadline := time.Now().Add(waitTimeout)
-	for r.Ready() != nil {
+	for r.Ready(t.Context()) != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("runner never ready")
 		}

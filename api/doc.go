@@ -1,10 +1,13 @@
-// Package api is agentwork's HTTP server (DESIGN.md §4): the task webhook
-// (POST /v1/tasks, served by triggers/webhook), the event stream as
-// Server-Sent Events (GET /v1/events), recent runs (GET /v1/runs), health
-// and readiness probes, Prometheus metrics, and the admin routes other
-// packages mount (cron jobs, heartbeat) through the Router interface.
+// Package api is agentwork's HTTP server (DESIGN.md §4): the event stream
+// as Server-Sent Events (GET /v1/events), recent runs (GET /v1/runs),
+// health and readiness probes, Prometheus metrics, and the routes of other
+// parts, which it finds through small capability interfaces it owns:
+// Router (admin routes: cron jobs, heartbeat), PublicRouter (routes that
+// authenticate callers themselves: the task webhook, POST /v1/tasks) and
+// Readier (for /readyz). It imports no trigger: the runtime hands it the
+// triggers that have these capabilities.
 //
-// Everything under /v1 except /v1/tasks needs the admin token
+// Everything under /v1 except the public routes needs the admin token
 // (Authorization: Bearer), generated on first start into
 // <data_dir>/admin-token unless http.admin_token sets it. /healthz and
 // /readyz are open; /metrics is open to loopback clients. Errors are RFC

@@ -387,10 +387,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
-func problemUnauthorized(w http.ResponseWriter, detail string) {
-	problem.Write(w, problem.Details{Type: problem.TypeUnauthorized, Title: "Unauthorized", Status: http.StatusUnauthorized, Detail: detail})
-}
-
 func contains(s []string, v string) bool {
 	for _, x := range s {
 		if x == v {

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/agentwork/agentwork/api/problem"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/model"
 )
@@ -148,22 +151,25 @@ func (m *metrics) modelLabel(name string) string {
 
 func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request) {
 	if !fromLoopback(r) && !s.isAdmin(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="agentwork admin"`)
-		problemUnauthorized(w, "/metrics from another machine needs Authorization: Bearer <admin token>")
+		problem.Unauthorized(w, adminRealm, "/metrics from another machine needs Authorization: Bearer <admin token>")
 		return
 	}
 	ready := 0.0
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	if s.deps.Ready(ctx) == nil {
+	if s.ready(ctx) == nil {
 		ready = 1
 	}
 	cancel()
+	full := 0.0
+	if s.deps.Bus.StoreFull() {
+		full = 1
+	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	_, _ = w.Write(s.metrics.expose(ready))
+	_, _ = w.Write(s.metrics.expose(ready, full))
 }
 
 // expose renders every metric; series are sorted so the output is stable.
-func (m *metrics) expose(busReady float64) []byte {
+func (m *metrics) expose(busReady, storeFull float64) []byte {
 	var b bytes.Buffer
 	family := func(name, typ, help string) {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
@@ -172,6 +178,8 @@ func (m *metrics) expose(busReady float64) []byte {
 	fmt.Fprintf(&b, "agentwork_build_info{version=\"%s\",goversion=\"%s\"} 1\n", escape(m.version), escape(runtime.Version()))
 	family("agentwork_bus_ready", "gauge", "1 when the NATS connection and JetStream are ready, else 0.")
 	fmt.Fprintf(&b, "agentwork_bus_ready %g\n", busReady)
+	family("agentwork_bus_store_full", "gauge", "1 while the JetStream store has no space for new work (bus.max_store or the disk), else 0.")
+	fmt.Fprintf(&b, "agentwork_bus_store_full %g\n", storeFull)
 	family("agentwork_event_streams", "gauge", "Open GET /v1/events streams.")
 	fmt.Fprintf(&b, "agentwork_event_streams %d\n", m.streams.Load())
 
@@ -186,14 +194,7 @@ func (m *metrics) expose(busReady float64) []byte {
 		fmt.Fprintf(&b, "agentwork_runs_total{source=\"%s\",outcome=\"%s\"} %d\n", escape(k[0]), escape(k[1]), m.runs[k])
 	}
 	family("agentwork_deliveries_total", "counter", "Delivery results (delivered, failed) seen on the bus since this process started, from every instance.")
-	outs := make([]string, 0, len(m.deliveries))
-	for o := range m.deliveries {
-		outs = append(outs, o)
-	}
-	sort.Strings(outs)
-	for _, o := range outs {
-		fmt.Fprintf(&b, "agentwork_deliveries_total{outcome=\"%s\"} %d\n", escape(o), m.deliveries[o])
-	}
+	series(&b, "agentwork_deliveries_total", "outcome", m.deliveries)
 	family("agentwork_model_tokens_total", "counter", "Model tokens used by runs, by model and kind (input, output), from the usage in the run events seen on the bus, from every instance.")
 	for _, k := range sortedPairs(m.tokens) {
 		fmt.Fprintf(&b, "agentwork_model_tokens_total{model=\"%s\",kind=\"%s\"} %d\n", escape(k[0]), escape(k[1]), m.tokens[k])
@@ -203,24 +204,17 @@ func (m *metrics) expose(busReady float64) []byte {
 		fmt.Fprintf(&b, "agentwork_model_runs_total{model=\"%s\",outcome=\"%s\"} %d\n", escape(k[0]), escape(k[1]), m.modelRuns[k])
 	}
 	family("agentwork_model_truncated_total", "counter", "Runs whose last model reply the token limit cut short (model.max_tokens), by source, from the run events seen on the bus, from every instance.")
-	srcs := make([]string, 0, len(m.truncated))
-	for s := range m.truncated {
-		srcs = append(srcs, s)
-	}
-	sort.Strings(srcs)
-	for _, s := range srcs {
-		fmt.Fprintf(&b, "agentwork_model_truncated_total{source=\"%s\"} %d\n", escape(s), m.truncated[s])
-	}
+	series(&b, "agentwork_model_truncated_total", "source", m.truncated)
 	family("agentwork_model_errors_total", "counter", "Failed runs by error class (transient, timeout, permanent), from the error events seen on the bus, from every instance.")
-	classes := make([]string, 0, len(m.modelErrors))
-	for c := range m.modelErrors {
-		classes = append(classes, c)
-	}
-	sort.Strings(classes)
-	for _, c := range classes {
-		fmt.Fprintf(&b, "agentwork_model_errors_total{class=\"%s\"} %d\n", escape(c), m.modelErrors[c])
-	}
+	series(&b, "agentwork_model_errors_total", "class", m.modelErrors)
 	return b.Bytes()
+}
+
+// series writes the samples of a counter with one label, sorted by value.
+func series(b *bytes.Buffer, name, label string, m map[string]uint64) {
+	for _, v := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(b, "%s{%s=\"%s\"} %d\n", name, label, escape(v), m[v])
+	}
 }
 
 func sortedPairs(m map[[2]string]uint64) [][2]string {

@@ -19,28 +19,53 @@ import (
 
 	"github.com/agentwork/agentwork/api/problem"
 	"github.com/agentwork/agentwork/bus"
-	"github.com/agentwork/agentwork/triggers/webhook"
 )
 
-// Router is a set of admin routes another package provides (cron jobs,
+// Router is the capability of a part with admin routes (cron jobs, the
 // heartbeat). Routes registers them on mux with Go 1.22 patterns, e.g.
-// "GET /v1/jobs/{id}". The server mounts them behind admin auth, so the
-// handlers need not check the token. Errors should be written with
-// api/problem.
+// "GET /v1/jobs/{id}"; it is called once, by New. The server mounts them
+// behind the admin token, so the handlers need not check it. Errors should
+// be written with api/problem. Handlers may run concurrently.
 type Router interface {
 	Routes(mux *http.ServeMux)
 }
+
+// PublicRouter is the capability of a part with routes that authenticate
+// their callers themselves (the task webhook, POST /v1/tasks). PublicRoutes
+// registers them like Routes, but outside the admin check; IsAdmin tells a
+// handler whether the caller sent the admin token. Errors should be
+// written with api/problem. Handlers may run concurrently.
+type PublicRouter interface {
+	PublicRoutes(mux *http.ServeMux)
+}
+
+// Readier is the capability of a part that can be not ready: the bus, the
+// runner, a trigger still loading. Ready returns nil when the part is
+// ready, else an error saying what it waits for; it must answer quickly
+// (it backs /readyz), return when ctx is done, and be safe for concurrent
+// use.
+type Readier interface {
+	Ready(ctx context.Context) error
+}
+
+// ReadyFunc adapts a function to Readier.
+type ReadyFunc func(ctx context.Context) error
+
+// Ready calls f.
+func (f ReadyFunc) Ready(ctx context.Context) error { return f(ctx) }
 
 // Deps are what the server serves.
 type Deps struct {
 	// Bus is required: events, runs, readiness.
 	Bus *bus.Bus
-	// Tasks serves POST /v1/tasks. Nil: the route answers 404.
-	Tasks *webhook.Handler
 	// Routes are mounted behind admin auth.
 	Routes []Router
-	// Ready reports readiness for /readyz. Default: Bus.Ready.
-	Ready func(context.Context) error
+	// PublicRoutes are mounted without admin auth: they authenticate
+	// callers themselves.
+	PublicRoutes []PublicRouter
+	// Ready are asked in order by /readyz (and agentwork_bus_ready); the
+	// first that is not ready makes the server not ready. Default: the Bus.
+	Ready []Readier
 	// DataDir holds the generated admin token. Default: the bus's data dir.
 	DataDir string
 }
@@ -84,13 +109,13 @@ func New(cfg Config, deps Deps, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
-	if s.deps.Ready == nil {
-		s.deps.Ready = func(ctx context.Context) error {
+	if len(s.deps.Ready) == 0 {
+		s.deps.Ready = []Readier{ReadyFunc(func(ctx context.Context) error {
 			if deps.Bus == nil {
 				return errors.New("api: no bus")
 			}
 			return deps.Bus.Ready(ctx)
-		}
+		})}
 	}
 	if s.deps.DataDir == "" && deps.Bus != nil {
 		s.deps.DataDir = deps.Bus.Config().DataDir
@@ -199,6 +224,25 @@ func (s *Server) setAdminToken(tok string) {
 	s.admin.Store(&sum)
 }
 
+// ready asks every Readier in order; the first error is the answer.
+func (s *Server) ready(ctx context.Context) error {
+	for _, r := range s.deps.Ready {
+		if err := r.Ready(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// IsAdmin reports whether r, served by a Server, carries its admin token:
+// a PublicRouter's handler may then grant what the admin may do.
+func IsAdmin(r *http.Request) bool {
+	s, ok := r.Context().Value(serverKey{}).(*Server)
+	return ok && s.isAdmin(r)
+}
+
+type serverKey struct{}
+
 // isAdmin reports whether r carries the admin token.
 func (s *Server) isAdmin(r *http.Request) bool {
 	want := s.admin.Load()
@@ -219,15 +263,17 @@ func bearerToken(r *http.Request) (string, bool) {
 	return tok, ok && strings.EqualFold(scheme, "Bearer") && tok != ""
 }
 
+// adminRealm is the realm of the admin token's 401s.
+const adminRealm = "agentwork admin"
+
 func (s *Server) requireAdmin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.isAdmin(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="agentwork admin"`)
 			detail := "send Authorization: Bearer <admin token> (http.admin_token, or the admin-token file in the data dir)"
 			if _, ok := bearerToken(r); ok {
 				detail = "the bearer token is not the admin token"
 			}
-			problem.Write(w, problem.Details{Type: problem.TypeUnauthorized, Title: "Unauthorized", Status: http.StatusUnauthorized, Detail: detail})
+			problem.Unauthorized(w, adminRealm, detail)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -236,9 +282,10 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 
 // routes builds the handler tree:
 //
-//	POST /v1/tasks           webhook auth (or the admin token)
 //	GET  /healthz, /readyz   open
 //	GET  /metrics            open from loopback, else admin
+//	the PublicRoutes         their own auth (POST /v1/tasks: webhook
+//	                         credentials, or the admin token)
 //	/v1/...                  admin: events, runs, and the mounted Routes
 func (s *Server) routes() http.Handler {
 	admin := http.NewServeMux()
@@ -249,28 +296,14 @@ func (s *Server) routes() http.Handler {
 	}
 
 	root := http.NewServeMux()
-	root.HandleFunc("POST /v1/tasks", s.tasks)
-	root.HandleFunc("/v1/tasks", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Allow", http.MethodPost)
-		problem.Error(w, http.StatusMethodNotAllowed, "POST a task to /v1/tasks")
-	})
 	root.HandleFunc("GET /healthz", s.healthz)
 	root.HandleFunc("GET /readyz", s.readyz)
 	root.HandleFunc("GET /metrics", s.metricsHandler)
 	root.Handle("/v1/", s.requireAdmin(problemMux(admin)))
+	for _, r := range s.deps.PublicRoutes {
+		r.PublicRoutes(root)
+	}
 	return s.middleware(problemMux(root))
-}
-
-func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
-	if s.deps.Tasks == nil {
-		problem.Error(w, http.StatusNotFound, "the task webhook is not enabled on this server")
-		return
-	}
-	if s.isAdmin(r) {
-		s.deps.Tasks.ServeAs(w, r, webhook.Credential{Name: "admin", Grant: webhook.Grant{Sources: []string{"*"}}})
-		return
-	}
-	s.deps.Tasks.ServeHTTP(w, r)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -280,7 +313,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
-	if err := s.deps.Ready(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		problem.Unavailable(w, 5*time.Second, "not ready: "+err.Error())
 		return
 	}
@@ -335,7 +368,8 @@ type routeInfo struct{ pattern string }
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ri := &routeInfo{}
-		r = r.WithContext(context.WithValue(r.Context(), routeKey{}, ri))
+		ctx := context.WithValue(r.Context(), routeKey{}, ri)
+		r = r.WithContext(context.WithValue(ctx, serverKey{}, s))
 		sw := &statusWriter{ResponseWriter: w}
 		h := sw.Header()
 		h.Set("Cache-Control", "no-store")

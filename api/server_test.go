@@ -1,7 +1,9 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -49,7 +51,6 @@ func TestAdminAuth(t *testing.T) {
 		{"GET", "/healthz", "", 200},
 		{"GET", "/readyz", "", 200},
 		{"GET", "/metrics", "", 200}, // from loopback
-		{"GET", "/v1/tasks", "", 405},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+tt.path+"/"+tt.token, func(t *testing.T) {
@@ -87,25 +88,43 @@ func TestPanicIsProblem(t *testing.T) {
 	}
 }
 
-func TestTasksRoute(t *testing.T) {
+// Public routes authenticate callers themselves; IsAdmin tells them
+// whether the caller sent the admin token.
+func TestPublicRoutes(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	for _, tok := range []string{taskToken, adminToken} {
-		r := f.do(t, "POST", "/v1/tasks", tok, `{"prompt":"hello"}`)
-		if r.status != http.StatusAccepted {
-			t.Fatalf("POST /v1/tasks with %s: %d, want 202; %s", tok, r.status, r.body)
+	for _, tt := range []struct{ token, as string }{{taskToken, "ci"}, {adminToken, "admin"}} {
+		r := f.do(t, "POST", "/v1/tasks", tt.token, `{"prompt":"hello"}`)
+		if want := fmt.Sprintf(`{"as":%q}`, tt.as); r.status != http.StatusAccepted || string(r.body) != want {
+			t.Errorf("POST /v1/tasks with %s = %d %s, want 202 %s", tt.token, r.status, r.body, want)
 		}
 	}
-	if r := f.do(t, "POST", "/v1/tasks", "", `{"prompt":"hello"}`); r.status != 401 {
-		t.Errorf("POST /v1/tasks without credentials = %d, want 401", r.status)
+	r := f.do(t, "POST", "/v1/tasks", "wrong-token-0123456789", `{"prompt":"hello"}`)
+	if r.status != 401 || r.header.Get("WWW-Authenticate") != `Bearer realm="agentwork"` {
+		t.Errorf("POST /v1/tasks with a wrong token = %d (%s), want the route's own 401", r.status, r.header.Get("WWW-Authenticate"))
 	}
-	if r := f.do(t, "POST", "/v1/tasks", adminToken, `{"prompt":"x","source":"cron"}`); r.status != 403 {
-		t.Errorf("admin requesting cron work = %d, want 403", r.status)
+	r.problem(t)
+	// Outside a server nobody is admin.
+	req := httptest.NewRequestWithContext(t.Context(), "POST", "/v1/tasks", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	if api.IsAdmin(req) {
+		t.Error("IsAdmin outside a server = true, want false")
 	}
-	g := newFixture(t, func(_ *api.Config, d *api.Deps) { d.Tasks = nil })
+	// Without the route, the path is an admin path like any other.
+	g := newFixture(t, func(_ *api.Config, d *api.Deps) { d.PublicRoutes = nil })
+	if r := g.do(t, "POST", "/v1/tasks", taskToken, `{"prompt":"x"}`); r.status != 401 {
+		t.Errorf("without the route, POST /v1/tasks = %d, want 401", r.status)
+	}
 	if r := g.do(t, "POST", "/v1/tasks", adminToken, `{"prompt":"x"}`); r.status != 404 {
-		t.Errorf("without a webhook handler = %d, want 404", r.status)
+		t.Errorf("without the route, POST /v1/tasks as admin = %d, want 404", r.status)
 	}
+}
+
+// notReady is a part that is not ready yet.
+type notReady struct{}
+
+func (notReady) Ready(context.Context) error {
+	return errors.New("cron: the scheduler is still loading")
 }
 
 func TestReadyz(t *testing.T) {
@@ -125,11 +144,18 @@ func TestReadyz(t *testing.T) {
 	if r := f.do(t, "GET", "/healthz", "", ""); r.status != 200 {
 		t.Errorf("/healthz with the bus closed = %d, want 200 (the process is alive)", r.status)
 	}
-	if r := f.do(t, "POST", "/v1/tasks", taskToken, `{"prompt":"x"}`); r.status != 503 {
-		t.Errorf("POST /v1/tasks with the bus closed = %d, want 503", r.status)
-	}
 	if r := f.do(t, "GET", "/v1/runs", adminToken, ""); r.status != 503 {
 		t.Errorf("GET /v1/runs with the bus closed = %d, want 503", r.status)
+	}
+
+	// Every part is asked; one not ready is enough, and says why.
+	g := newFixture(t, func(_ *api.Config, d *api.Deps) { d.Ready = []api.Readier{d.Bus, notReady{}} })
+	r = g.do(t, "GET", "/readyz", "", "")
+	if d := r.problem(t); r.status != 503 || !strings.Contains(d.Detail, "scheduler is still loading") {
+		t.Errorf("/readyz with a part not ready = %d %q, want 503 saying why", r.status, d.Detail)
+	}
+	if body := string(g.do(t, "GET", "/metrics", "", "").body); !strings.Contains(body, "agentwork_bus_ready 0\n") {
+		t.Errorf("/metrics with a part not ready lacks agentwork_bus_ready 0")
 	}
 }
 

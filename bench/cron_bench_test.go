@@ -151,7 +151,7 @@ func runScheduler(b *testing.B, bb *bus.Bus, cfg cron.Config, observe func(cron.
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	select {
-	case <-s.Ready():
+	case <-s.Started():
 	case err := <-done:
 		b.Fatalf("scheduler: %v", err)
 	case <-time.After(2 * time.Minute):

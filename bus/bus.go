@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -48,6 +49,8 @@ type Bus struct {
 	State jetstream.KeyValue // agentwork_state: trigger state
 	Dedup jetstream.KeyValue // agentwork_dedup: notification dedup keys (per-key TTL)
 	Locks jetstream.KeyValue // agentwork_locks: leases and run claims
+
+	storeFull atomic.Bool // a write was refused for lack of space (NoteWrite)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -157,7 +160,8 @@ func (b *Bus) Config() Config { return b.cfg }
 // Server is the embedded server, or nil on an external cluster.
 func (b *Bus) Server() *server.Server { return b.srv }
 
-// Ready reports nil when the connection is up and JetStream answers.
+// Ready reports nil when the connection is up and JetStream answers, and
+// ErrStoreFull while the store has no space for new work (see NoteWrite).
 func (b *Bus) Ready(ctx context.Context) error {
 	if b.nc == nil || b.nc.IsClosed() {
 		return ErrClosed
@@ -167,6 +171,9 @@ func (b *Bus) Ready(ctx context.Context) error {
 	}
 	if _, err := b.js.AccountInfo(ctx); err != nil {
 		return fmt.Errorf("bus: jetstream not ready: %w", err)
+	}
+	if b.storeFull.Load() {
+		return b.probeStore(ctx)
 	}
 	return nil
 }
@@ -191,6 +198,7 @@ func (b *Bus) Publish(ctx context.Context, subject string, ev Event, msgID strin
 	m.Header.Set(jetstream.MsgIDHeader, msgID)
 	m.Header.Set("ce-type", ev.Type)
 	ack, err := b.js.PublishMsg(ctx, m)
+	b.NoteWrite(err)
 	if err != nil {
 		return nil, fmt.Errorf("bus: publish %s: %w", subject, err)
 	}

@@ -60,17 +60,21 @@ type Timer struct {
 //   - a timer fires once per cluster, with no claim among instances;
 //   - pending timers survive restarts; one whose due time passed while the
 //     server was down fires once when the stream is back;
-//   - a timer fires at or after its due time: in the measurements within
-//     milliseconds, 250 ms when a stream leader change caught it, and never
-//     sooner than 250 ms after the server stored it (its shortest
-//     scheduling interval), so a due time in the past fires about 250 ms
-//     after Set.
+//   - a timer fires at or after its due time: within milliseconds when
+//     little else fires; up to 250 ms later when another timer fired less
+//     than 250 ms before it (the server's scheduler passes are at least
+//     250 ms apart), when a stream leader change caught it, or when it was
+//     due less than 250 ms after Set (a due time in the past fires about
+//     250 ms after Set). Timers due together are stored one fsync'd write
+//     after another: with fsync on every write, 1,000 at once take
+//     0.3-0.4 s (docs/BENCHMARKS.md).
 //
 // Each Set stores its timer on a subject of its own,
 // <prefix>.timer.pending.<key>.<id>, and then removes the key's older ones.
 // (With one subject per key, a Set that arrived while the key's previous
-// timer was firing was removed by that fire: the server drops every
-// schedule on the fired subject. Measured: 1,228 of 2,000 such Sets lost.)
+// timer was firing was removed by that fire: the server stores a fire
+// together with a purge of every message on the subject it fired from.
+// Measured: 1,228 of 2,000 such Sets lost.)
 // A fire already under way when Set is called still arrives; Timer.ID
 // tells it from the new timer's.
 //

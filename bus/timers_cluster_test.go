@@ -46,22 +46,14 @@ func TestTimersClusterFireOnce(t *testing.T) {
 	}
 	fired := consumeFired(t, b, cons, 4096, jetstream.PullExpiry(2*time.Second))
 
-	base := time.Now().Truncate(time.Second).Add(4 * time.Second)
+	base := time.Now().Truncate(time.Second).Add(6 * time.Second)
 	due := func(s int) time.Time { return base.Add(time.Duration(s) * time.Second) }
-	sets := 0
-	for s := range secs {
-		for k := range perSec {
-			if err := tm.Set(ctx, fmt.Sprintf("once.s%d.k%d", s, k), due(s), nil); err != nil {
-				t.Fatal(err)
-			}
-			sets++
-		}
-	}
-	for j := range chains {
-		if err := tm.Set(ctx, fmt.Sprintf("chain.c%d", j), due(0), nil); err != nil {
-			t.Fatal(err)
-		}
-		sets++
+	armAll(t, tm, secs*perSec, 16, func(i int) string { return fmt.Sprintf("once.s%d.k%d", i/perSec, i%perSec) },
+		func(i int) time.Time { return due(i / perSec) })
+	armAll(t, tm, chains, chains, func(j int) string { return fmt.Sprintf("chain.c%d", j) }, func(int) time.Time { return due(0) })
+	sets := secs*perSec + chains
+	if t.Failed() {
+		t.FailNow()
 	}
 	if time.Now().After(base) {
 		t.Fatalf("setting %d timers took until %v after the first was due", sets, time.Since(base))

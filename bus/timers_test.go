@@ -1,12 +1,14 @@
 package bus_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,6 +82,31 @@ func waitFires(t testing.TB, ch <-chan fire, n int, d time.Duration) []fire {
 		}
 	}
 	return out
+}
+
+// armAll sets timers keyed key(i) due at due(i) with `workers` concurrent
+// Set calls and returns how long it took.
+func armAll(t *testing.T, tm *bus.Timers, n, workers int, key func(int) string, due func(int) time.Time) time.Duration {
+	t.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := tm.Set(context.Background(), key(i), due(i), nil); err != nil {
+					t.Errorf("Set(%s): %v", key(i), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start)
 }
 
 // lastSeq is the timers stream's last sequence: every stored message (a Set

@@ -32,10 +32,13 @@ const (
 	TypeIdempotencyConflict = TypeBase + "idempotency-conflict"
 	// TypeUnavailable: the bus is down; retry after Retry-After seconds.
 	TypeUnavailable = TypeBase + "unavailable"
+	// TypeStoreFull: the bus's JetStream store has no space (bus.max_store
+	// or the disk); nothing was queued.
+	TypeStoreFull = TypeBase + "store-full"
 )
 
-// Details is an RFC 9457 problem details object with agentwork's one
-// extension member, errors.
+// Details is an RFC 9457 problem details object with agentwork's two
+// extension members, code and errors.
 type Details struct {
 	// Type is a URI reference identifying the problem type. Default "about:blank".
 	Type string `json:"type"`
@@ -47,6 +50,9 @@ type Details struct {
 	Detail string `json:"detail,omitempty"`
 	// Instance identifies this occurrence (optional).
 	Instance string `json:"instance,omitempty"`
+	// Code names the error for programs, where the endpoint has such
+	// names (the jobs API's not_found, exists, config_job, ...).
+	Code string `json:"code,omitempty"`
 	// Errors lists the fields that failed validation.
 	Errors []FieldError `json:"errors,omitempty"`
 }
@@ -108,4 +114,11 @@ func Unavailable(w http.ResponseWriter, retryAfter time.Duration, detail string)
 // Invalid writes a 400 validation problem listing errs.
 func Invalid(w http.ResponseWriter, detail string, errs ...FieldError) {
 	Write(w, Details{Type: TypeValidation, Title: "Invalid request", Status: http.StatusBadRequest, Detail: detail, Errors: errs})
+}
+
+// Unauthorized writes a 401 with WWW-Authenticate: Bearer realm="<realm>",
+// for a request without the credentials it needs; detail says which.
+func Unauthorized(w http.ResponseWriter, realm, detail string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
+	Write(w, Details{Type: TypeUnauthorized, Title: "Unauthorized", Status: http.StatusUnauthorized, Detail: detail})
 }

@@ -26,6 +26,7 @@ func TestWrite(t *testing.T) {
 		}, 400, problem.TypeValidation, "Invalid request", ""},
 		{"unavailable", func(w http.ResponseWriter) { problem.Unavailable(w, 1500*time.Millisecond, "bus down") }, 503, problem.TypeUnavailable, "Service unavailable", "2"},
 		{"unavailable zero", func(w http.ResponseWriter) { problem.Unavailable(w, 0, "bus down") }, 503, problem.TypeUnavailable, "Service unavailable", "1"},
+		{"unauthorized", func(w http.ResponseWriter) { problem.Unauthorized(w, "agentwork", "no token") }, 401, problem.TypeUnauthorized, "Unauthorized", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -45,6 +46,9 @@ func TestWrite(t *testing.T) {
 			if got := rec.Header().Get("Retry-After"); got != tt.retry {
 				t.Errorf("Retry-After = %q, want %q", got, tt.retry)
 			}
+			if got := rec.Header().Get("WWW-Authenticate"); (tt.status == 401) != (got == `Bearer realm="agentwork"`) {
+				t.Errorf("WWW-Authenticate = %q", got)
+			}
 		})
 	}
 }
@@ -60,5 +64,21 @@ func TestInvalidFields(t *testing.T) {
 	errs, _ := m["errors"].([]any)
 	if len(errs) != 1 || errs[0].(map[string]any)["field"] != "prompt" || errs[0].(map[string]any)["detail"] != "required" {
 		t.Fatalf("errors = %v, want [{field: prompt, detail: required}]", m["errors"])
+	}
+}
+
+func TestCode(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	problem.Write(rec, problem.Details{Status: 409, Code: "exists", Detail: "job x exists"})
+	var m map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || m["code"] != "exists" {
+		t.Fatalf("body %s: want code exists (%v)", rec.Body, err)
+	}
+	rec = httptest.NewRecorder()
+	problem.Error(rec, 404, "no x")
+	m = nil
+	if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || m["code"] != nil {
+		t.Fatalf("body %s: want no code member without a code", rec.Body)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/triggers/cron"
 )
 
@@ -359,7 +360,7 @@ func cronCatchupText(c cron.Catchup) string {
 	return c.Policy
 }
 
-func cronPrintHistory(w io.Writer, h []cron.Entry) {
+func cronPrintHistory(w io.Writer, h []agentwork.Record) {
 	if len(h) == 0 {
 		fmt.Fprintln(w, "no runs yet")
 		return

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/triggers/heartbeat"
 )
@@ -208,7 +209,7 @@ func hbPrintStatus(w io.Writer, st heartbeat.Status) {
 	_ = tw.Flush()
 }
 
-func hbPrintHistory(w io.Writer, runs []heartbeat.Entry) {
+func hbPrintHistory(w io.Writer, runs []agentwork.Record) {
 	if len(runs) == 0 {
 		fmt.Fprintln(w, "no heartbeat runs yet (run one: agentwork heartbeat wake --wait)")
 		return

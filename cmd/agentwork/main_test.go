@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/triggers/cron"
 )
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of serve,
@@ -63,6 +66,18 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// freeAddr returns a loopback address that was free a moment ago, for a
+// listener the test configures by address.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 func writeConfig(t *testing.T, dir, body string) string {
 	t.Helper()
 	p := filepath.Join(dir, "agentwork.yaml")
@@ -72,7 +87,8 @@ func writeConfig(t *testing.T, dir, body string) string {
 	return p
 }
 
-// startServe runs `agentwork serve` in-process and returns its stdout and a
+// startServe runs `agentwork serve` in-process until it says it is
+// running (its NATS APIs answer from then on) and returns its stdout and a
 // stop function that waits for a clean return.
 func startServe(t *testing.T, cfg, dataDir string) (*syncBuffer, func() error) {
 	t.Helper()
@@ -98,6 +114,7 @@ func startServe(t *testing.T, cfg, dataDir string) (*syncBuffer, func() error) {
 			t.Fatalf("serve not ready after 20s\n%s", stderr.String())
 		}
 	}
+	stderr.waitContains(t, "agentwork is running", 20*time.Second)
 	var once sync.Once
 	var err error
 	stop := func() error {
@@ -220,6 +237,8 @@ func TestConfigCheck(t *testing.T) {
 		{"cron job target", "connectors:\n  ops: {type: console}\ncron:\n  jobs:\n    - id: a\n      schedule: \"@daily\"\n      prompt: x\n      targets: [console]\n", `cron.jobs[0].targets[0]: "console" is not a connector`},
 		{"wildcard webhook source", "webhook:\n  tokens:\n    - name: ci\n      token: 0123456789abcdef0123\n      sources: [\"deploy-*\"]\n", "webhook.tokens[0].sources[0]"},
 		{"bus on the network", "bus:\n  listen: 0.0.0.0:4222\n", "bus.allow_remote"},
+		{"bad one-shot time", "cron:\n  jobs:\n    - id: a\n      at: not-a-time\n      prompt: x\n", `agentwork.yaml:4: cron.jobs[0].at: "not-a-time" is not a time in RFC 3339`},
+		{"bad duration", "heartbeat:\n  every: 5 minutes\n", `agentwork.yaml:2: heartbeat.every: "5 minutes" is not a duration`},
 		// What serve refuses, config check refuses too.
 		{"anthropic temperature", "model:\n  provider: anthropic\n  model: claude-x\n  temperature: 1.5\n", "model.temperature: 1.5 is out of range for Anthropic"},
 		{"header name with a space", "model:\n  provider: openai\n  model: m\n  headers: {\"X Team\": a}\n", `model.headers: "X Team" is not a header name`},
@@ -277,16 +296,65 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-// /readyz answers 200 only once the runner takes requests.
+// The CLI's admin commands reach the heartbeat's and cron's APIs on NATS,
+// as serve wires them from its list of triggers, and print their
+// histories.
+func TestAdminCommands(t *testing.T) {
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	_, stop := startServe(t, writeConfig(t, dir, testConfig), dataDir)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cli := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if err := run(ctx, append(args, "--data-dir", dataDir), &out, &errOut); err != nil {
+			t.Fatalf("agentwork %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
+		}
+		return out.String()
+	}
+	if out := cli("heartbeat", "status"); !strings.Contains(out, "default") || !strings.Contains(out, "HEARTBEAT.md") {
+		t.Errorf("heartbeat status printed %q, want the default heartbeat and its checklist", out)
+	}
+	// No checklist: the woken heartbeat skips without calling the model.
+	if out := cli("heartbeat", "wake", "--wait"); !strings.Contains(out, "skip") {
+		t.Errorf("heartbeat wake --wait printed %q, want a skip", out)
+	}
+	if out := cli("heartbeat", "history"); !strings.Contains(out, "wake") || !strings.Contains(out, "no-checklist") {
+		t.Errorf("heartbeat history printed %q, want the woken run skipped for no-checklist", out)
+	}
+	var hist struct {
+		Runs []agentwork.Record `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(cli("heartbeat", "history", "--json")), &hist); err != nil || len(hist.Runs) != 1 ||
+		hist.Runs[0].ID == "" || hist.Runs[0].Outcome != "skip" || !hist.Runs[0].Result.Manual || hist.Runs[0].Result.Reason != "no-checklist" {
+		t.Errorf("heartbeat history --json = %+v, %v; want the one manual skip", hist, err)
+	}
+
+	if out := cli("cron", "add", "report", "--schedule", "@daily", "--prompt", "sum up the day"); !strings.Contains(out, "added job report") {
+		t.Errorf("cron add printed %q", out)
+	}
+	if out := cli("cron", "list"); !strings.Contains(out, "report") {
+		t.Errorf("cron list printed %q, want the job", out)
+	}
+	if out := cli("cron", "history", "report"); !strings.Contains(out, "no runs yet") {
+		t.Errorf("cron history printed %q, want no runs yet", out)
+	}
+	err := run(ctx, []string{"cron", "show", "nope", "--data-dir", dataDir}, &bytes.Buffer{}, &bytes.Buffer{})
+	if !errors.Is(err, cron.ErrNotFound) || !strings.Contains(err.Error(), "cron list") {
+		t.Errorf("cron show nope = %v, want not found with a hint", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// /readyz answers 200 only once the runner takes requests (and the cron
+// scheduler has loaded its jobs).
 func TestReadyzCoversTheRunner(t *testing.T) {
 	dir := t.TempDir()
 	dataDir := filepath.Join(dir, "data")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	cfg := writeConfig(t, dir, strings.Replace(testConfig, `http:
   listen: "off"`, "http:\n  listen: "+addr, 1))
 	_, stop := startServe(t, cfg, dataDir)

@@ -7,15 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/config"
-	"github.com/agentwork/agentwork/tools"
 )
 
 func cmdServe(ctx context.Context, e *env, args []string) error {
@@ -43,8 +42,9 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 }
 
 // serve wires the runtime and runs it until ctx is done. Shutdown order:
-// triggers stop, the runner and connectors drain (runs in flight finish
-// within the grace period), then the bus drains and the server stops.
+// triggers stop (with their NATS APIs and the HTTP server), the runner and
+// connectors drain (runs in flight finish within the grace period), then
+// the bus drains and the server stops.
 func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
 	start := time.Now()
 	b, err := bus.Open(ctx, f.Bus, bus.WithLogger(log))
@@ -65,20 +65,27 @@ func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	reg, err := tools.NewRegistry(tools.Notify())
+	w, err := wire(f, e, b, provider, log)
 	if err != nil {
 		return err
 	}
-	w, err := wire(ctx, e, f, b, log)
-	if err != nil {
-		return err
+	// The triggers' NATS APIs answer from here until the triggers stop.
+	var stops []func() error
+	stopServices := sync.OnceFunc(func() {
+		for _, stop := range stops {
+			if err := stop(); err != nil {
+				log.Warn("stop a NATS service", zap.Error(err))
+			}
+		}
+	})
+	defer stopServices()
+	for _, svc := range w.services {
+		stop, err := b.StartService(svc)
+		if err != nil {
+			return err
+		}
+		stops = append(stops, stop)
 	}
-	runner := agentwork.NewRunner(b, provider, reg, f.Runner,
-		agentwork.WithLogger(log.Named("runner")), agentwork.WithConnectors(w.connectorNames...))
-	for source, p := range w.policies {
-		runner.Handle(source, p)
-	}
-	w.runner = runner // for /readyz
 
 	// Consumers (runner, connectors) live until the triggers have stopped.
 	consumeCtx, stopConsumers := context.WithCancel(context.WithoutCancel(ctx))
@@ -99,14 +106,17 @@ func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
 			return err
 		})
 	}
-	consume("runner", runner.Run)
+	consume("runner", w.runner.Run)
 	for _, c := range w.consumers {
 		consume("connectors", c)
 	}
 	triggers, tctx := errgroup.WithContext(triggerCtx)
 	triggers.Go(func() error { <-tctx.Done(); return nil }) // serve until stopped
 	for _, t := range w.triggers {
-		triggers.Go(func() error { return t(tctx) })
+		triggers.Go(func() error { return t.Run(tctx) })
+	}
+	if w.http != nil {
+		triggers.Go(func() error { return w.http(tctx) })
 	}
 	log.Info("agentwork ready",
 		zap.String("data_dir", b.Config().DataDir), zap.String("model", providerName(provider)),
@@ -118,6 +128,7 @@ func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
 		log.Error("a trigger failed; shutting down", zap.Error(terr))
 	}
 	log.Info("shutting down")
+	stopServices()
 	stopConsumers()
 	// Runs and sends in flight get their grace periods; past those and a
 	// margin, stop waiting: the bus puts back whatever was not acked.
@@ -135,15 +146,6 @@ func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
 		terr = nil // a clean stop
 	}
 	return errors.Join(terr, cerr)
-}
-
-// wiring is what the config asks for beyond the bus and the runner.
-type wiring struct {
-	policies       map[string]agentwork.Policy
-	connectorNames []string
-	consumers      []func(context.Context) error // stopped after triggers
-	triggers       []func(context.Context) error // stopped first
-	runner         *agentwork.Runner             // set once built; /readyz asks it
 }
 
 // selfCommand is how the user ran this binary, for the hints it prints:

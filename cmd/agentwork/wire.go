@@ -14,6 +14,8 @@ import (
 	"github.com/agentwork/agentwork/model/anthropic"
 	"github.com/agentwork/agentwork/model/openai"
 	"github.com/agentwork/agentwork/model/script"
+	"github.com/agentwork/agentwork/tools"
+	"github.com/agentwork/agentwork/triggers"
 	"github.com/agentwork/agentwork/triggers/cron"
 	"github.com/agentwork/agentwork/triggers/heartbeat"
 	"github.com/agentwork/agentwork/triggers/webhook"
@@ -32,64 +34,79 @@ func newProvider(f *config.File, log *zap.Logger) (model.Provider, error) {
 	}
 }
 
-// wire builds connectors, triggers and the HTTP API from the config. It does
-// no I/O beyond what constructors do; everything starts in serve.
-func wire(_ context.Context, e *env, f *config.File, b *bus.Bus, log *zap.Logger) (*wiring, error) {
-	// Tasks take the runner's default output gates: the request's delivery
-	// (auto by default) and dedup with runner.dedup_window.
-	w := &wiring{policies: map[string]agentwork.Policy{bus.SourceTask: {}}}
-	if err := wireConnectors(w, e, f, b, log); err != nil {
-		return nil, err
-	}
-
+// newTriggers builds the triggers of this build from the config. A new
+// trigger is its package and a few lines here; everything else is wired
+// from the list.
+func newTriggers(f *config.File, b *bus.Bus, connectors []string, log *zap.Logger) ([]triggers.Trigger, error) {
 	hb, err := heartbeat.New(b, f.Heartbeat, heartbeat.WithLogger(log.Named("heartbeat")), heartbeat.WithBaseDir(f.Dir()))
 	if err != nil {
 		return nil, err
 	}
-	w.policies[bus.SourceHeartbeat] = hb.Policy()
-	w.triggers = append(w.triggers, hb.Run)
-
 	sched, err := cron.New(b, f.Cron, cron.WithLogger(log.Named("cron")))
 	if err != nil {
 		return nil, err
 	}
-	w.policies[bus.SourceCron] = sched.Policy()
-	w.triggers = append(w.triggers, sched.Run)
-
-	tasks, err := webhook.New(b, f.Webhook, webhook.WithLogger(log.Named("webhook")), webhook.WithConnectors(w.connectorNames...))
+	tasks, err := webhook.New(b, f.Webhook, webhook.WithLogger(log.Named("webhook")), webhook.WithConnectors(connectors...))
 	if err != nil {
 		return nil, err
 	}
-	// Sources a webhook credential may request besides "task" run like tasks.
-	for _, src := range webhookSources(f.Webhook) {
-		if _, ok := w.policies[src]; !ok {
-			w.policies[src] = w.policies[bus.SourceTask]
+	return []triggers.Trigger{hb, sched, tasks}, nil
+}
+
+// wire builds the connectors, the triggers, the runner and the HTTP API
+// from the config, and wires each trigger's policy and capabilities (NATS
+// service, HTTP routes, readiness) into them. It does no I/O beyond what
+// constructors do; everything starts in serve.
+func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.Logger) (*wiring, error) {
+	w := &wiring{}
+	if err := wireConnectors(w, e, f, b, log); err != nil {
+		return nil, err
+	}
+	var err error
+	if w.triggers, err = newTriggers(f, b, w.connectorNames, log); err != nil {
+		return nil, err
+	}
+	policies, err := triggers.Policies(w.triggers...)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := tools.NewRegistry(tools.Notify())
+	if err != nil {
+		return nil, err
+	}
+	w.runner = agentwork.NewRunner(b, provider, reg, f.Runner,
+		agentwork.WithLogger(log.Named("runner")), agentwork.WithConnectors(w.connectorNames...))
+	for source, p := range policies {
+		w.runner.Handle(source, p)
+	}
+
+	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner}}
+	for _, t := range w.triggers {
+		if s, ok := t.(triggers.Servicer); ok {
+			w.services = append(w.services, s.Service())
+		}
+		if r, ok := t.(api.Router); ok {
+			deps.Routes = append(deps.Routes, r)
+		}
+		if r, ok := t.(api.PublicRouter); ok {
+			deps.PublicRoutes = append(deps.PublicRoutes, r)
+		}
+		if r, ok := t.(api.Readier); ok {
+			deps.Ready = append(deps.Ready, r)
 		}
 	}
 	if !f.HTTP.Off() {
-		ready := func(ctx context.Context) error {
-			if err := b.Ready(ctx); err != nil {
-				return err
-			}
-			if w.runner == nil {
-				return agentwork.ErrNotConsuming
-			}
-			return w.runner.Ready()
-		}
-		srv := api.New(f.HTTP, api.Deps{Bus: b, Tasks: tasks, Routes: []api.Router{hb, sched}, DataDir: b.Config().DataDir, Ready: ready},
-			api.WithLogger(log.Named("http")), api.WithVersion(version))
-		w.triggers = append(w.triggers, srv.Run)
+		w.http = api.New(f.HTTP, deps, api.WithLogger(log.Named("http")), api.WithVersion(version)).Run
 	}
 	return w, nil
 }
 
-func webhookSources(c webhook.Config) []string {
-	var out []string
-	for _, t := range c.Tokens {
-		out = append(out, t.Sources...)
-	}
-	for _, s := range c.Secrets {
-		out = append(out, s.Sources...)
-	}
-	return out
+// wiring is what serve runs.
+type wiring struct {
+	connectorNames []string
+	runner         *agentwork.Runner
+	consumers      []func(context.Context) error // stopped after the triggers
+	triggers       []triggers.Trigger            // stopped first
+	services       []bus.Service                 // the triggers' NATS APIs, stopped with them
+	http           func(context.Context) error   // the HTTP API (nil: off), stopped with them
 }

@@ -16,22 +16,11 @@ import (
 	"github.com/agentwork/agentwork/bus"
 )
 
-// Error is an API error: what the NATS service replies and what HTTP
-// serves as RFC 9457 problem details. Compare with errors.Is against the
-// sentinels below (same Code).
-type Error struct {
-	Status int    `json:"status"`
-	Code   string `json:"code"`
-	Detail string `json:"detail"`
-}
-
-func (e *Error) Error() string { return "cron: " + e.Detail }
-
-// Is matches errors of the same code.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
-}
+// Error is an error of the jobs API: what the NATS service replies (see
+// bus.Service) and what HTTP serves as RFC 9457 problem details, with its
+// status and code. Compare with errors.Is against the sentinels below
+// (same Code).
+type Error = bus.ServiceError
 
 // Sentinel API errors.
 var (
@@ -329,14 +318,6 @@ func (s *Scheduler) RunNow(ctx context.Context, id string) (RunResult, error) {
 		return RunResult{}, fmt.Errorf("cron: run %s: %w", id, err)
 	}
 	return RunResult{RequestID: p.ID, Job: id, At: now}, nil
-}
-
-// History returns the job's latest events, newest first.
-func (s *Scheduler) History(ctx context.Context, id string, limit int) ([]Entry, error) {
-	if !bus.ValidToken(id) {
-		return nil, apiErr(ErrNotFound, "job %q not found", id)
-	}
-	return History(ctx, s.bus, bus.SourceCron, id, limit)
 }
 
 // mergePatch applies an RFC 7396 JSON merge patch to doc.

@@ -2,6 +2,7 @@ package cron
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -163,5 +164,27 @@ func TestHTTPRoutes(t *testing.T) {
 		if status >= 400 && ctype != "application/problem+json" {
 			t.Errorf("%s %s: Content-Type %q, want application/problem+json", tt.method, tt.path, ctype)
 		}
+	}
+}
+
+// Ready answers not ready until the scheduler has loaded its jobs.
+func TestReady(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, err := New(b, Config{Jobs: []Job{secondJob("a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ready(t.Context()); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("Ready before Run = %v, want ErrNotReady", err)
+	}
+	t.Cleanup(runUntil(t, s.Run))
+	select {
+	case <-s.Started():
+	case <-time.After(waitFor):
+		t.Fatal("scheduler not started")
+	}
+	if err := s.Ready(t.Context()); err != nil {
+		t.Fatalf("Ready once started = %v, want nil", err)
 	}
 }

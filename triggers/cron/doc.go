@@ -19,7 +19,9 @@
 // policy; a tick that is not run is recorded as a skip event with reason
 // "missed", so nothing disappears from the history.
 //
-// The Scheduler's Policy gates the runs (deleted, disabled, paused,
+// The Scheduler is a triggers.Trigger. Its API (Service on NATS, which
+// Client and the CLI call; Routes on HTTP) manages the jobs; Ready says
+// whether it has loaded them. Its Policy gates the runs (deleted, disabled, paused,
 // expired), gives each its job's overlap mode (the runner's overlap lease
 // applies it) and observes their outcomes: each job's state in
 // agentwork_state (key cron.<id>) shows the last run's model outcome,

@@ -22,10 +22,11 @@ var t0 = time.Date(2026, 5, 4, 10, 0, 30, 0, time.UTC)
 
 const waitFor = 15 * time.Second
 
-// startScheduler runs a scheduler on b, on the real clock, until the test
-// ends (or until the returned stop is called); its tick results go to
-// results. mods adjust the scheduler before it runs. A fire that fails is
-// handed out again after 100ms (doubling up to 1s).
+// startScheduler runs a scheduler on b, on the real clock, and serves its
+// API, as serve does, until the test ends (or until the returned stop is
+// called); its tick results go to results. mods adjust the scheduler
+// before it runs. A fire that fails is handed out again after 100ms
+// (doubling up to 1s).
 func startScheduler(t *testing.T, b *bus.Bus, cfg Config, results chan TickResult, mods ...func(*Scheduler)) (*Scheduler, func()) {
 	t.Helper()
 	s, err := New(b, cfg)
@@ -38,10 +39,20 @@ func startScheduler(t *testing.T, b *bus.Bus, cfg Config, results chan TickResul
 	for _, m := range mods {
 		m(s)
 	}
-	stop := runUntil(t, s.Run)
+	stopAPI, err := b.StartService(s.Service())
+	if err != nil {
+		t.Fatalf("StartService: %v", err)
+	}
+	stopRun := runUntil(t, s.Run)
+	stop := func() {
+		stopRun()
+		if err := stopAPI(); err != nil {
+			t.Errorf("stop the API: %v", err)
+		}
+	}
 	t.Cleanup(stop)
 	select {
-	case <-s.Ready():
+	case <-s.Started():
 	case <-time.After(waitFor):
 		t.Fatal("scheduler not ready")
 	}
@@ -219,4 +230,9 @@ func eventually(t *testing.T, cond func() bool) {
 		case <-tick.C:
 		}
 	}
+}
+
+// jobHistory reads a job's run events, newest first, as History does.
+func jobHistory(ctx context.Context, b *bus.Bus, id string, limit int) ([]agentwork.Record, error) {
+	return agentwork.History(ctx, b, agentwork.HistoryQuery{Sources: []string{bus.SourceCron}, Names: []string{id}, Limit: limit})
 }

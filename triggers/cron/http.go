@@ -9,6 +9,10 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+
+	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/api/problem"
+	"github.com/agentwork/agentwork/bus"
 )
 
 // maxBody bounds request bodies of the HTTP API.
@@ -27,7 +31,8 @@ const maxBody = 1 << 20
 //	POST   /v1/jobs/{id}/resume      resume
 //	GET    /v1/jobs/{id}/history     events, newest first (?limit=20)
 //
-// Errors are RFC 9457 application/problem+json.
+// Errors are RFC 9457 problem details written by api/problem, with the
+// Error's code.
 func (s *Scheduler) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/jobs", s.httpFunc(http.StatusOK, func(r *http.Request) (any, error) {
 		return s.List(r.Context())
@@ -88,7 +93,7 @@ func (s *Scheduler) Routes(mux *http.ServeMux) {
 		}
 		out, err := s.History(r.Context(), r.PathValue("id"), limit)
 		if out == nil {
-			out = []Entry{}
+			out = []agentwork.Record{}
 		}
 		return out, err
 	}))
@@ -98,7 +103,7 @@ func (s *Scheduler) httpFunc(okStatus int, fn func(r *http.Request) (any, error)
 	return func(w http.ResponseWriter, r *http.Request) {
 		out, err := fn(r)
 		if err != nil {
-			writeProblem(w, r, toAPIError(err))
+			writeError(w, r, err)
 			return
 		}
 		if okStatus == http.StatusNoContent {
@@ -113,30 +118,16 @@ func (s *Scheduler) httpFunc(okStatus int, fn func(r *http.Request) (any, error)
 	}
 }
 
-// problem is an RFC 9457 problem details object.
-type problem struct {
-	Type     string `json:"type"`
-	Title    string `json:"title"`
-	Status   int    `json:"status"`
-	Detail   string `json:"detail,omitempty"`
-	Instance string `json:"instance,omitempty"`
-	Code     string `json:"code,omitempty"`
-}
-
-func writeProblem(w http.ResponseWriter, r *http.Request, e *Error) {
-	status := e.Status
-	if status == 0 {
-		status = http.StatusInternalServerError
-	}
-	if status == http.StatusServiceUnavailable {
+// writeError answers an API error as problem details with its status and
+// code; another error is a 500.
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := bus.AsServiceError(err)
+	d := problem.Details{Status: e.Status, Detail: e.Detail, Code: e.Code, Instance: r.URL.Path}
+	if e.Status == http.StatusServiceUnavailable {
+		d.Type, d.Title = problem.TypeUnavailable, "Service unavailable"
 		w.Header().Set("Retry-After", "1")
 	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(problem{
-		Type: "about:blank", Title: http.StatusText(status), Status: status,
-		Detail: e.Detail, Instance: r.URL.Path, Code: e.Code,
-	})
+	problem.Write(w, d)
 }
 
 var errUnsupportedMedia = &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type"}

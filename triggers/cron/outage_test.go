@@ -103,7 +103,7 @@ func TestTickPublishedAfterBusRecovers(t *testing.T) {
 	if st.Fires != 1 || !st.LastTick.Equal(tick) || st.LastOutcome != "done" || st.Missed != 0 {
 		t.Fatalf("state = %+v", st)
 	}
-	hist, err := History(t.Context(), b, bus.SourceCron, "report", 5)
+	hist, err := jobHistory(t.Context(), b, "report", 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestUnpublishedTickBecomesMissed(t *testing.T) {
 	if st.Fires != 0 || !st.LastTick.Equal(tick) {
 		t.Fatalf("state = %+v", st)
 	}
-	hist, err := History(t.Context(), b, bus.SourceCron, "hourly", 5)
+	hist, err := jobHistory(t.Context(), b, "hourly", 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestTicksThroughAnOutageAndRestart(t *testing.T) {
 			for _, r := range requests(t, b) {
 				seen[r.Req.ScheduledAt.UTC()] = append(seen[r.Req.ScheduledAt.UTC()], "fired")
 			}
-			hist, err := History(t.Context(), b, bus.SourceCron, "sec", 500)
+			hist, err := jobHistory(t.Context(), b, "sec", 500)
 			if err != nil {
 				t.Fatal(err)
 			}

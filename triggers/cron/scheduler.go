@@ -139,9 +139,9 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Scheduler, error) {
 	return s, nil
 }
 
-// Ready is closed once Run has loaded every job, written the config's and
-// made sure each active job has its timer.
-func (s *Scheduler) Ready() <-chan struct{} { return s.ready }
+// Started is closed once Run has loaded every job, written the config's
+// and made sure each active job has its timer.
+func (s *Scheduler) Started() <-chan struct{} { return s.ready }
 
 // Stats returns this instance's counters.
 func (s *Scheduler) Stats() Stats {
@@ -149,11 +149,11 @@ func (s *Scheduler) Stats() Stats {
 }
 
 // Run loads the jobs, writes the config's jobs, makes sure every active
-// job has its timer, handles the timers' fires (with the other instances),
-// keeps the timers in step with changes to the jobs, and serves the API on
-// NATS, until ctx is done. It returns nil after a clean stop, an error when
-// it cannot go on (a watch ended, the consumer was lost). Call it once per
-// Scheduler.
+// job has its timer, handles the timers' fires (with the other instances)
+// and keeps the timers in step with changes to the jobs, until ctx is done
+// (the API on NATS is Service, served beside Run). It returns nil after a
+// clean stop, an error when it cannot go on (a watch ended, the consumer
+// was lost). Call it once per Scheduler.
 func (s *Scheduler) Run(parent context.Context) error {
 	w, err := bus.NewWorker(s.bus.JetStream(), bus.WorkerConfig{
 		Stream: bus.StreamTimers,
@@ -177,7 +177,6 @@ func (s *Scheduler) Run(parent context.Context) error {
 	g.Go(func() error { return s.watchStates(ctx, statesLoaded) })
 	g.Go(func() error { return w.Run(ctx) })
 	g.Go(func() error { return s.keepArmed(ctx) })
-	g.Go(func() error { return s.serve(ctx) })
 	g.Go(func() error {
 		for _, ch := range []chan struct{}{jobsLoaded, statesLoaded} {
 			select {

@@ -190,7 +190,7 @@ func TestRestartCatchup(t *testing.T) {
 			if st.Missed != len(tt.missed) || st.Fires != 1+len(tt.fired) || st.NextFire == nil || !st.NextFire.Equal(today.AddDate(0, 0, 1)) {
 				t.Errorf("state %+v: want missed %d, fires %d, next fire tomorrow", st, len(tt.missed), 1+len(tt.fired))
 			}
-			hist, err := History(t.Context(), b, bus.SourceCron, "daily", 10)
+			hist, err := jobHistory(t.Context(), b, "daily", 10)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/api/problem"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/internal/clock"
@@ -43,6 +44,7 @@ func TestControlSurface(t *testing.T) {
 	startRunner(t, b, m, h, clk)
 	s := watch(t, b)
 	runInBackground(t, "Heartbeat", h.Run)
+	serveAPI(t, b, h)
 	waitArmed(t, b)
 
 	c := heartbeat.NewClient(bustest.Client(t, b), "default")
@@ -82,7 +84,7 @@ func TestControlSurface(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Client.History: %v", err)
 	}
-	if len(runs) != 2 || runs[0].RequestID != ids[2] || runs[1].RequestID != ids[1] || runs[0].Text != "disk full" || !runs[0].Manual {
+	if len(runs) != 2 || runs[0].RequestID != ids[2] || runs[1].RequestID != ids[1] || runs[0].Result.Text != "disk full" || !runs[0].Result.Manual {
 		t.Fatalf("History(2) = %+v, want the last two runs, newest first", runs)
 	}
 
@@ -161,10 +163,7 @@ func TestClientErrors(t *testing.T) {
 	// A running heartbeat with another name does not answer for "nightly".
 	h := newHeartbeat(t, b, heartbeat.Config{}, clock.NewFake(monday), t.TempDir())
 	runInBackground(t, "Heartbeat", h.Run)
-	waitFor(t, "the service to be up", func() bool {
-		_, err := heartbeat.NewClient(b, "").Status(t.Context())
-		return err == nil
-	})
+	serveAPI(t, b, h)
 	ctx, cancel = context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	_, err = heartbeat.NewClient(b, "nightly").Wake(ctx)
@@ -215,8 +214,8 @@ func TestHistoryReadsBackwards(t *testing.T) {
 		t.Fatalf("History(4) = %d entries, want 4", len(got))
 	}
 	for i, e := range got {
-		if want := ours[len(ours)-1-i]; e.EventID != want || e.Name != "default" {
-			t.Errorf("entry %d = %s (%s), want %s", i, e.EventID, e.Name, want)
+		if want := ours[len(ours)-1-i]; e.ID != want || e.Result.Name != "default" {
+			t.Errorf("entry %d = %s (%s), want %s", i, e.ID, e.Result.Name, want)
 		}
 	}
 	all, err := heartbeat.History(t.Context(), b, "default", 100)
@@ -250,6 +249,7 @@ func TestStatusShowsTheRunningHeartbeat(t *testing.T) {
 	startRunner(t, b, m, h, clk)
 	s := watch(t, b)
 	runInBackground(t, "Heartbeat", h.Run)
+	serveAPI(t, b, h)
 	waitArmed(t, b)
 	w, err := h.Wake(t.Context())
 	if err != nil {
@@ -272,5 +272,33 @@ func TestStatusShowsTheRunningHeartbeat(t *testing.T) {
 	waitIdle(t, b)
 	if st, err := h.Status(t.Context()); err != nil || st.Running != nil {
 		t.Fatalf("status running after the run = %+v, %v; want none", st.Running, err)
+	}
+}
+
+// TestHTTPBusDown: with the bus gone the routes answer 503 problems a
+// client may retry.
+func TestHTTPBusDown(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	h := newHeartbeat(t, b, heartbeat.Config{}, clock.NewFake(monday), t.TempDir())
+	mux := http.NewServeMux()
+	h.Routes(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/v1/heartbeat", "/v1/heartbeat/history"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p problem.Details
+		_ = json.NewDecoder(resp.Body).Decode(&p)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" ||
+			resp.Header.Get("Content-Type") != problem.ContentType || p.Type != problem.TypeUnavailable {
+			t.Errorf("GET %s with the bus closed = %d %q %+v, want a 503 problem with Retry-After", path, resp.StatusCode, resp.Header.Get("Retry-After"), p)
+		}
 	}
 }

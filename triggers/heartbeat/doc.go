@@ -28,6 +28,6 @@
 // the instant the window opens.
 //
 // Wake runs one heartbeat now without moving the schedule; Status and
-// History report it. They are served over NATS (Client, the CLI) and HTTP
-// (Routes).
+// History report it. They are served over NATS (Service; Client and the
+// CLI call it) and HTTP (Routes). A Heartbeat is a triggers.Trigger.
 package heartbeat

@@ -92,21 +92,12 @@ func (h *Heartbeat) Config() Config { return h.cfg }
 // ChecklistPath is the resolved path of the checklist.
 func (h *Heartbeat) ChecklistPath() string { return h.checklist }
 
-// Run serves the heartbeat's NATS service and, when enabled, fires the
-// schedule until ctx is done: it makes sure the heartbeat's timer is armed
-// and handles its fires (with every other instance on the bus, through one
-// durable consumer). It returns nil on cancellation; an error when the
-// service cannot start or the consumer of the timer's fires is lost.
+// Run, when the heartbeat is enabled, fires the schedule until ctx is
+// done: it makes sure the heartbeat's timer is armed and handles its fires
+// (with every other instance on the bus, through one durable consumer).
+// It returns nil on cancellation, an error when the consumer of the
+// timer's fires is lost (the NATS API is Service, served beside Run).
 func (h *Heartbeat) Run(ctx context.Context) error {
-	svc, err := h.serve(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := svc.Stop(); err != nil {
-			h.log.Debug("stop service", zap.Error(err))
-		}
-	}()
 	if !h.cfg.Enabled {
 		h.log.Info("heartbeat disabled; it runs only on wake")
 		if err := h.timers.Cancel(ctx, h.timerKey()); err != nil && ctx.Err() == nil {

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/agentwork/agentwork/api/problem"
 )
 
 // Routes registers the heartbeat's HTTP API on mux (Go 1.22 patterns):
@@ -15,8 +18,8 @@ import (
 //	POST /v1/heartbeat/wake     run one now: 202 {"name", "id"}
 //	GET  /v1/heartbeat/history  recent runs, newest first (?limit=20, at most 500)
 //
-// Errors are RFC 9457 problem details (application/problem+json). The
-// routes do no authentication: the caller wraps mux with the admin check.
+// Errors are RFC 9457 problem details written by api/problem. The routes
+// do no authentication: the api server mounts them behind the admin token.
 func (h *Heartbeat) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/heartbeat", h.httpStatus)
 	mux.HandleFunc("POST /v1/heartbeat/wake", h.httpWake)
@@ -50,7 +53,8 @@ func (h *Heartbeat) httpHistory(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxHistoryLimit {
-			writeProblem(w, r, http.StatusBadRequest, "Bad limit", "limit: "+strconv.Quote(v)+" is not a number from 1 to "+strconv.Itoa(MaxHistoryLimit))
+			detail := strconv.Quote(v) + " is not a number from 1 to " + strconv.Itoa(MaxHistoryLimit)
+			problem.Invalid(w, "limit: "+detail, problem.FieldError{Field: "limit", Detail: detail})
 			return
 		}
 		limit = n
@@ -68,23 +72,7 @@ func (h *Heartbeat) httpHistory(w http.ResponseWriter, r *http.Request) {
 // unavailable answers 503 for a bus failure: the client may retry.
 func (h *Heartbeat) unavailable(w http.ResponseWriter, r *http.Request, err error) {
 	h.log.Warn("heartbeat HTTP request failed", zap.String("path", r.URL.Path), zap.Error(err))
-	w.Header().Set("Retry-After", "5")
-	writeProblem(w, r, http.StatusServiceUnavailable, "The bus is unavailable", err.Error()+"; retry shortly")
-}
-
-// problem is an RFC 9457 problem details object.
-type problem struct {
-	Type     string `json:"type"`
-	Title    string `json:"title"`
-	Status   int    `json:"status"`
-	Detail   string `json:"detail,omitempty"`
-	Instance string `json:"instance,omitempty"`
-}
-
-func writeProblem(w http.ResponseWriter, r *http.Request, status int, title, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(problem{Type: "about:blank", Title: title, Status: status, Detail: detail, Instance: r.URL.Path})
+	problem.Unavailable(w, 5*time.Second, "the bus is unavailable: "+err.Error()+"; retry shortly")
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -152,6 +152,21 @@ func startRunner(t *testing.T, b *bus.Bus, p model.Provider, h *heartbeat.Heartb
 	runInBackground(t, "Runner", r.Run)
 }
 
+// serveAPI serves h's NATS API on b until the test ends, as serve does
+// beside Run.
+func serveAPI(t *testing.T, b *bus.Bus, h *heartbeat.Heartbeat) {
+	t.Helper()
+	stop, err := b.StartService(h.Service())
+	if err != nil {
+		t.Fatalf("StartService: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("stop the API: %v", err)
+		}
+	})
+}
+
 func runInBackground(t *testing.T, what string, run func(context.Context) error) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))

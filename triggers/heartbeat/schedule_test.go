@@ -339,6 +339,7 @@ func TestWakeKeepsTheSchedule(t *testing.T) {
 	startRunner(t, b, m, h, clock.Real{})
 	s := watch(t, b)
 	runInBackground(t, "Heartbeat", h.Run)
+	serveAPI(t, b, h)
 	waitArmed(t, b)
 	next := state(t, b, "default").NextFire
 	if due := pending(t, b, "default"); !due.Equal(next) || !next.After(time.Now()) || next.Sub(next.Truncate(30*time.Minute)) != 0 {

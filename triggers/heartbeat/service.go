@@ -8,10 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
-	"go.uber.org/zap"
-
+	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 )
 
@@ -85,79 +82,61 @@ type WakeResult struct {
 
 // HistoryResult is the reply to history.
 type HistoryResult struct {
-	Runs []Entry `json:"runs"`
+	Runs []agentwork.Record `json:"runs"`
 }
 
 // serviceTimeout bounds the work of one service request.
 const serviceTimeout = 10 * time.Second
 
-// serve registers the NATS request-reply service (status, wake, history)
-// as a NATS micro service; every instance answers in a queue group, so one
-// answers each request.
-func (h *Heartbeat) serve(ctx context.Context) (micro.Service, error) {
-	svc, err := micro.AddService(h.bus.Conn(), micro.Config{
-		Name:        "agentwork-heartbeat",
-		Version:     "1.0.0",
-		Description: "agentwork heartbeat: status, wake, history",
-		QueueGroup:  "agentwork-heartbeat-" + h.cfg.Name,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("heartbeat: service: %w", err)
-	}
-	base := context.WithoutCancel(ctx)
-	handle := func(verb string, fn func(ctx context.Context, r ServiceRequest) (any, error)) micro.Handler {
-		return micro.HandlerFunc(func(req micro.Request) {
+// Service is the heartbeat's API on NATS (status, wake, history), as every
+// instance serves it: the instances of one heartbeat name share a queue
+// group, so one of them answers each request for that name.
+func (h *Heartbeat) Service() bus.Service {
+	handle := func(fn func(ctx context.Context, r ServiceRequest) (any, error)) func(context.Context, []byte) (any, error) {
+		return func(ctx context.Context, body []byte) (any, error) {
 			var r ServiceRequest
-			if len(req.Data()) > 0 {
-				if err := json.Unmarshal(req.Data(), &r); err != nil {
-					_ = req.Error("400", "the request body is not a JSON object like {\"name\":\"default\"}: "+err.Error(), nil)
-					return
+			if len(body) > 0 {
+				if err := json.Unmarshal(body, &r); err != nil {
+					return nil, &bus.ServiceError{Status: 400, Code: "bad_request", Detail: "the request body is not a JSON object like {\"name\":\"default\"}: " + err.Error()}
 				}
 			}
 			if r.Name == "" {
 				r.Name = DefaultName
 			}
 			if r.Name != h.cfg.Name {
-				return // another heartbeat's instance answers
+				return nil, bus.ErrNoReply // another heartbeat's instance answers
 			}
-			cctx, cancel := context.WithTimeout(base, serviceTimeout)
-			defer cancel()
-			out, err := fn(cctx, r)
+			out, err := fn(ctx, r)
 			if err != nil {
-				h.log.Warn("heartbeat service request failed", zap.String("verb", verb), zap.Error(err))
-				_ = req.Error("503", err.Error(), nil)
-				return
+				return nil, &bus.ServiceError{Status: 503, Code: "unavailable", Detail: err.Error()}
 			}
-			if err := req.RespondJSON(out); err != nil {
-				h.log.Debug("respond", zap.Error(err))
-			}
-		})
-	}
-	endpoints := map[string]func(ctx context.Context, r ServiceRequest) (any, error){
-		VerbStatus: func(ctx context.Context, _ ServiceRequest) (any, error) { return h.Status(ctx) },
-		VerbWake: func(ctx context.Context, _ ServiceRequest) (any, error) {
-			pub, err := h.Wake(ctx)
-			return WakeResult{Name: h.cfg.Name, ID: pub.ID}, err
-		},
-		VerbHistory: func(ctx context.Context, r ServiceRequest) (any, error) {
-			runs, err := History(ctx, h.bus, h.cfg.Name, r.Limit)
-			return HistoryResult{Runs: orEmpty(runs)}, err
-		},
-	}
-	for verb, fn := range endpoints {
-		if err := svc.AddEndpoint(verb, handle(verb, fn), micro.WithEndpointSubject(h.bus.Subjects.Service(bus.SourceHeartbeat, verb))); err != nil {
-			_ = svc.Stop()
-			return nil, fmt.Errorf("heartbeat: service endpoint %s: %w", verb, err)
+			return out, nil
 		}
 	}
-	return svc, nil
+	return bus.Service{
+		Name:        bus.SourceHeartbeat,
+		Description: "agentwork heartbeat: status, wake, history",
+		QueueGroup:  "agentwork-heartbeat-" + h.cfg.Name,
+		Timeout:     serviceTimeout,
+		Endpoints: []bus.Endpoint{
+			{Verb: VerbStatus, Handle: handle(func(ctx context.Context, _ ServiceRequest) (any, error) { return h.Status(ctx) })},
+			{Verb: VerbWake, Handle: handle(func(ctx context.Context, _ ServiceRequest) (any, error) {
+				pub, err := h.Wake(ctx)
+				return WakeResult{Name: h.cfg.Name, ID: pub.ID}, err
+			})},
+			{Verb: VerbHistory, Handle: handle(func(ctx context.Context, r ServiceRequest) (any, error) {
+				runs, err := History(ctx, h.bus, h.cfg.Name, r.Limit)
+				return HistoryResult{Runs: orEmpty(runs)}, err
+			})},
+		},
+	}
 }
 
-func orEmpty(e []Entry) []Entry {
-	if e == nil {
-		return []Entry{}
+func orEmpty(r []agentwork.Record) []agentwork.Record {
+	if r == nil {
+		return []agentwork.Record{}
 	}
-	return e
+	return r
 }
 
 // Client talks to a running heartbeat over NATS (what the CLI uses).
@@ -190,7 +169,7 @@ func (c *Client) Wake(ctx context.Context) (WakeResult, error) {
 }
 
 // History returns the last limit runs, newest first.
-func (c *Client) History(ctx context.Context, limit int) ([]Entry, error) {
+func (c *Client) History(ctx context.Context, limit int) ([]agentwork.Record, error) {
 	var h HistoryResult
 	err := c.call(ctx, VerbHistory, ServiceRequest{Name: c.name, Limit: limit}, &h)
 	return h.Runs, err
@@ -202,25 +181,14 @@ func (c *Client) call(ctx context.Context, verb string, in ServiceRequest, out a
 		ctx, cancel = context.WithTimeout(ctx, serviceTimeout+5*time.Second)
 		defer cancel()
 	}
-	data, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	subject := c.b.Subjects.Service(bus.SourceHeartbeat, verb)
-	m, err := c.b.Conn().RequestWithContext(ctx, subject, data)
+	err := c.b.Call(ctx, bus.SourceHeartbeat, verb, in, out)
 	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return fmt.Errorf("%w on %s: is `agentwork serve` running with a heartbeat section?", ErrNoHeartbeat, subject)
+	case errors.Is(err, bus.ErrNoService):
+		return fmt.Errorf("%w (%w): is `agentwork serve` running with a heartbeat section?", ErrNoHeartbeat, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w for heartbeat %q within the timeout: is a heartbeat with heartbeat.name %q configured?", ErrNoHeartbeat, c.name, c.name)
 	case err != nil:
 		return fmt.Errorf("heartbeat %s: %w", verb, err)
-	}
-	if msg := m.Header.Get(micro.ErrorHeader); msg != "" {
-		return fmt.Errorf("heartbeat %s: %s (code %s)", verb, msg, m.Header.Get(micro.ErrorCodeHeader))
-	}
-	if err := json.Unmarshal(m.Data, out); err != nil {
-		return fmt.Errorf("heartbeat %s: bad reply: %w", verb, err)
 	}
 	return nil
 }

@@ -17,6 +17,8 @@ const (
 	DefaultTolerance = 5 * time.Minute
 	// DefaultMaxBody is the largest accepted request body.
 	DefaultMaxBody = 256 << 10
+	// DefaultMaxInflight bounds the body bytes received at once.
+	DefaultMaxInflight = 32 << 20
 	// MinSecretBytes is the shortest signing secret accepted (Standard
 	// Webhooks: "at least 24 bytes").
 	MinSecretBytes = 24
@@ -42,6 +44,11 @@ type Config struct {
 	// MaxBody is the largest accepted body in bytes; larger is 413.
 	// Default 262144 (256 KiB).
 	MaxBody int64 `yaml:"max_body" json:"max_body,omitempty"`
+	// MaxInflight bounds the bytes of the bodies being received and queued
+	// at once (each counts its Content-Length, or max_body when unknown);
+	// a request beyond it is answered 503 with Retry-After, so memory stays
+	// bounded under a burst. Default 33554432 (32 MiB).
+	MaxInflight int64 `yaml:"max_inflight" json:"max_inflight,omitempty"`
 }
 
 // Grant is what a credential may request: sources and names, each a list of
@@ -93,6 +100,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxBody == 0 {
 		c.MaxBody = DefaultMaxBody
 	}
+	if c.MaxInflight == 0 {
+		c.MaxInflight = DefaultMaxInflight
+	}
 	return c
 }
 
@@ -105,6 +115,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBody < 0 || c.MaxBody > 16<<20 {
 		errs = append(errs, fmt.Errorf("webhook.max_body: %d: want 1 to 16777216 bytes (default 262144)", c.MaxBody))
+	}
+	if c.MaxInflight < 0 || (c.MaxInflight > 0 && c.MaxInflight < max(c.MaxBody, DefaultMaxBody)) {
+		errs = append(errs, fmt.Errorf("webhook.max_inflight: %d: want at least max_body (default 33554432)", c.MaxInflight))
 	}
 	names := map[string]string{}
 	seen := func(field, name string) {

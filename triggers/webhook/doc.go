@@ -13,5 +13,9 @@
 // {"id": ...} only after JetStream stored the request; every refusal is an
 // RFC 9457 problem and queues nothing.
 //
+// A Handler is a triggers.Trigger whose work happens in its route: the api
+// server mounts it as a public route (PublicRoutes), where a caller with the
+// server's admin token may post tasks too.
+//
 // See docs/webhooks.md for the body's JSON Schema and examples.
 package webhook

@@ -14,7 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/api/problem"
@@ -45,6 +49,7 @@ type Handler struct {
 	log        *zap.Logger
 	now        func() time.Time
 	timeout    time.Duration
+	inflight   *semaphore.Weighted // body bytes being received and queued
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -85,7 +90,7 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Handler{bus: b, cfg: cfg, log: zap.NewNop(), now: time.Now, timeout: 10 * time.Second}
+	h := &Handler{bus: b, cfg: cfg, log: zap.NewNop(), now: time.Now, timeout: 10 * time.Second, inflight: semaphore.NewWeighted(cfg.MaxInflight)}
 	for _, t := range cfg.Tokens {
 		h.tokens = append(h.tokens, namedToken{name: t.Name, sum: sha256.Sum256([]byte(t.Token)), grant: t.Grant})
 	}
@@ -159,6 +164,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 		h.tooLarge(w)
 		return
 	}
+	// Bound the bytes held at once: a body, its parse and its event live
+	// until the bus has the task.
+	need := h.cfg.MaxBody
+	if r.ContentLength > 0 {
+		need = r.ContentLength
+	}
+	if !h.inflight.TryAcquire(need) {
+		problem.Unavailable(w, time.Second, "too many task bodies are being received at once; nothing was queued, retry in a second")
+		return
+	}
+	defer h.inflight.Release(need)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -202,18 +218,37 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 		problem.Write(w, problem.Details{Type: problem.TypeForbidden, Status: http.StatusForbidden, Title: "Forbidden", Detail: detail})
 		return
 	}
+	// Every task has an idempotency key before it is published: the
+	// caller's, or one made here and answered, so that a caller who could
+	// not learn the outcome can retry without the work running twice.
+	generated := key == ""
+	if generated {
+		key = generatedKeyPrefix + bus.NewID()
+	}
+	w.Header().Set(HeaderIdempotencyKey, key)
 	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 	defer cancel()
-	acc, err := h.enqueue(ctx, task, key, cred.Name)
+	acc, err := h.enqueue(ctx, task, key, generated, cred.Name)
 	log := h.log.With(zap.String("credential", cred.Name), zap.String("source", task.Source), zap.String("name", task.Name))
 	switch {
 	case errors.Is(err, errConflict):
 		problem.Write(w, problem.Details{Type: problem.TypeIdempotencyConflict, Title: "Idempotency key reused", Status: http.StatusUnprocessableEntity,
 			Detail: "this idempotency key (webhook-id or Idempotency-Key) was used for a different task body; use a new key for new work"})
 		return
-	case err != nil:
+	case bus.IsStoreFull(err):
+		h.bus.NoteWrite(err)
+		log.Debug("task not queued: store full", zap.Error(err))
+		problem.Write(w, problem.Details{Type: problem.TypeStoreFull, Title: "Insufficient storage", Status: http.StatusInsufficientStorage,
+			Detail: "the bus's store is full (bus.max_store, or the disk): nothing was queued; free space or raise bus.max_store, then retry"})
+		return
+	case err != nil && notStored(err):
 		log.Warn("task not queued", zap.Error(err))
 		problem.Unavailable(w, RetryAfter, "the bus is not available, nothing was queued; retry later")
+		return
+	case err != nil:
+		// No answer in time: the bus may have stored it.
+		log.Warn("task not confirmed by the bus; it may be queued", zap.String("idempotency_key", key), zap.Error(err))
+		problem.Unavailable(w, RetryAfter, fmt.Sprintf("the bus did not confirm the task in time, so it may be queued or not; retry with the header %s: %s and it is queued at most once", HeaderIdempotencyKey, key))
 		return
 	}
 	log.Info("task queued", zap.String("request", acc.ID), zap.Bool("duplicate", acc.Duplicate))
@@ -223,8 +258,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 }
 
 func (h *Handler) unauthorized(w http.ResponseWriter, detail string) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="agentwork"`)
-	problem.Write(w, problem.Details{Type: problem.TypeUnauthorized, Title: "Unauthorized", Status: http.StatusUnauthorized, Detail: detail})
+	problem.Unauthorized(w, "agentwork", detail)
 }
 
 func (h *Handler) tooLarge(w http.ResponseWriter) {
@@ -298,6 +332,33 @@ func idempotencyKey(h http.Header, signedID string) (string, error) {
 	return key, nil
 }
 
+// generatedKeyPrefix starts the idempotency keys the handler makes for
+// tasks sent without one: the rest is the request id.
+const generatedKeyPrefix = "aw-"
+
+// idOfGeneratedKey returns the request id of a key the handler generated.
+func idOfGeneratedKey(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, generatedKeyPrefix)
+	if !ok {
+		return "", false
+	}
+	u, err := uuid.Parse(rest)
+	if err != nil || u.String() != rest {
+		return "", false
+	}
+	return rest, true
+}
+
+// notStored reports whether err says for certain that the bus stored
+// nothing: the connection was down before the publish, no stream took the
+// subject, or the server answered with an error. A timeout (the bus took
+// the publish but did not answer in time) is not certain.
+func notStored(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, bus.ErrClosed) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.As(err, &apiErr)
+}
+
 func summarize(errs []problem.FieldError) string {
 	parts := make([]string, 0, len(errs))
 	for _, e := range errs {
@@ -325,22 +386,33 @@ var errConflict = errors.New("webhook: idempotency key reused with another body"
 // request id it will use, so a retry, concurrent or after a failed
 // publish, reuses that id and the Nats-Msg-Id makes JetStream store it once.
 // The record outlives the stream's 24h duplicate window (bucket TTL 7d).
-func (h *Handler) enqueue(ctx context.Context, task Task, key, credential string) (Accepted, error) {
+//
+// A key this handler generated (the caller sent none) is published without
+// a record, its request id taken from the key: a caller who retries with it
+// (after a 503 that could not say whether the task was stored) gets a
+// record with that same id, and the Nats-Msg-Id stores the task once
+// within the requests stream's duplicate window.
+func (h *Handler) enqueue(ctx context.Context, task Task, key string, generated bool, credential string) (Accepted, error) {
 	if nc := h.bus.Conn(); nc == nil || !nc.IsConnected() {
 		return Accepted{}, bus.ErrClosed
 	}
 	opts := agentwork.PublishOptions{Producer: "agentwork/webhook/" + credential, Now: h.now()}
-	if key == "" {
-		pub, err := agentwork.Publish(ctx, h.bus, task.Request(), opts)
-		return Accepted{ID: pub.ID}, err
-	}
 	sum := sha256.Sum256([]byte(key))
 	digest := hex.EncodeToString(sum[:])
 	kvKey := "idem." + digest
 	opts.MsgID = "webhook." + digest
+	id, ok := idOfGeneratedKey(key)
+	if generated {
+		opts.EventID = id
+		pub, err := agentwork.Publish(ctx, h.bus, task.Request(), opts)
+		return Accepted{ID: pub.ID}, err
+	}
+	if !ok {
+		id = bus.NewID()
+	}
 	hash := task.Hash()
 	created := true // unless the create conflicts
-	fresh := record{ID: bus.NewID(), Hash: hash, Time: h.now().UTC()}
+	fresh := record{ID: id, Hash: hash, Time: h.now().UTC()}
 	rec, rev, err := bus.UpdateAt(ctx, h.bus.Locks, kvKey, fresh, 0, func(r *record, found bool) (bool, error) {
 		// Another request with this key won the race: use its record.
 		created = !found

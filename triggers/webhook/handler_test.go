@@ -2,7 +2,9 @@ package webhook_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -241,13 +243,23 @@ func TestAcceptedBearer(t *testing.T) {
 func TestAcceptedDefaults(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testConfig())
-	acc := f.do(t, call{body: `{"prompt":"hi"}`, header: bearer(tokCI)}).accepted(t)
+	r := f.do(t, call{body: `{"prompt":"hi"}`, header: bearer(tokCI)})
+	acc := r.accepted(t)
 	got := stored(t, f.b)
 	if len(got) != 1 || got[0].Subject != "agentwork.request.task.default" || got[0].Event.ID != acc.ID {
 		t.Fatalf("stored = %+v, want one request on agentwork.request.task.default with id %s", got, acc.ID)
 	}
-	if got[0].MsgID != acc.ID {
-		t.Errorf("Nats-Msg-Id without an idempotency key = %q, want the request id %q", got[0].MsgID, acc.ID)
+	// Without a key of the caller's, one is made and answered: the request
+	// id after "aw-", and the Nats-Msg-Id follows from it as from any key.
+	key := r.header.Get("Idempotency-Key")
+	sum := sha256.Sum256([]byte(key))
+	if key != "aw-"+acc.ID || got[0].MsgID != "webhook."+hex.EncodeToString(sum[:]) {
+		t.Errorf("answered key %q, Nats-Msg-Id %q; want aw-%s and the key's digest", key, got[0].MsgID, acc.ID)
+	}
+	// The same body with that key is the same request, queued once.
+	again := f.do(t, call{body: `{"prompt":"hi"}`, header: http.Header{"Authorization": {"Bearer " + tokCI}, "Idempotency-Key": {key}}}).accepted(t)
+	if again.ID != acc.ID || !again.Duplicate || len(stored(t, f.b)) != 1 {
+		t.Errorf("retry with the answered key = %+v, stored %d; want id %s, duplicate, still 1", again, len(stored(t, f.b)), acc.ID)
 	}
 }
 

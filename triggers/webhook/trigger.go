@@ -1,0 +1,74 @@
+package webhook
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/api"
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/triggers"
+)
+
+var (
+	_ triggers.Trigger = (*Handler)(nil)
+	_ api.PublicRouter = (*Handler)(nil)
+)
+
+// admin is the credential of a caller with the api server's admin token:
+// it may request any source but the reserved ones, under any name.
+func admin() Credential { return Credential{Name: "admin", Grant: Grant{Sources: []string{"*"}}} }
+
+// Sources are task and every source a credential is granted (patterns
+// aside: a runtime needs each source spelled out to run it).
+func (h *Handler) Sources() []string {
+	out := []string{bus.SourceTask}
+	for _, g := range h.grants() {
+		for _, s := range g.sources() {
+			if !strings.ContainsAny(s, "*?[") && !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+func (h *Handler) grants() []Grant {
+	var out []Grant
+	for _, t := range h.cfg.Tokens {
+		out = append(out, t.Grant)
+	}
+	for _, s := range h.cfg.Secrets {
+		out = append(out, s.Grant)
+	}
+	return out
+}
+
+// Policy is the runner's default for every source of the webhook: the
+// request's delivery (auto unless the task says otherwise) and dedup
+// within the request's dedup window or runner.dedup_window.
+func (h *Handler) Policy() agentwork.Policy { return agentwork.Policy{} }
+
+// Run waits until ctx is done and returns nil: the webhook works in its
+// route.
+func (h *Handler) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// PublicRoutes mounts POST /v1/tasks (any other method is 405). A caller
+// authenticates with a webhook credential (ServeHTTP) or with the api
+// server's admin token (api.IsAdmin), which may request any source but the
+// reserved ones.
+func (h *Handler) PublicRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/tasks", func(w http.ResponseWriter, r *http.Request) {
+		if api.IsAdmin(r) {
+			h.ServeAs(w, r, admin())
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+	mux.Handle("/v1/tasks", h) // answers 405 with Allow: POST
+}
