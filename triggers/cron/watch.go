@@ -306,8 +306,8 @@ func (s *Scheduler) sweepOnce(ctx context.Context) error {
 	var ids []string
 	s.mu.Lock()
 	for id, e := range s.entries {
-		if e.job.ID == "" || s.dirty[id] {
-			continue // checked anyway
+		if e.job.ID == "" {
+			continue
 		}
 		missing := !pending[timerKey(id)]
 		if missing {
