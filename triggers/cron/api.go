@@ -65,7 +65,6 @@ func (s *Scheduler) status(j Job, st State) Status {
 	if err == nil {
 		err = j.Validate()
 	}
-	e := &entry{job: j, state: st, sched: sched}
 	switch {
 	case err != nil:
 		out.Status, out.Error = StatusInvalid, err.Error()
@@ -82,7 +81,7 @@ func (s *Scheduler) status(j Job, st State) Status {
 		out.Status = StatusActive
 	}
 	if out.Status == StatusActive {
-		a := e.anchor()
+		a := anchor(j, st)
 		if a.Before(now) {
 			a = now
 		}

@@ -11,15 +11,14 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/bus/bustest"
-	"github.com/agentwork/agentwork/internal/clock"
 )
 
 func TestServiceClient(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
-	clk := clock.NewFake(t0)
 	results := make(chan TickResult, 100)
-	startScheduler(t, b, clk, Config{Jobs: []Job{minuteJob("from-config")}}, results)
+	yearly := Job{ID: "from-config", Schedule: "0 0 1 1 *", Prompt: "happy new year"}
+	startScheduler(t, b, Config{Jobs: []Job{yearly}}, results)
 	c := NewClient(bustest.Client(t, b))
 	ctx := t.Context()
 
@@ -27,8 +26,13 @@ func TestServiceClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Add: %v", err)
 	}
-	if want := time.Date(2026, 5, 11, 7, 0, 0, 0, time.UTC); st.Status != StatusActive || st.Next == nil || !st.Next.Equal(want) || st.Job.Origin != OriginAPI {
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	sched, _ := ParseSchedule("0 9 * * mon", berlin)
+	if want := sched.Next(time.Now()); st.Status != StatusActive || st.Next == nil || !st.Next.Equal(want) || st.Job.Origin != OriginAPI {
 		t.Fatalf("Add = %+v, want active, next %v", st, want)
+	}
+	if due := pendingDue(t, b, timerKey("weekly")); !due.IsZero() && !due.Equal(*st.Next) {
+		t.Fatalf("timer due %v, want %v", due, st.Next)
 	}
 	if _, err := c.Add(ctx, Job{ID: "weekly", Schedule: "@daily", Prompt: "x"}); !isErr(err, ErrExists) {
 		t.Fatalf("Add(duplicate) = %v, want ErrExists", err)
@@ -36,7 +40,7 @@ func TestServiceClient(t *testing.T) {
 	if _, err := c.Add(ctx, Job{ID: "bad", Schedule: "61 * * * *", Prompt: "x"}); !isErr(err, ErrInvalid) || !strings.Contains(err.Error(), "schedule:") {
 		t.Fatalf("Add(invalid) = %v, want ErrInvalid naming schedule", err)
 	}
-	past := t0.Add(-time.Hour)
+	past := time.Now().Add(-time.Hour)
 	if _, err := c.Add(ctx, Job{ID: "late", At: &past, Prompt: "x"}); !isErr(err, ErrInvalid) {
 		t.Fatalf("Add(at in the past) = %v, want ErrInvalid", err)
 	}
@@ -105,9 +109,8 @@ func TestClientWithoutServer(t *testing.T) {
 func TestHTTPRoutes(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
-	clk := clock.NewFake(t0)
 	results := make(chan TickResult, 100)
-	s, _ := startScheduler(t, b, clk, Config{}, results)
+	s, _ := startScheduler(t, b, Config{}, results)
 	mux := http.NewServeMux()
 	s.Routes(mux)
 	srv := httptest.NewServer(mux)
@@ -168,7 +171,7 @@ func TestHTTPRoutes(t *testing.T) {
 func TestReady(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
-	s, err := New(b, Config{Jobs: []Job{minuteJob("a")}})
+	s, err := New(b, Config{Jobs: []Job{secondJob("a")}})
 	if err != nil {
 		t.Fatal(err)
 	}
