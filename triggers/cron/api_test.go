@@ -3,9 +3,11 @@ package cron
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -186,5 +188,59 @@ func TestReady(t *testing.T) {
 	}
 	if err := s.Ready(t.Context()); err != nil {
 		t.Fatalf("Ready once started = %v, want nil", err)
+	}
+}
+
+// TestListPages: GET /v1/jobs answers a page at a time with a Link to the
+// next one (100,000 jobs were 50 MB in one answer), and the client (the
+// CLI's) walks every page.
+func TestListPages(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	var jobs []Job
+	for i := range 5 {
+		jobs = append(jobs, Job{ID: fmt.Sprintf("job-%d", i), Schedule: "0 0 1 1 *", Prompt: "x"})
+	}
+	s, _ := startScheduler(t, b, Config{Jobs: jobs}, make(chan TickResult, 100))
+	mux := http.NewServeMux()
+	s.Routes(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	var ids []string
+	next := "/v1/jobs?limit=2"
+	for pages := 0; next != ""; pages++ {
+		if pages == 5 {
+			t.Fatalf("more pages than jobs; got %v", ids)
+		}
+		resp, err := http.Get(srv.URL + next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page []Status
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || len(page) > 2 {
+			t.Fatalf("GET %s = %d, %d jobs, %v; want a page of at most 2", next, resp.StatusCode, len(page), err)
+		}
+		for _, st := range page {
+			ids = append(ids, st.Job.ID)
+		}
+		next = ""
+		if link := resp.Header.Get("Link"); link != "" {
+			next = strings.TrimSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`)
+		}
+	}
+	if want := []string{"job-0", "job-1", "job-2", "job-3", "job-4"}; !slices.Equal(ids, want) {
+		t.Errorf("pages gave %v, want %v", ids, want)
+	}
+	if resp, err := http.Get(srv.URL + "/v1/jobs?limit=5000"); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("GET /v1/jobs?limit=5000 = %v %v, want 400", resp.StatusCode, err)
+	} else {
+		resp.Body.Close()
+	}
+	all, err := NewClient(bustest.Client(t, b)).List(t.Context())
+	if err != nil || len(all) != 5 {
+		t.Errorf("Client.List = %d jobs, %v; want all 5", len(all), err)
 	}
 }
