@@ -57,9 +57,9 @@ func Notify() Spec {
 			case n > MaxNotify:
 				return "", fmt.Errorf("not sent: a run sends at most %d notify_user messages; put what is left into one of them next time", MaxNotify)
 			case n > 1:
-				return "acknowledged: it will be sent with your earlier notify_user message(s), as one message to the user, once this run ends", nil
+				return "acknowledged: it will be sent with your earlier notify_user message(s), as one message to the user, when this run completes", nil
 			}
-			return "acknowledged: the message will be sent to the user once this run ends (unless the same message was sent very recently)", nil
+			return "acknowledged: the message will be sent to the user when this run completes (unless the same message was sent very recently); your final reply is not sent, so put everything the user needs into notify_user", nil
 		})
 }
 

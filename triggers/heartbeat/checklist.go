@@ -100,6 +100,12 @@ func setextTitle(lines []string, i int) bool {
 	if i+1 >= len(lines) || (i > 0 && strings.TrimSpace(lines[i-1]) != "") {
 		return false
 	}
+	// A list item, a quote, a heading or a fence is never a setext title
+	// (CommonMark): "- [ ] check the backup" over "---" is an item and a rule.
+	t := strings.TrimSpace(lines[i])
+	if _, item := cutListMarker(t); item || strings.HasPrefix(t, ">") || strings.HasPrefix(t, "#") || isFence(t) {
+		return false
+	}
 	u := strings.TrimSpace(lines[i+1])
 	return u != "" && (strings.Trim(u, "=") == "" || strings.Trim(u, "-") == "")
 }

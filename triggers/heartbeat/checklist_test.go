@@ -25,6 +25,8 @@ func TestParseChecklist(t *testing.T) {
 		{"empty task items", "# HB\n- [ ]\n- [x]\n* [ ]\n+\n1.\n2)\n-", true, ""},
 		{"rules and setext", "Title\n=====\n---\n***\n___", true, ""},
 		{"setext heading only", "Heartbeat\n=========\n", true, ""},
+		{"an item over a rule is an item", "- [ ] Check that the backup ran\n---\n", false, ""},
+		{"a numbered item over a rule is an item", "1. check disk\n---", false, ""},
 		{"setext h2 only", "# HB\n\nDaily\n-----\n", true, ""},
 		{"byte-order mark", "\uFEFF# Heartbeat\n\n", true, ""},
 		{"byte-order mark before an item", "\uFEFF- check disk", false, "- check disk"},
