@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -198,7 +199,9 @@ func (b *Bus) Publish(ctx context.Context, subject string, ev Event, msgID strin
 	m.Header.Set(jetstream.MsgIDHeader, msgID)
 	m.Header.Set("ce-type", ev.Type)
 	ack, err := b.js.PublishMsg(ctx, m)
-	b.NoteWrite(err)
+	if strings.HasPrefix(subject, b.Subjects.Prefix+".") {
+		b.NoteWrite(err) // not a user's own stream (the nats connector's)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bus: publish %s: %w", subject, err)
 	}

@@ -3,6 +3,7 @@ package bus
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -100,6 +101,11 @@ func (c Config) Validate() error {
 			u = strings.TrimSpace(u)
 			if !strings.HasPrefix(u, "nats://") && !strings.HasPrefix(u, "tls://") && !strings.HasPrefix(u, "ws://") && !strings.HasPrefix(u, "wss://") {
 				return fmt.Errorf("bus.url: %q is not a NATS URL (want nats://host:port)", secret.URL(u))
+			}
+			// The NATS client quotes a URL it cannot parse, password and
+			// all: refuse it here, where the error can leave it out.
+			if _, err := url.Parse(u); err != nil {
+				return fmt.Errorf("bus.url: %q does not parse as a URL (percent-encode a %% or a space in the user or password, or use bus.user and bus.password)", secret.URL(u))
 			}
 		}
 	}

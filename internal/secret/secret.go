@@ -7,7 +7,8 @@ import (
 )
 
 // URL returns s, one URL or a comma-separated list of them, with the user
-// information of each replaced by "***": safe for errors and logs.
+// information of each replaced by "***" and the query left out (it may hold
+// a key): safe for errors and logs.
 // It works on text that does not parse as a URL too (a config typo must
 // not print the password next to it).
 func URL(s string) string {
@@ -19,9 +20,13 @@ func URL(s string) string {
 }
 
 func one(s string) string {
-	if u, err := url.Parse(strings.TrimSpace(s)); err == nil && u.User != nil {
-		u.User = nil
-		return strings.Replace(u.String(), "://", "://***@", 1)
+	if u, err := url.Parse(strings.TrimSpace(s)); err == nil && u.Scheme != "" && u.Host != "" {
+		hidden := u.User != nil
+		u.User, u.RawQuery, u.ForceQuery = nil, "", false
+		if hidden {
+			return strings.Replace(u.String(), "://", "://***@", 1)
+		}
+		return u.String()
 	}
 	// Unparsable, or no user info found: cut everything between the
 	// scheme and the last '@' before the path.
