@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,7 +67,9 @@ func parseQuery(q url.Values, now time.Time, allowLimit bool, outcomes []string)
 		var out []string
 		for _, v := range q[name] {
 			for _, p := range strings.Split(v, ",") {
-				if p = strings.TrimSpace(p); p != "" {
+				// A value twice would make overlapping filter subjects,
+				// which JetStream refuses.
+				if p = strings.TrimSpace(p); p != "" && !slices.Contains(out, p) {
 					out = append(out, p)
 				}
 			}

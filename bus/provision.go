@@ -83,15 +83,22 @@ func (b *Bus) bucketConfigs() []jetstream.KeyValueConfig {
 // retention) is reported with what differs.
 func (b *Bus) provision(ctx context.Context) error {
 	for _, sc := range b.StreamConfigs() {
+		attempt := provisionAttempt
 		if err := retry(ctx, func() error {
-			actx, cancel := context.WithTimeout(ctx, provisionAttempt)
-			defer cancel()
+			lctx, cancel := context.WithTimeout(ctx, provisionAttempt)
+			st, err := b.js.Stream(lctx, sc.Name)
+			cancel()
 			// An update of a stream that needs none is not free: the timers
 			// stream answers it only once its backlog of due timers fired.
-			if st, err := b.js.Stream(actx, sc.Name); err == nil && !needsUpdate(st.CachedInfo().Config, sc) {
+			if err == nil && !needsUpdate(st.CachedInfo().Config, sc) {
 				return nil
 			}
-			_, err := b.js.CreateOrUpdateStream(actx, sc)
+			// A real create or update may take long (that same backlog):
+			// each attempt waits twice as long as the one before.
+			uctx, cancel := context.WithTimeout(ctx, attempt)
+			defer cancel()
+			attempt *= 2
+			_, err = b.js.CreateOrUpdateStream(uctx, sc)
 			return err
 		}); err != nil {
 			if hint := b.replicasHint(err); hint != "" {
@@ -157,7 +164,8 @@ func (b *Bus) replicasHint(err error) string {
 	return ""
 }
 
-// provisionAttempt bounds one call of start-up to the JetStream API: one
+// provisionAttempt bounds one read of start-up from the JetStream API (and
+// the first create or update; each next one waits twice as long): a call
 // that gets no answer (a cluster still electing its leader) is asked again
 // rather than waited on for the whole ready timeout.
 const provisionAttempt = 2 * time.Second

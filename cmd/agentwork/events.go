@@ -97,8 +97,8 @@ func cmdEvents(ctx context.Context, e *env, args []string) error {
 func splitList(v string) []string {
 	var out []string
 	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
+		if p = strings.TrimSpace(p); p != "" && !slices.Contains(out, p) {
+			out = append(out, p) // once: overlapping filter subjects are refused
 		}
 	}
 	return out

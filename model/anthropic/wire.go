@@ -196,7 +196,7 @@ func decodeReply(body []byte) (model.Reply, error) {
 	if err := json.Unmarshal(r.Content, &blocks); err != nil {
 		return model.Reply{}, fmt.Errorf("%w: content: %w", errMalformed, err)
 	}
-	reply := model.Reply{Model: r.Model, StopReason: r.StopReason, Truncated: r.StopReason == "max_tokens"}
+	reply := model.Reply{Model: r.Model, StopReason: r.StopReason, Truncated: r.StopReason == "max_tokens" || r.StopReason == "model_context_window_exceeded"}
 	var text strings.Builder
 	for i, b := range blocks {
 		switch b.Type {

@@ -107,15 +107,20 @@ func (c *Client) call(ctx context.Context, verb string, req, out any) error {
 }
 
 // List returns every job with its state, asking for them a page at a time.
+// A server that does not page (an older one) answers everything at once;
+// the listing then ends when a page does not move past the last one.
 func (c *Client) List(ctx context.Context) ([]Status, error) {
 	var all []Status
 	for after := ""; ; {
 		var page []Status
-		if err := c.call(ctx, VerbList, ServiceRequest{After: after, Limit: MaxListLimit}, &page); err != nil {
+		if err := c.call(ctx, VerbList, ServiceRequest{After: after, Limit: DefaultListLimit}, &page); err != nil {
 			return all, err
 		}
+		if len(page) > 0 && after != "" && page[0].Job.ID <= after {
+			return all, nil // not paged: the same answer again
+		}
 		all = append(all, page...)
-		if len(page) < MaxListLimit {
+		if len(page) < DefaultListLimit {
 			return all, nil
 		}
 		after = page[len(page)-1].Job.ID

@@ -132,7 +132,7 @@ func (OKTokenGate) Inspect(ctx context.Context, run *agentwork.Run, out agentwor
 	if IsOK(text) {
 		return agentwork.Skip(agentwork.ReasonAck, "")
 	}
-	run.Notice = &agentwork.Notice{Text: text, Urgency: tools.UrgencyInfo}
+	run.Notice = &agentwork.Notice{Text: text, Urgency: tools.UrgencyInfo, Truncated: out.Truncated}
 	return nil
 }
 
