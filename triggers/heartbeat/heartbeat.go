@@ -60,6 +60,18 @@ func WithClock(c clock.Clock) Option {
 // against: the config file's directory. Default: the working directory.
 func WithBaseDir(dir string) Option { return func(h *Heartbeat) { h.checklist = dir } }
 
+// WithEvery sets the interval in place of Config.Every, below the 1m
+// floor that Config enforces (each heartbeat is a model call, so an
+// operator never wants less): it is for tests and benchmarks that need
+// heartbeats of the real clock within seconds. d <= 0 keeps the config's.
+func WithEvery(d time.Duration) Option {
+	return func(h *Heartbeat) {
+		if d > 0 {
+			h.cfg.Every = d
+		}
+	}
+}
+
 // New checks cfg and returns a heartbeat. It does no I/O and starts nothing.
 func New(b *bus.Bus, cfg Config, opts ...Option) (*Heartbeat, error) {
 	if b == nil {
