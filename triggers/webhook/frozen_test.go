@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -253,5 +254,69 @@ func TestInflightBodiesAreBounded(t *testing.T) {
 	after.Body.Close()
 	if after.StatusCode != http.StatusAccepted {
 		t.Errorf("after the slow body was queued = %d, want 202", after.StatusCode)
+	}
+}
+
+// TestFakeSignaturesCannotTakeTheBudget: bodies of signed requests count
+// against half of max_inflight until their signature is verified, so slow
+// senders of fake signatures leave room for genuine callers.
+func TestFakeSignaturesCannotTakeTheBudget(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	cfg := webhook.Config{Tokens: []webhook.Token{{Name: "ci", Token: tokCI}}, Secrets: []webhook.Secret{{Name: "relay", Secret: newSecret}},
+		MaxInflight: 2 * webhook.DefaultMaxBody}
+	h, err := webhook.New(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	body := `{"prompt":"` + strings.Repeat("x", 200<<10) + `"}`
+	send := func(r io.Reader, header map[string]string) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, r)
+		req.ContentLength = int64(len(body))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		return srv.Client().Do(req)
+	}
+	fake := map[string]string{"webhook-id": "msg_fake", "webhook-timestamp": strconv.FormatInt(time.Now().Unix(), 10), "webhook-signature": "v1,AAAA"}
+	pr, pw := io.Pipe()
+	slow := make(chan *http.Response, 1)
+	go func() {
+		resp, _ := send(pr, fake)
+		slow <- resp
+	}()
+	if _, err := pw.Write([]byte(body[:len(body)/2])); err != nil {
+		t.Fatal(err)
+	}
+	// Once the slow fake holds its bytes, another fake-signed body is
+	// refused, while a bearer caller still gets in.
+	var second *http.Response
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		second, err = send(strings.NewReader(body), fake)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second.Body.Close()
+		if second.StatusCode != http.StatusUnauthorized || time.Now().After(deadline) {
+			break
+		}
+	}
+	if second.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a second unverified body = %d, want 503", second.StatusCode)
+	}
+	genuine, err := send(strings.NewReader(body), map[string]string{"Authorization": "Bearer " + tokCI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	genuine.Body.Close()
+	if genuine.StatusCode != http.StatusAccepted {
+		t.Errorf("a bearer caller while a fake signature holds bytes = %d, want 202", genuine.StatusCode)
+	}
+	pw.Close()
+	if r := <-slow; r != nil {
+		r.Body.Close()
 	}
 }

@@ -50,6 +50,7 @@ type Handler struct {
 	now        func() time.Time
 	timeout    time.Duration
 	inflight   *semaphore.Weighted // body bytes being received and queued
+	unverified *semaphore.Weighted // of those, of signed requests not verified yet
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -90,7 +91,8 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Handler{bus: b, cfg: cfg, log: zap.NewNop(), now: time.Now, timeout: 10 * time.Second, inflight: semaphore.NewWeighted(cfg.MaxInflight)}
+	h := &Handler{bus: b, cfg: cfg, log: zap.NewNop(), now: time.Now, timeout: 10 * time.Second, inflight: semaphore.NewWeighted(cfg.MaxInflight),
+		unverified: semaphore.NewWeighted(max(cfg.MaxInflight/2, cfg.MaxBody))}
 	for _, t := range cfg.Tokens {
 		h.tokens = append(h.tokens, namedToken{name: t.Name, sum: sha256.Sum256([]byte(t.Token)), grant: t.Grant})
 	}
@@ -170,6 +172,25 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 	if r.ContentLength > 0 {
 		need = r.ContentLength
 	}
+	if cred == nil && len(h.verifier.keys) == 0 {
+		h.unauthorized(w, "signed requests are not accepted: no webhook.secrets are configured")
+		return
+	}
+	// A signed request is only known to be genuine once its body is read:
+	// until then it holds bytes of a budget of its own as well (half of
+	// max_inflight), so senders of fake signatures cannot take it all.
+	unverified := cred == nil
+	if unverified && !h.unverified.TryAcquire(need) {
+		problem.Unavailable(w, time.Second, "too many signed task bodies are being received at once; nothing was queued, retry in a second")
+		return
+	}
+	release := func() {
+		if unverified {
+			h.unverified.Release(need)
+			unverified = false
+		}
+	}
+	defer release()
 	if !h.inflight.TryAcquire(need) {
 		problem.Unavailable(w, time.Second, "too many task bodies are being received at once; nothing was queued, retry in a second")
 		return
@@ -187,10 +208,6 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 	}
 	signedID := ""
 	if cred == nil { // signed
-		if len(h.verifier.keys) == 0 {
-			h.unauthorized(w, "signed requests are not accepted: no webhook.secrets are configured")
-			return
-		}
 		k, err := h.verifier.verify(sig, body, h.now())
 		if err != nil {
 			h.log.Info("webhook signature refused", zap.String("webhook_id", truncate(sig.id, 64)), zap.Error(err))
@@ -198,6 +215,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 			return
 		}
 		cred = &Credential{Name: k.name, Grant: k.grant}
+		release()
 		signedID = sig.id
 	}
 	key, err := idempotencyKey(r.Header, signedID)
