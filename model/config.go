@@ -102,7 +102,7 @@ func checkHeaders(c Config) error {
 		return errors.New("model.api_key: contains a control character (check the ${...} reference or the file it reads)")
 	}
 	for k, v := range c.Headers {
-		if k == "" || strings.ContainsAny(k, " \t\r\n:()<>@,;\\\"/[]?={}") {
+		if !validHeaderName(k) {
 			return fmt.Errorf("model.headers: %q is not a header name", k)
 		}
 		if !validHeaderValue(v) {
@@ -110,6 +110,21 @@ func checkHeaders(c Config) error {
 		}
 	}
 	return nil
+}
+
+// validHeaderName reports whether k is an HTTP field name: one or more
+// token characters (RFC 9110 section 5.6.2).
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 func validHeaderValue(v string) bool {

@@ -33,6 +33,7 @@ func TestValidateHeaders(t *testing.T) {
 		{"key with a newline", model.Config{Provider: "openai", Model: "m", APIKey: key + "\nX-Evil: 1"}, "model.api_key: contains a control character"},
 		{"key with DEL", model.Config{Provider: "openai", Model: "m", APIKey: "sk-\x7f"}, "model.api_key"},
 		{"bad header name", model.Config{Provider: "openai", Model: "m", Headers: map[string]string{"Bad Name": "v"}}, `model.headers: "Bad Name" is not a header name`},
+		{"non-ASCII header name", model.Config{Provider: "openai", Model: "m", Headers: map[string]string{"X-Tëam": "v"}}, "is not a header name"},
 		{"empty header name", model.Config{Provider: "openai", Model: "m", Headers: map[string]string{"": "v"}}, "is not a header name"},
 		{"key ending in a newline is trimmed", model.Config{Provider: "openai", Model: "m", APIKey: key + "\n"}, ""},
 		{"anthropic takes 0-1", model.Config{Provider: "anthropic", Model: "m", Temperature: ptr(1.5)}, "model.temperature: 1.5 is out of range for Anthropic"},
