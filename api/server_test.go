@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -376,5 +377,19 @@ func TestNotFoundIsProblem(t *testing.T) {
 	_ = json.Unmarshal(r.body, &body)
 	if body["type"] == nil || body["title"] == nil || body["status"] == nil {
 		t.Errorf("problem JSON %s lacks type/title/status", r.body)
+	}
+}
+
+// TestRunPortInUse: a taken http.listen says so and names the setting.
+func TestRunPortInUse(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	f := newFixture(t, func(c *api.Config, _ *api.Deps) { c.Listen = ln.Addr().String() })
+	if err := f.s.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "http.listen: "+ln.Addr().String()+" is already in use") {
+		t.Fatalf("Run on a taken port = %v, want an error naming http.listen", err)
 	}
 }
