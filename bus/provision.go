@@ -148,6 +148,7 @@ func (b *Bus) bindBuckets(ctx context.Context) error {
 const (
 	errCodeInsufficientResources jetstream.ErrorCode = 10023 // e.g. fewer servers than replicas
 	errCodeReplicasNotSupported  jetstream.ErrorCode = 10074 // replicas > 1 not supported in non-clustered mode
+	errCodeClusterNotAvailable   jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
 )
 
 // replicasHint says what to do when the servers cannot hold the replicas
@@ -203,6 +204,10 @@ func retry(ctx context.Context, fn func() error) error {
 }
 
 func retryable(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeClusterNotAvailable {
+		return true // a leader election in progress: ask again
+	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
 		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) ||
 		errors.Is(err, errTimeout)
