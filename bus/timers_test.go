@@ -84,6 +84,23 @@ func waitFires(t testing.TB, ch <-chan fire, n int, d time.Duration) []fire {
 	return out
 }
 
+// onlySentinel sets a "sentinel" timer due at `at` and checks that it is
+// the next fire (nothing else fired before it, a timer already fired did
+// not fire again) and that the stream then holds wantSeq messages (each Set
+// stores one, each fire one).
+func onlySentinel(t testing.TB, b *bus.Bus, tm *bus.Timers, fired <-chan fire, at time.Time, wantSeq uint64) {
+	t.Helper()
+	if err := tm.Set(t.Context(), "sentinel", at, nil); err != nil {
+		t.Fatal(err)
+	}
+	if f := waitFires(t, fired, 1, 10*time.Second)[0]; f.Key != "sentinel" {
+		t.Errorf("%s fired, want only the sentinel", f.Key)
+	}
+	if last, _ := lastSeq(t, b); last != wantSeq {
+		t.Errorf("stream last sequence = %d, want %d (one per Set and per fire)", last, wantSeq)
+	}
+}
+
 // armAll sets timers keyed key(i) due at due(i) with `workers` concurrent
 // Set calls and returns how long it took.
 func armAll(t *testing.T, tm *bus.Timers, n, workers int, key func(int) string, due func(int) time.Time) time.Duration {
@@ -226,15 +243,7 @@ func TestTimerFiresOnce(t *testing.T) {
 	}
 	// A sentinel set after the first fire shows there is no second fire of
 	// cron.daily before it.
-	if err := tm.Set(t.Context(), "sentinel", time.Now().Add(time.Second), nil); err != nil {
-		t.Fatal(err)
-	}
-	if f := waitFires(t, fired, 1, 10*time.Second)[0]; f.Key != "sentinel" {
-		t.Errorf("after cron.daily fired, %s fired, want only the sentinel", f.Key)
-	}
-	if last, _ := lastSeq(t, b); last != 4 {
-		t.Errorf("stream last sequence = %d, want 4 (2 sets, 2 fires)", last)
-	}
+	onlySentinel(t, b, tm, fired, time.Now().Add(time.Second), 4)
 }
 
 // (a) One pending timer per key: a second Set replaces the first, also when
@@ -284,15 +293,7 @@ func TestTimerCancel(t *testing.T) {
 	if _, err := tm.Pending(t.Context(), "at.reminder"); !errors.Is(err, bus.ErrNoTimer) {
 		t.Errorf("Pending after Cancel = %v, want ErrNoTimer", err)
 	}
-	if err := tm.Set(t.Context(), "sentinel", now.Add(1500*time.Millisecond), nil); err != nil {
-		t.Fatal(err)
-	}
-	if f := waitFires(t, fired, 1, 10*time.Second)[0]; f.Key != "sentinel" {
-		t.Errorf("%s fired, want only the sentinel (at.reminder was cancelled)", f.Key)
-	}
-	if last, _ := lastSeq(t, b); last != 3 {
-		t.Errorf("stream last sequence = %d, want 3 (2 sets, 1 fire)", last)
-	}
+	onlySentinel(t, b, tm, fired, now.Add(1500*time.Millisecond), 3) // at.reminder was cancelled
 }
 
 // A due time in the past, or closer than the server's 250 ms scheduling
@@ -389,15 +390,7 @@ func TestTimersPastDueAfterRestart(t *testing.T) {
 	}
 	t.Logf("%d timers past due: down %v, all fired %v after the restart began", n, up.Sub(down).Round(time.Millisecond), latest.Sub(up).Round(time.Millisecond))
 	tm = bus.NewTimers(b)
-	if err := tm.Set(t.Context(), "sentinel", time.Now().Add(time.Second), nil); err != nil {
-		t.Fatal(err)
-	}
-	if f := waitFires(t, fired, 1, 10*time.Second)[0]; f.Key != "sentinel" {
-		t.Errorf("%s fired again, want only the sentinel", f.Key)
-	}
-	if last, _ := lastSeq(t, b); last != 2*n+2 {
-		t.Errorf("stream last sequence = %d, want %d (%d sets, %d fires)", last, 2*n+2, n+1, n+1)
-	}
+	onlySentinel(t, b, tm, fired, time.Now().Add(time.Second), uint64(2*n+2))
 }
 
 // A Set that arrives while the key's previous timer is firing is not lost:
