@@ -52,6 +52,50 @@ func startChild(t *testing.T, dataDir string, args ...string) *child {
 	return c
 }
 
+// crashServer is `agentwork serve` in a child process on a data dir of
+// its own, to be killed with SIGKILL and started again on the same data.
+type crashServer struct {
+	t       *testing.T
+	dataDir string
+	args    []string
+	*child
+}
+
+// startCrashServer writes config and starts serve on it in a child process.
+func startCrashServer(t *testing.T, config string) *crashServer {
+	t.Helper()
+	dir := t.TempDir()
+	s := &crashServer{t: t, dataDir: filepath.Join(dir, "data")}
+	s.args = []string{"serve", "--config", writeConfig(t, dir, config), "--data-dir", s.dataDir}
+	s.child = startChild(t, s.dataDir, s.args...)
+	return s
+}
+
+// dial connects to the running server as the CLI does.
+func (s *crashServer) dial(ctx context.Context) *bus.Bus {
+	s.t.Helper()
+	b, err := bus.Dial(ctx, bus.Config{DataDir: s.dataDir})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return b
+}
+
+// kill9 kills the server with SIGKILL and waits until it is gone. The
+// child it was stays readable (stdout, stderr).
+func (s *crashServer) kill9() *child {
+	s.t.Helper()
+	killed := s.child
+	if err := killed.cmd.Process.Kill(); err != nil {
+		s.t.Fatal(err)
+	}
+	_ = killed.cmd.Wait()
+	return killed
+}
+
+// restart starts serve again on the same data dir.
+func (s *crashServer) restart() { s.child = startChild(s.t, s.dataDir, s.args...) }
+
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool, c *child) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -70,9 +114,7 @@ func TestKilledMidRunRunsOnceAfterRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	dir := t.TempDir()
-	dataDir := filepath.Join(dir, "data")
-	cfg := writeConfig(t, dir, `
+	srv := startCrashServer(t, `
 bus:
   listen: 127.0.0.1:0
 http:
@@ -86,15 +128,11 @@ model:
         text: "backup checked"
         delay: 1500ms
 `)
-	args := []string{"serve", "--config", cfg, "--data-dir", dataDir}
-	first := startChild(t, dataDir, args...)
+	first := srv.child
 
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	b, err := bus.Dial(ctx, bus.Config{DataDir: dataDir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := srv.dial(ctx)
 	pub, err := agentwork.Publish(ctx, b, agentwork.Request{Source: "task", Name: "crash", Prompt: "check the backup"}, agentwork.PublishOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -105,19 +143,14 @@ model:
 		return err == nil && strings.Contains(string(e.Value()), `"running"`)
 	}, first)
 	b.Close()
-	if err := first.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = first.cmd.Wait()
+	srv.kill9()
 	if strings.Contains(first.stdout.String(), "backup checked") {
 		t.Fatal("the first server delivered before it was killed; the test did not kill it mid-run")
 	}
 
-	second := startChild(t, dataDir, args...)
-	b2, err := bus.Dial(ctx, bus.Config{DataDir: dataDir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv.restart()
+	second := srv.child
+	b2 := srv.dial(ctx)
 	defer b2.Close()
 	second.stdout.waitContains(t, "backup checked", 30*time.Second)
 
@@ -163,9 +196,7 @@ func TestCronKilledBetweenTicks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	dir := t.TempDir()
-	dataDir := filepath.Join(dir, "data")
-	cfg := writeConfig(t, dir, `
+	srv := startCrashServer(t, `
 bus:
   listen: 127.0.0.1:0
 http:
@@ -178,8 +209,7 @@ cron:
       prompt: ping
       catchup: run_once
 `)
-	args := []string{"serve", "--config", cfg, "--data-dir", dataDir}
-	first := startChild(t, dataDir, args...)
+	first := srv.child
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 
@@ -190,24 +220,16 @@ cron:
 		}
 		return recs
 	}
-	b, err := bus.Dial(ctx, bus.Config{DataDir: dataDir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := srv.dial(ctx)
 	waitFor(t, 30*time.Second, "two cron runs", func() bool { return len(history(b)) >= 2 }, first)
 	b.Close()
-	if err := first.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = first.cmd.Wait()
+	srv.kill9()
 	killed := time.Now()
 	time.Sleep(4 * time.Second) // the downtime under test: ticks pass while nothing runs
 
-	second := startChild(t, dataDir, args...)
-	b2, err := bus.Dial(ctx, bus.Config{DataDir: dataDir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv.restart()
+	second := srv.child
+	b2 := srv.dial(ctx)
 	defer b2.Close()
 	restarted := time.Now()
 	// Wait until ticks after the restart run again, and a missed tick of the
@@ -268,9 +290,7 @@ func TestKilledWithRunsInFlightResumesWithinSeconds(t *testing.T) {
 		t.Skip("starts real processes")
 	}
 	const runs = 100
-	dir := t.TempDir()
-	dataDir := filepath.Join(dir, "data")
-	cfg := writeConfig(t, dir, `
+	srv := startCrashServer(t, `
 bus:
   listen: 127.0.0.1:0
 http:
@@ -284,14 +304,10 @@ model:
         text: "checked"
         delay: 3s
 `)
-	args := []string{"serve", "--config", cfg, "--data-dir", dataDir}
-	first := startChild(t, dataDir, args...)
+	first := srv.child
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	b, err := bus.Dial(ctx, bus.Config{DataDir: dataDir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := srv.dial(ctx)
 	claims, err := b.Locks.Watch(ctx, "run.*", jetstream.UpdatesOnly())
 	if err != nil {
 		t.Fatal(err)
@@ -318,10 +334,7 @@ model:
 		}
 	}
 	_ = claims.Stop()
-	if err := first.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = first.cmd.Wait()
+	srv.kill9()
 	b.Close()
 	before := strings.Count(first.stdout.String(), "checked")
 	if before == runs {
@@ -329,11 +342,9 @@ model:
 	}
 
 	restarted := time.Now()
-	second := startChild(t, dataDir, args...)
-	b2, err := bus.Dial(ctx, bus.Config{DataDir: dataDir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv.restart()
+	second := srv.child
+	b2 := srv.dial(ctx)
 	defer b2.Close()
 	events := make(chan bus.Event, 2*runs)
 	oc, err := b2.JetStream().OrderedConsumer(ctx, bus.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{b2.Subjects.Event("task", "*")}})
