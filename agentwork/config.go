@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/connectors"
 )
 
 // Config configures a Runner. Zero fields take the documented defaults.
@@ -85,7 +85,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("runner.dedup_window: %s: want 0 (off) to 720h", c.DedupWindow)
 	}
 	for _, t := range c.Targets {
-		if err := bus.CheckToken("runner.targets", t); err != nil {
+		if err := connectors.CheckTarget("runner.targets", t); err != nil {
 			return err
 		}
 	}

@@ -79,9 +79,9 @@ func ExampleOutputGate() {
 // printer is a connector that prints what it is asked to send.
 type printer struct{ sent chan<- string }
 
-func (p printer) Send(_ context.Context, n connectors.Notification) error {
+func (p printer) Send(_ context.Context, n connectors.Notification) (connectors.Receipt, error) {
 	p.sent <- n.Target + ": " + n.Text
-	return nil
+	return connectors.Receipt{Parts: 1}, nil
 }
 
 // A Policy says how the runner treats one source's requests. Here the

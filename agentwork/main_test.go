@@ -273,7 +273,7 @@ func newRecorder(fail func(n connectors.Notification, call int) error) *recorder
 	return &recorder{fail: fail, wake: make(chan struct{}, 1)}
 }
 
-func (c *recorder) Send(_ context.Context, n connectors.Notification) error {
+func (c *recorder) Send(_ context.Context, n connectors.Notification) (connectors.Receipt, error) {
 	c.mu.Lock()
 	c.calls++
 	var err error
@@ -288,7 +288,10 @@ func (c *recorder) Send(_ context.Context, n connectors.Notification) error {
 	case c.wake <- struct{}{}:
 	default:
 	}
-	return err
+	if err != nil {
+		return connectors.Receipt{}, err
+	}
+	return connectors.Receipt{Parts: 1}, nil
 }
 
 func (c *recorder) delivered() []connectors.Notification {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/connectors"
 )
 
 // Delivery modes of a request: what the runner sends after the model answered.
@@ -70,7 +71,7 @@ func (r *Request) Validate() error {
 		errs = append(errs, err)
 	}
 	for _, t := range r.Targets {
-		if err := bus.CheckToken("targets", t); err != nil {
+		if err := connectors.CheckTarget("targets", t); err != nil {
 			errs = append(errs, err)
 		}
 	}

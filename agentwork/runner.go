@@ -426,7 +426,7 @@ func (r *Runner) finish(ctx context.Context, log *zap.Logger, run *Run, pol Poli
 func (r *Runner) knownTargets(run *Run) []string {
 	var out []string
 	for _, t := range run.Targets {
-		if len(r.targets) == 0 || contains(r.targets, t) {
+		if name, _ := connectors.SplitTarget(t); len(r.targets) == 0 || contains(r.targets, name) {
 			out = append(out, t)
 		}
 	}
@@ -451,7 +451,7 @@ func (r *Runner) targetsFor(req Request, pol Policy) []string {
 func (r *Runner) unknownTargets(targets []string) []string {
 	var out []string
 	for _, t := range targets {
-		if len(r.targets) > 0 && !contains(r.targets, t) {
+		if name, _ := connectors.SplitTarget(t); len(r.targets) > 0 && !contains(r.targets, name) {
 			out = append(out, t)
 		}
 	}
@@ -471,7 +471,7 @@ func (r *Runner) enqueue(ctx context.Context, run *Run, text, urgency, kind stri
 	var errs []error
 	for _, t := range known {
 		n := connectors.Notification{
-			ID: run.ID + kind + "." + t, RunID: run.ID, RequestID: run.Request.ID,
+			ID: connectors.NotificationID(run.ID, kind, t), RunID: run.ID, RequestID: run.Request.ID,
 			Source: run.Request.Source, Name: run.Request.Name, Text: text, Urgency: urgency,
 			Truncated: kind == "" && run.Notice != nil && run.Notice.Truncated,
 			Target:    t, Targets: known, Time: r.now(), Metadata: run.Request.Metadata,

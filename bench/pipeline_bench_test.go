@@ -133,13 +133,13 @@ var (
 	_ connectors.Concurrent = benchConnector{}
 )
 
-func (c benchConnector) Send(_ context.Context, n connectors.Notification) error {
+func (c benchConnector) Send(_ context.Context, n connectors.Notification) (connectors.Receipt, error) {
 	i, err := strconv.Atoi(n.Metadata["i"])
 	if err != nil {
-		return connectors.Permanent(err)
+		return connectors.Receipt{}, connectors.Permanent(err)
 	}
 	c.mark(i)
-	return nil
+	return connectors.Receipt{Parts: 1}, nil
 }
 
 func (benchConnector) Concurrency() int { return pipelineWorkers }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/agentwork/agentwork/connectors"
 )
 
 // validateTargets checks that every target names a configured connector: a
@@ -18,8 +20,14 @@ func (f *File) validateTargets() error {
 	var errs []error
 	check := func(field string, targets []string) {
 		for i, t := range targets {
-			if _, ok := f.Connectors[t]; !ok {
-				errs = append(errs, fmt.Errorf("%s[%d]: %q is not a connector (configured: %s)", field, i, t, strings.Join(names, ", ")))
+			name, dest := connectors.SplitTarget(t)
+			c, ok := f.Connectors[name]
+			if !ok {
+				errs = append(errs, fmt.Errorf("%s[%d]: %q is not a connector (configured: %s)", field, i, name, strings.Join(names, ", ")))
+				continue
+			}
+			if err := connectors.CheckDestination(c, dest); err != nil {
+				errs = append(errs, fmt.Errorf("%s[%d]: %q: %w", field, i, t, err))
 			}
 		}
 	}

@@ -38,11 +38,17 @@ type Notification struct {
 	// Truncated: Text is a reply the model's token limit cut short; a
 	// connector should say so where the user reads it.
 	Truncated bool `json:"truncated,omitempty"`
-	// Target is the connector name it is queued for.
+	// Target is the target it is queued for: the connector's name, and
+	// after a colon the destination, if the target names one (see
+	// SplitTarget). Connector and Destination return the two.
 	Target string `json:"target"`
-	// Targets are all connectors the run's notification went to.
-	Targets []string  `json:"targets,omitempty"`
-	Time    time.Time `json:"time"`
+	// Targets are all targets the run's notification went to.
+	Targets []string `json:"targets,omitempty"`
+	// SentParts is how many parts of a text split over several messages
+	// the destination confirmed in earlier attempts: Send sends the rest.
+	// Set by the dispatcher.
+	SentParts int       `json:"sent_parts,omitempty"`
+	Time      time.Time `json:"time"`
 	// DedupKey is the agentwork_dedup key that held this text back from being
 	// sent again, if any. When no connector delivers the notification, the key
 	// is released so the next identical notification is not suppressed.
@@ -50,10 +56,35 @@ type Notification struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
+// Connector returns the name of the connector n is queued for.
+func (n Notification) Connector() string { name, _ := SplitTarget(n.Target); return name }
+
+// Destination returns the destination n's target names, or "" for the
+// connector's configured one.
+func (n Notification) Destination() string { _, dest := SplitTarget(n.Target); return dest }
+
+// Receipt is what the destination confirmed of a Send.
+type Receipt struct {
+	// MessageIDs are the ids the platform gave the messages, in order: one
+	// per part of a split text (a Telegram message_id, a Slack ts, an SMTP
+	// Message-ID).
+	MessageIDs []string `json:"message_ids,omitempty"`
+	// Parts is how many parts of the text the destination holds now,
+	// counting n.SentParts; with an error, those confirmed before it.
+	Parts int `json:"parts,omitempty"`
+	// Notes say what the connector did beyond the plain send that the user
+	// should know, such as "the group became supergroup -100123; sent there:
+	// update the target".
+	Notes []string `json:"notes,omitempty"`
+}
+
 // Connector sends notifications to one destination.
 //
 // Send blocks until the destination confirmed the message, ctx is done, or
-// sending failed. It is called from one goroutine per connector at a time
+// sending failed, and returns what the destination confirmed. A text
+// longer than the platform takes is split (Split) and sent in order,
+// skipping the n.SentParts parts sent before; when part k fails, the
+// receipt counts the parts before it, so a retry sends from part k. It is called from one goroutine per connector at a time
 // unless the connector implements Concurrent. Return *RetryableError (with
 // the server's retry-after) for what may succeed later, *PermanentError for
 // what never will (bad token, unknown chat); other errors are retried with
@@ -71,7 +102,7 @@ type Notification struct {
 // capturing its subject deduplicates; Console has nowhere to send it, and
 // prints a repeat again.
 type Connector interface {
-	Send(ctx context.Context, n Notification) error
+	Send(ctx context.Context, n Notification) (Receipt, error)
 }
 
 // Concurrent is an optional capability: a connector whose Send may be called

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,8 +31,11 @@ type Result struct {
 	Notification Notification `json:"notification"`
 	Connector    string       `json:"connector"`
 	Attempts     int          `json:"attempts"`
-	Error        string       `json:"error,omitempty"`
-	Permanent    bool         `json:"permanent,omitempty"`
+	// Receipt is what the platform confirmed: its message ids (on
+	// delivered) or the parts it took before failing.
+	Receipt   *Receipt `json:"receipt,omitempty"`
+	Error     string   `json:"error,omitempty"`
+	Permanent bool     `json:"permanent,omitempty"`
 }
 
 // Enqueue queues n for its target connector. It returns once JetStream has
@@ -41,12 +45,15 @@ func Enqueue(ctx context.Context, b *bus.Bus, n Notification) error {
 	if n.ID == "" || n.Target == "" {
 		return errors.New("connectors: notification needs an id and a target")
 	}
+	if err := CheckTarget("target", n.Target); err != nil {
+		return fmt.Errorf("connectors: %w", err)
+	}
 	ev, err := bus.NewEvent("agentwork/runner", bus.TypeOf("delivery", "queued"), n.Target, n.Time, n)
 	if err != nil {
 		return err
 	}
 	ev.RunID, ev.CausationID = n.RunID, n.RequestID
-	_, err = b.Publish(ctx, b.Subjects.Delivery(n.Target), ev, n.ID)
+	_, err = b.Publish(ctx, b.Subjects.Delivery(n.Connector()), ev, n.ID)
 	return err
 }
 
@@ -251,8 +258,12 @@ type sendClaim struct {
 	State string `json:"state"`
 	bus.Lease
 	Attempts int `json:"attempts"`
-	key      string
-	rev      uint64
+	// Parts and MessageIDs are what earlier attempts got to the
+	// destination of a text split over several messages.
+	Parts      int      `json:"parts,omitempty"`
+	MessageIDs []string `json:"message_ids,omitempty"`
+	key        string
+	rev        uint64
 }
 
 // sendKey is the agentwork_locks key of notification id's send claim, and
@@ -305,7 +316,7 @@ func (d *Dispatcher) takeSend(ctx context.Context, key string) (take, error) {
 		// renewing it (died, or stalled past its lease): that attempt
 		// counts too, so a notification that kills its instance does not
 		// go round for ever.
-		*c = sendClaim{State: sendSending, Lease: d.bus.NewLease(now.Add(d.cfg.AckWait)), Attempts: c.Attempts + 1}
+		*c = sendClaim{State: sendSending, Lease: d.bus.NewLease(now.Add(d.cfg.AckWait)), Attempts: c.Attempts + 1, Parts: c.Parts, MessageIDs: c.MessageIDs}
 		t.proceed = true
 		return true, nil
 	}
@@ -390,9 +401,12 @@ func (d *Dispatcher) hold(ctx context.Context, log *zap.Logger, c *sendClaim, ca
 // next one), or deleted (given up: the same notification queued again
 // later starts afresh). It reports false when another instance took the
 // claim over, which then owns the notification.
-func (d *Dispatcher) settle(ctx context.Context, c *sendClaim, state string) (owned bool, err error) {
+func (d *Dispatcher) settle(ctx context.Context, c *sendClaim, state string, rec Receipt) (owned bool, err error) {
 	next := *c
 	next.State, next.Expires = state, time.Time{}
+	if rec.Parts > next.Parts {
+		next.Parts, next.MessageIDs = rec.Parts, rec.MessageIDs
+	}
 	switch state {
 	case sendSent:
 		raw, _ := json.Marshal(next) // strings, a time and an int
@@ -469,7 +483,7 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 			// stream's duplicate window), in case the crash came before the
 			// report.
 			log.Info("notification was sent already; not sending it again", zap.Int("attempts", t.claim.Attempts))
-			return d.delivered(ctx, log, name, n, t.claim.Attempts)
+			return d.delivered(ctx, log, name, n, t.claim.Attempts, Receipt{Parts: t.claim.Parts, MessageIDs: t.claim.MessageIDs})
 		case !t.proceed:
 			delay := d.waitFor(t.wait)
 			log.Info("another instance is sending the notification; looking again when its claim ends",
@@ -477,26 +491,35 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 			return bus.Defer(delay)
 		}
 		claim, attempt = &t.claim, t.claim.Attempts
+		n.SentParts = t.claim.Parts
 	} else {
 		log.Debug("notification without an id; a redelivery of it is sent again")
 	}
 	if claim != nil && attempt > d.cfg.MaxAttempts {
 		// Only takeovers get here: the last attempts' instances stopped
 		// without an outcome.
-		return d.fail(ctx, log, name, n, claim, attempt-1, fmt.Errorf("connectors: gave up after %d attempts; the last ended without an outcome (the instance sending it stopped)", attempt-1), false)
+		return d.fail(ctx, log, name, n, claim, attempt-1, fmt.Errorf("connectors: gave up after %d attempts; the last ended without an outcome (the instance sending it stopped)", attempt-1), false, Receipt{Parts: claim.Parts, MessageIDs: claim.MessageIDs})
 	}
 	sctx, cancel := context.WithTimeout(sends, d.cfg.SendTimeout)
 	release := d.hold(ctx, log, claim, cancel)
-	err = safeSend(sctx, c, n)
+	rec, err := safeSend(sctx, c, n)
 	lost := release()
 	cancel()
+	if claim != nil {
+		// The parts sent before, then this attempt's.
+		rec.MessageIDs = append(slices.Clone(claim.MessageIDs), rec.MessageIDs...)
+		rec.Parts = max(rec.Parts, claim.Parts)
+	}
 	if err == nil {
 		if claim != nil {
-			if _, perr := d.settle(ctx, claim, sendSent); perr != nil {
+			if _, perr := d.settle(ctx, claim, sendSent, rec); perr != nil {
 				log.Warn("record the send; a redelivery would send it again", zap.Error(perr))
 			}
 		}
-		return d.delivered(ctx, log, name, n, attempt)
+		for _, note := range rec.Notes {
+			log.Warn(note)
+		}
+		return d.delivered(ctx, log, name, n, attempt, rec)
 	}
 	if lost {
 		log.Info("send abandoned to the instance that took it over", zap.Int("attempt", attempt), zap.Error(err))
@@ -506,7 +529,7 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 		// Cancelled by shutdown, not failed: another instance sends it.
 		log.Info("send cancelled by shutdown; putting the notification back", zap.Int("attempt", attempt), zap.Error(err))
 		if claim != nil {
-			if owned, serr := d.settle(ctx, claim, sendRetry); !owned {
+			if owned, serr := d.settle(ctx, claim, sendRetry, rec); !owned {
 				return bus.Leave()
 			} else if serr != nil {
 				log.Warn("free the send claim; the next instance waits for its lease", zap.Error(serr))
@@ -521,7 +544,7 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 			delay = d.backoff(attempt)
 		}
 		if claim != nil {
-			if owned, serr := d.settle(ctx, claim, sendRetry); !owned {
+			if owned, serr := d.settle(ctx, claim, sendRetry, rec); !owned {
 				log.Info("send failed after another instance took it over; leaving it to that one", zap.Int("attempt", attempt), zap.Error(err))
 				return bus.Leave()
 			} else if serr != nil {
@@ -531,15 +554,15 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 		log.Warn("delivery failed, will retry", zap.Int("attempt", attempt), zap.Duration("retry_in", delay), zap.Error(err))
 		return bus.Retry(delay)
 	}
-	return d.fail(ctx, log, name, n, claim, attempt, err, perm)
+	return d.fail(ctx, log, name, n, claim, attempt, err, perm, rec)
 }
 
 // fail gives n up: its claim deleted, the dedup key released, a failed
 // event, and the notification terminated. When another instance took the
 // claim over meanwhile, the notification is that one's: it is left alone.
-func (d *Dispatcher) fail(ctx context.Context, log *zap.Logger, name string, n Notification, claim *sendClaim, attempts int, err error, perm bool) bus.Verdict {
+func (d *Dispatcher) fail(ctx context.Context, log *zap.Logger, name string, n Notification, claim *sendClaim, attempts int, err error, perm bool, rec Receipt) bus.Verdict {
 	if claim != nil {
-		if owned, serr := d.settle(ctx, claim, ""); !owned {
+		if owned, serr := d.settle(ctx, claim, "", Receipt{}); !owned {
 			log.Info("send failed after another instance took it over; leaving it to that one", zap.Error(err))
 			return bus.Leave()
 		} else if serr != nil {
@@ -548,21 +571,29 @@ func (d *Dispatcher) fail(ctx context.Context, log *zap.Logger, name string, n N
 	}
 	log.Error("delivery failed", zap.Int("attempts", attempts), zap.Bool("permanent", perm), zap.Error(err))
 	d.releaseDedup(ctx, n)
-	d.report(ctx, log, OutcomeFailed, Result{Notification: n, Connector: name, Attempts: attempts, Error: err.Error(), Permanent: perm})
+	d.report(ctx, log, OutcomeFailed, Result{Notification: n, Connector: name, Attempts: attempts, Error: err.Error(), Permanent: perm, Receipt: receipt(rec)})
 	return bus.Terminate()
 }
 
 // delivered marks n's run delivered for releaseDedup and reports n
 // delivered; the notification is then acked.
-func (d *Dispatcher) delivered(ctx context.Context, log *zap.Logger, name string, n Notification, attempt int) bus.Verdict {
+func (d *Dispatcher) delivered(ctx context.Context, log *zap.Logger, name string, n Notification, attempt int, rec Receipt) bus.Verdict {
 	if n.DedupKey != "" {
 		_, _ = d.bus.Locks.Put(ctx, "delivered."+n.RunID, []byte(name))
 	}
-	d.report(ctx, log, OutcomeDelivered, Result{Notification: n, Connector: name, Attempts: attempt})
+	d.report(ctx, log, OutcomeDelivered, Result{Notification: n, Connector: name, Attempts: attempt, Receipt: receipt(rec)})
 	return bus.Done()
 }
 
-func safeSend(ctx context.Context, c Connector, n Notification) (err error) {
+// receipt returns rec for an event, nil when it holds nothing.
+func receipt(rec Receipt) *Receipt {
+	if rec.Parts == 0 && len(rec.MessageIDs) == 0 && len(rec.Notes) == 0 {
+		return nil
+	}
+	return &rec
+}
+
+func safeSend(ctx context.Context, c Connector, n Notification) (rec Receipt, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = Permanent(fmt.Errorf("connector panicked: %v", r))
@@ -582,12 +613,12 @@ func (d *Dispatcher) releaseDedup(ctx context.Context, n Notification) {
 		return
 	}
 	if len(n.Targets) > 1 {
-		_, _ = d.bus.Locks.Put(ctx, "failed."+n.RunID+"."+n.Target, nil)
+		_, _ = d.bus.Locks.Put(ctx, "failed."+n.RunID+"."+targetKey(n.Target), nil)
 		for _, t := range n.Targets {
 			if t == n.Target {
 				continue
 			}
-			if _, err := d.bus.Locks.Get(ctx, "failed."+n.RunID+"."+t); err != nil {
+			if _, err := d.bus.Locks.Get(ctx, "failed."+n.RunID+"."+targetKey(t)); err != nil {
 				return // another target may still deliver it
 			}
 		}

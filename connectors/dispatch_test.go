@@ -39,7 +39,7 @@ type call struct {
 
 var _ connectors.Connector = (*fake)(nil)
 
-func (f *fake) Send(ctx context.Context, n connectors.Notification) error {
+func (f *fake) Send(ctx context.Context, n connectors.Notification) (connectors.Receipt, error) {
 	f.mu.Lock()
 	if f.attempts == nil {
 		f.attempts = map[string]int{}
@@ -48,10 +48,14 @@ func (f *fake) Send(ctx context.Context, n connectors.Notification) error {
 	attempt := f.attempts[n.ID]
 	f.calls = append(f.calls, call{n: n, at: time.Now()})
 	f.mu.Unlock()
-	if f.fn == nil {
-		return nil
+	var err error
+	if f.fn != nil {
+		err = f.fn(ctx, n, attempt)
 	}
-	return f.fn(ctx, n, attempt)
+	if err != nil {
+		return connectors.Receipt{}, err
+	}
+	return connectors.Receipt{Parts: 1, MessageIDs: []string{fmt.Sprintf("%s#%d", n.ID, attempt)}}, nil
 }
 
 func (f *fake) Calls() []call {
@@ -1046,5 +1050,76 @@ func TestDispatcherStopsWhenItsConsumerIsDeleted(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run went on after its consumer was deleted")
+	}
+}
+
+// parts is a connector that sends a text as three parts and, on each of
+// its first attempts, confirms one more part before it fails.
+type parts struct {
+	mu    sync.Mutex
+	sent  []string // parts in order of arrival
+	skips []int    // n.SentParts per attempt
+}
+
+func (p *parts) Send(_ context.Context, n connectors.Notification) (connectors.Receipt, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	all := strings.Fields(n.Text)
+	p.skips = append(p.skips, n.SentParts)
+	rec := connectors.Receipt{Parts: n.SentParts}
+	for i := n.SentParts; i < len(all); i++ {
+		p.sent = append(p.sent, all[i])
+		rec.Parts++
+		rec.MessageIDs = append(rec.MessageIDs, fmt.Sprintf("m%d", i+1))
+		if len(p.skips) < len(all) {
+			return rec, connectors.Retry(errors.New("502 on the next part"), 0)
+		}
+	}
+	return rec, nil
+}
+
+// TestDispatcherResumesSplitText: the parts an attempt confirmed are kept
+// in the send claim, the next attempt sends only the rest, and the
+// delivered event carries every part's message id.
+func TestDispatcherResumesSplitText(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watch(t, b)
+	chat := &parts{}
+	n := note("1", "chat", "one two three")
+	enqueue(t, b, n)
+	stop := run(t, b, connectors.Registry{"chat": chat}, fastRetries)
+	d := next(t, events)
+	stopped(t, stop)
+	if d.outcome != connectors.OutcomeDelivered || d.res.Attempts != 3 {
+		t.Fatalf("event = %s after %d attempts, want delivered after 3", d.outcome, d.res.Attempts)
+	}
+	if !slices.Equal(chat.sent, []string{"one", "two", "three"}) || !slices.Equal(chat.skips, []int{0, 1, 2}) {
+		t.Fatalf("parts sent %q with SentParts %v per attempt, want each part once, resumed at 0, 1, 2", chat.sent, chat.skips)
+	}
+	if d.res.Receipt == nil || d.res.Receipt.Parts != 3 || !slices.Equal(d.res.Receipt.MessageIDs, []string{"m1", "m2", "m3"}) {
+		t.Fatalf("delivered receipt = %+v, want 3 parts with message ids m1 m2 m3", d.res.Receipt)
+	}
+}
+
+// TestDispatcherDestination: a target with a destination is queued on
+// its connector's subject and reaches the connector with the destination.
+func TestDispatcherDestination(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watch(t, b)
+	chat := &fake{}
+	n := note("1", "chat:-1001234", "to another chat")
+	n.ID = connectors.NotificationID(n.RunID, "", n.Target)
+	enqueue(t, b, n)
+	stop := run(t, b, connectors.Registry{"chat": chat}, fastRetries)
+	d := next(t, events)
+	stopped(t, stop)
+	calls := chat.Calls()
+	if d.outcome != connectors.OutcomeDelivered || len(calls) != 1 {
+		t.Fatalf("event %s, %d sends; want delivered once", d.outcome, len(calls))
+	}
+	if got := calls[0].n; got.Connector() != "chat" || got.Destination() != "-1001234" {
+		t.Fatalf("connector got target %q (connector %q, destination %q), want chat and -1001234", got.Target, got.Connector(), got.Destination())
 	}
 }

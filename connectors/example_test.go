@@ -24,7 +24,7 @@ func ExampleTypes_Build() {
 	if err != nil {
 		panic(err)
 	}
-	_ = c.Send(context.Background(), connectors.Notification{
+	_, _ = c.Send(context.Background(), connectors.Notification{
 		ID: "r1.console", RunID: "r1", Source: "cron", Name: "sales", Target: "console",
 		Text: "Sales up 5% <week 47>", Urgency: "info", Time: time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC),
 	})
@@ -83,7 +83,7 @@ func ExampleDefine() {
 		panic(err)
 	}
 	for _, name := range reg.Names() {
-		_ = reg[name].Send(context.Background(), connectors.Notification{Text: "disk full"})
+		_, _ = reg[name].Send(context.Background(), connectors.Notification{Text: "disk full"})
 	}
 	// Output:
 	// line 3: connectors.bad.type: "whisper" is not a connector type of this build (known: console, shout)
@@ -110,10 +110,12 @@ type shout struct {
 	prefix string
 }
 
-func (s shout) Send(ctx context.Context, n connectors.Notification) error {
+func (s shout) Send(ctx context.Context, n connectors.Notification) (connectors.Receipt, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return connectors.Receipt{}, err
 	}
-	_, err := fmt.Fprintln(s.w, s.prefix, n.Text)
-	return err
+	if _, err := fmt.Fprintln(s.w, s.prefix, n.Text); err != nil {
+		return connectors.Receipt{}, err
+	}
+	return connectors.Receipt{Parts: 1}, nil
 }

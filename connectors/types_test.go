@@ -158,7 +158,7 @@ func TestBuild(t *testing.T) {
 	if n, ok := reg["alerts"].(*nats.Connector); !ok || n.Subject() != "alerts.agentwork" {
 		t.Errorf("alerts is %T, want *nats.Connector on alerts.agentwork", reg["alerts"])
 	}
-	if err := reg["console"].Send(t.Context(), connectortest.Notification("hello")); err != nil || !strings.Contains(out.String(), "hello") {
+	if _, err := reg["console"].Send(t.Context(), connectortest.Notification("hello")); err != nil || !strings.Contains(out.String(), "hello") {
 		t.Errorf("built console: Send = %v, wrote %q; want hello in BuildDeps.Stdout", err, out.String())
 	}
 

@@ -164,11 +164,11 @@ type recorder struct {
 var _ connectors.Connector = (*recorder)(nil)
 
 // Send implements connectors.Connector.
-func (r *recorder) Send(_ context.Context, n connectors.Notification) error {
+func (r *recorder) Send(_ context.Context, n connectors.Notification) (connectors.Receipt, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.got = append(r.got, n)
-	return nil
+	return connectors.Receipt{Parts: 1}, nil
 }
 
 func (r *recorder) notifications() []connectors.Notification {

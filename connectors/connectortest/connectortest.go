@@ -35,6 +35,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -64,11 +65,23 @@ type Features struct {
 	// Concurrent: Send is safe for concurrent use. Required when the
 	// connector implements connectors.Concurrent with more than one.
 	Concurrent bool
-	// MaxText is the longest text (in characters) the destination takes in
-	// one message; longer texts are split over several messages, none
-	// longer than MaxText, that together hold the whole text (white space at
-	// the cuts may change). 0: no limit, every text is one message.
+	// MaxText is the longest text (measured by Length) the destination
+	// takes in one message; longer texts are split over several messages,
+	// none longer than MaxText, that together hold the whole text (white
+	// space at the cuts may change), and Send resumes a split text after
+	// the n.SentParts parts an earlier attempt sent. 0: no limit, every
+	// text is one message.
 	MaxText int
+	// Length measures MaxText: connectors.Runes (the default) or
+	// connectors.UTF16.
+	Length func(string) int
+	// MessageIDs: the receipt of a Send holds the platform's id of each
+	// message (one per part).
+	MessageIDs bool
+	// Destination, when set, is a destination the connector takes in a
+	// target (conformance:<Destination>); the Observer reports it in
+	// Message.Destination.
+	Destination string
 	// KeepsID: the destination keeps the notification ID (Message.ID), for
 	// example as an idempotency key or inside a structured payload.
 	KeepsID bool
@@ -102,6 +115,10 @@ type Message struct {
 	Urgency string
 	// ID is the notification ID, when Features.KeepsID.
 	ID string
+	// Destination is where the message went (a chat id, a channel), when
+	// Features.Destination is set: the connector's configured destination
+	// or the target's.
+	Destination string
 }
 
 // Observer reads back what the destination received.
@@ -151,6 +168,9 @@ type Fault struct {
 	// RetryAfter is the delay a RateLimited destination asks for, in whole
 	// seconds on the wire.
 	RetryAfter time.Duration
+	// After is how many requests the destination answers normally before
+	// the fault hits (the parts of a split text before the failing one).
+	After int
 }
 
 // FaultInjector is implemented by an Observer whose destination can be made
@@ -191,6 +211,9 @@ func Run(t *testing.T, h Harness) {
 		t.Parallel()
 		testPermanent(t, h, h.Features.BadRequests, "BadRequests", BadRequest)
 	})
+	t.Run("Split", func(t *testing.T) { t.Parallel(); testSplit(t, h) })
+	t.Run("SplitResumed", func(t *testing.T) { t.Parallel(); testSplitResumed(t, h) })
+	t.Run("Destination", func(t *testing.T) { t.Parallel(); testDestination(t, h) })
 	t.Run("StallCancelled", func(t *testing.T) { t.Parallel(); testStall(t, h, false) })
 	t.Run("StallDeadline", func(t *testing.T) { t.Parallel(); testStall(t, h, true) })
 }
@@ -260,11 +283,35 @@ func injector(t *testing.T, obs Observer, feature string) FaultInjector {
 	return fi
 }
 
-func send(ctx context.Context, t *testing.T, c connectors.Connector, n connectors.Notification) {
+// send sends n and checks the receipt: the parts the destination holds
+// now, with an id each when Features.MessageIDs.
+func send(ctx context.Context, t *testing.T, h Harness, c connectors.Connector, n connectors.Notification) connectors.Receipt {
 	t.Helper()
-	if err := c.Send(ctx, n); err != nil {
+	rec, err := c.Send(ctx, n)
+	if err != nil {
 		t.Fatalf("Send(%q) = %v, want nil", preview(n.Text), err)
 	}
+	noSecretIn(t, h, "the receipt", fmt.Sprint(rec))
+	want := len(split(h, n.Text))
+	if rec.Parts != want {
+		t.Errorf("Receipt.Parts = %d, want %d (the parts of the text)", rec.Parts, want)
+	}
+	if h.Features.MessageIDs && len(rec.MessageIDs) != want-n.SentParts {
+		t.Errorf("Receipt.MessageIDs = %q, want an id for each of the %d messages sent", rec.MessageIDs, want-n.SentParts)
+	}
+	return rec
+}
+
+// split returns the parts text is sent in.
+func split(h Harness, text string) []string {
+	return connectors.Split(text, h.Features.MaxText, h.length())
+}
+
+func (h Harness) length() func(string) int {
+	if h.Features.Length != nil {
+		return h.Features.Length
+	}
+	return connectors.Runes
 }
 
 func messages(t *testing.T, obs Observer, n int) []Message {
@@ -284,9 +331,9 @@ func testTextIntact(t *testing.T, h Harness) {
 			t.Parallel()
 			c, obs := newConnector(t, h)
 			n := Notification(text)
-			send(t.Context(), t, c, n)
+			send(t.Context(), t, h, c, n)
 			msgs := messages(t, obs, 1)
-			split := h.Features.MaxText > 0 && len([]rune(text)) > h.Features.MaxText
+			split := h.Features.MaxText > 0 && h.length()(text) > h.Features.MaxText
 			if !split {
 				if len(msgs) != 1 {
 					t.Fatalf("destination got %d messages for one %d-character text, want 1", len(msgs), len([]rune(text)))
@@ -297,7 +344,7 @@ func testTextIntact(t *testing.T, h Harness) {
 			} else {
 				var parts []string
 				for i, m := range msgs {
-					if l := len([]rune(m.Text)); l > h.Features.MaxText {
+					if l := h.length()(m.Text); l > h.Features.MaxText {
 						t.Errorf("part %d has %d characters, want at most MaxText %d", i, l, h.Features.MaxText)
 					}
 					parts = append(parts, m.Text)
@@ -328,7 +375,7 @@ func testUrgency(t *testing.T, h Harness) {
 			c, obs := newConnector(t, h)
 			n := Notification("Disk /var is 95% full")
 			n.Urgency = tc.urgency
-			send(t.Context(), t, c, n)
+			send(t.Context(), t, h, c, n)
 			msgs := messages(t, obs, 1)
 			got := msgs[0].Urgency
 			if got == "" {
@@ -347,7 +394,7 @@ func testOneMessagePerSend(t *testing.T, h Harness) {
 	for _, s := range texts {
 		n := Notification(s)
 		n.ID += "." + s
-		send(t.Context(), t, c, n)
+		send(t.Context(), t, h, c, n)
 	}
 	msgs := messages(t, obs, len(texts))
 	var got []string
@@ -380,7 +427,7 @@ func testCancelled(t *testing.T, h Harness) {
 			t.Parallel()
 			c, obs := newConnector(t, h)
 			start := time.Now()
-			err := c.Send(tc.ctx(t), Notification("never sent"))
+			_, err := c.Send(tc.ctx(t), Notification("never sent"))
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Send(done ctx) = %v, want an error wrapping %v", err, tc.want)
 			}
@@ -413,7 +460,7 @@ func testConcurrent(t *testing.T, h Harness) {
 			for i := range each {
 				n := Notification(want[w*each+i])
 				n.ID = fmt.Sprintf("%s.%d.%d", n.ID, w, i)
-				if err := c.Send(t.Context(), n); err != nil {
+				if _, err := c.Send(t.Context(), n); err != nil {
 					errs <- fmt.Errorf("Send(worker %d, %d) = %w", w, i, err)
 				}
 			}
@@ -445,7 +492,7 @@ func testOutage(t *testing.T, h Harness) {
 	}
 	c, obs := newConnector(t, h)
 	injector(t, obs, "Outages").Inject(Fault{Kind: Unavailable})
-	err := c.Send(t.Context(), Notification("during an outage"))
+	_, err := c.Send(t.Context(), Notification("during an outage"))
 	noSecret(t, h, err)
 	switch {
 	case err == nil:
@@ -462,7 +509,7 @@ func testRateLimited(t *testing.T, h Harness) {
 	c, obs := newConnector(t, h)
 	const after = 7 * time.Second
 	injector(t, obs, "RateLimits").Inject(Fault{Kind: RateLimited, RetryAfter: after})
-	err := c.Send(t.Context(), Notification("rate limited"))
+	_, err := c.Send(t.Context(), Notification("rate limited"))
 	noSecret(t, h, err)
 	var re *connectors.RetryableError
 	if !errors.As(err, &re) {
@@ -485,7 +532,7 @@ func testPermanent(t *testing.T, h Harness, has bool, feature string, k FaultKin
 	}
 	c, obs := newConnector(t, h)
 	injector(t, obs, feature).Inject(Fault{Kind: k})
-	err := c.Send(t.Context(), Notification("rejected"))
+	_, err := c.Send(t.Context(), Notification("rejected"))
 	noSecret(t, h, err)
 	if !connectors.IsPermanent(err) {
 		t.Fatalf("Send answered by %s = %v, want a *connectors.PermanentError", k, err)
@@ -516,7 +563,7 @@ func testStall(t *testing.T, h Harness, deadline bool) {
 	}
 	defer cancel()
 	start := time.Now()
-	err := c.Send(ctx, Notification("stalled"))
+	_, err := c.Send(ctx, Notification("stalled"))
 	noSecret(t, h, err)
 	if !errors.Is(err, want) {
 		t.Fatalf("Send to a hanging destination = %v, want an error wrapping %v", err, want)
@@ -529,8 +576,115 @@ func testStall(t *testing.T, h Harness, deadline bool) {
 // noSecret fails t when err's message contains h.Secret.
 func noSecret(t *testing.T, h Harness, err error) {
 	t.Helper()
-	if h.Secret != "" && err != nil && strings.Contains(err.Error(), h.Secret) {
-		t.Errorf("Send's error %q contains the connector's secret; redact it", err)
+	if err != nil {
+		noSecretIn(t, h, "Send's error", err.Error())
+	}
+}
+
+// noSecretIn fails t when s, what, contains h.Secret as it is or in a
+// common encoding (URL path or query escaped).
+func noSecretIn(t *testing.T, h Harness, what, s string) {
+	t.Helper()
+	if h.Secret == "" {
+		return
+	}
+	for _, form := range []string{h.Secret, url.PathEscape(h.Secret), url.QueryEscape(h.Secret)} {
+		if strings.Contains(s, form) {
+			t.Errorf("%s %q contains the connector's secret; redact it", what, s)
+			return
+		}
+	}
+}
+
+// SplitText returns a text of about 2.5 times limit (measured by length)
+// with an emoji on each boundary where a plain cut would fall: the text
+// the Split cases send.
+func SplitText(limit int, length func(string) int) string {
+	var b strings.Builder
+	word := "alert "
+	for length(b.String()) < limit-1 {
+		b.WriteString(word)
+	}
+	// An emoji with a skin tone, astride the limit.
+	b.WriteString("👍🏽")
+	for length(b.String()) < 2*limit+limit/2 {
+		b.WriteString("line ")
+		if length(b.String())%97 == 0 {
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("end.")
+	return b.String()
+}
+
+func testSplit(t *testing.T, h Harness) {
+	if h.Features.MaxText <= 0 {
+		t.Skip("Features.MaxText is 0: every text is one message")
+	}
+	c, obs := newConnector(t, h)
+	text := SplitText(h.Features.MaxText, h.length())
+	want := split(h, text)
+	n := Notification(text)
+	send(t.Context(), t, h, c, n)
+	msgs := messages(t, obs, len(want))
+	if len(msgs) != len(want) {
+		t.Fatalf("destination got %d messages for a text of %d parts", len(msgs), len(want))
+	}
+	for i, m := range msgs {
+		if m.Text != want[i] {
+			t.Fatalf("message %d = %q, want part %d %q (in order, emoji whole)", i, preview(m.Text), i, preview(want[i]))
+		}
+	}
+}
+
+// A split text whose second part fails is resumed from that part: the
+// first part arrives once.
+func testSplitResumed(t *testing.T, h Harness) {
+	if h.Features.MaxText <= 0 || !h.Features.Outages {
+		t.Skip("needs Features.MaxText and Features.Outages")
+	}
+	c, obs := newConnector(t, h)
+	text := SplitText(h.Features.MaxText, h.length())
+	want := split(h, text)
+	n := Notification(text)
+	injector(t, obs, "Outages").Inject(Fault{Kind: Unavailable, After: 1})
+	rec, err := c.Send(t.Context(), n)
+	noSecret(t, h, err)
+	if err == nil || connectors.IsPermanent(err) {
+		t.Fatalf("Send with part 2 failing = %v, want a retryable error", err)
+	}
+	if rec.Parts != 1 {
+		t.Fatalf("Receipt.Parts after part 2 failed = %d, want 1", rec.Parts)
+	}
+	n.SentParts = rec.Parts
+	send(t.Context(), t, h, c, n)
+	msgs := messages(t, obs, len(want))
+	var got []string
+	for _, m := range msgs {
+		got = append(got, m.Text)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after the resume the destination holds %d messages, want the %d parts once each, in order", len(got), len(want))
+	}
+}
+
+func testDestination(t *testing.T, h Harness) {
+	if h.Features.Destination == "" {
+		t.Skip("Features.Destination is empty: targets name no destination")
+	}
+	c, obs := newConnector(t, h)
+	first := Notification("to the configured destination")
+	send(t.Context(), t, h, c, first)
+	n := Notification("to the target's destination")
+	n.ID += ".dest"
+	n.Target = "conformance:" + h.Features.Destination
+	send(t.Context(), t, h, c, n)
+	msgs := messages(t, obs, 2)
+	if msgs[1].Destination != h.Features.Destination {
+		t.Fatalf("a notification for target %s went to %q, want %q", n.Target, msgs[1].Destination, h.Features.Destination)
+	}
+	if msgs[0].Destination == h.Features.Destination {
+		t.Fatalf("a notification without a destination went to %q too, want the connector's configured one", msgs[0].Destination)
 	}
 }
 

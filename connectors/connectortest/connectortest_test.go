@@ -39,44 +39,61 @@ type hook struct {
 
 var _ connectors.Connector = (*hook)(nil)
 
-func (h *hook) Send(ctx context.Context, n connectors.Notification) error {
+func (h *hook) Send(ctx context.Context, n connectors.Notification) (connectors.Receipt, error) {
 	if h.broken == "truncates" && len([]rune(n.Text)) > h.maxText {
 		n.Text = string([]rune(n.Text)[:h.maxText])
 	}
-	for _, part := range split(n.Text, h.maxText) {
+	parts := connectors.Split(n.Text, h.maxText, connectors.Runes)
+	if h.broken == "restarts-split" {
+		n.SentParts = 0
+	}
+	rec := connectors.Receipt{Parts: min(n.SentParts, len(parts))}
+	chat := n.Destination()
+	if chat == "" || h.broken == "ignores-destination" {
+		chat = "home"
+	}
+	for _, part := range parts[rec.Parts:] {
 		urgency := n.Urgency
 		if h.broken == "drops-urgency" {
 			urgency = ""
 		}
-		if err := h.post(ctx, map[string]string{"text": part, "urgency": urgency, "id": n.ID}); err != nil {
-			return err
+		id, err := h.post(ctx, map[string]string{"text": part, "urgency": urgency, "id": n.ID, "chat": chat})
+		if err != nil {
+			return rec, err
 		}
+		rec.Parts++
+		rec.MessageIDs = append(rec.MessageIDs, id)
 	}
-	return nil
+	return rec, nil
 }
 
-func (h *hook) post(ctx context.Context, body map[string]string) error {
+// post sends one message and returns the id the API gave it.
+func (h *hook) post(ctx context.Context, body map[string]string) (string, error) {
 	raw, _ := json.Marshal(body)
 	if h.broken == "ignores-ctx" {
 		ctx = context.Background()
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(raw))
 	if err != nil {
-		return connectors.Permanent(err)
+		return "", connectors.Permanent(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := h.client.Do(req)
 	if err != nil {
 		if h.broken == "leaks-secret" {
-			return fmt.Errorf("hook: %w", err) // *url.Error quotes the URL, token and all
+			return "", fmt.Errorf("hook: %w", err) // *url.Error quotes the URL, token and all
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("hook: %w", ctx.Err())
+			return "", fmt.Errorf("hook: %w", ctx.Err())
 		}
 		// *url.Error quotes the URL, whose path holds the token.
-		return fmt.Errorf("hook: POST %s: %w", redacted, errors.Unwrap(err))
+		return "", fmt.Errorf("hook: POST %s: %w", redacted, errors.Unwrap(err))
 	}
 	defer resp.Body.Close()
+	return resp.Header.Get("Message-Id"), h.classify(resp)
+}
+
+func (h *hook) classify(resp *http.Response) error {
 	switch {
 	case resp.StatusCode/100 == 2:
 		return nil
@@ -100,30 +117,12 @@ func (h *hook) post(ctx context.Context, body map[string]string) error {
 	}
 }
 
-// split cuts text into parts of at most limit characters, at line breaks
-// where it can.
-func split(text string, limit int) []string {
-	r := []rune(text)
-	var parts []string
-	for len(r) > limit {
-		cut := limit
-		for i := limit; i > limit/2; i-- {
-			if r[i] == '\n' {
-				cut = i
-				break
-			}
-		}
-		parts = append(parts, string(r[:cut]))
-		r = r[cut:]
-	}
-	return append(parts, string(r))
-}
-
 // chatAPI is the httptest fake of the chat API behind hook.
 type chatAPI struct {
 	connectortest.Recorder
 	mu    sync.Mutex
 	fault *connectortest.Fault
+	seq   int
 	quit  chan struct{} // closed at cleanup, releases stalled requests
 }
 
@@ -140,7 +139,14 @@ func (a *chatAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	a.mu.Lock()
 	f := a.fault
-	a.fault = nil
+	if f != nil && f.After > 0 {
+		f.After--
+		f = nil
+	} else {
+		a.fault = nil
+	}
+	a.seq++
+	id := strconv.Itoa(a.seq)
 	a.mu.Unlock()
 	if f != nil {
 		switch f.Kind {
@@ -164,12 +170,13 @@ func (a *chatAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	var body struct{ Text, Urgency, ID string }
+	var body struct{ Text, Urgency, ID, Chat string }
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 		http.Error(w, `{"error":"invalid_payload"}`, http.StatusBadRequest)
 		return
 	}
-	a.Add(connectortest.Message{Text: body.Text, Urgency: body.Urgency, ID: body.ID})
+	a.Add(connectortest.Message{Text: body.Text, Urgency: body.Urgency, ID: body.ID, Destination: body.Chat})
+	w.Header().Set("Message-Id", id)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -196,7 +203,7 @@ func hookHarness(broken string) connectortest.Harness {
 		},
 		Secret: token,
 		Features: connectortest.Features{
-			Concurrent: true, MaxText: maxText, KeepsID: true,
+			Concurrent: true, MaxText: maxText, KeepsID: true, MessageIDs: true, Destination: "team-b",
 			Outages: true, RateLimits: true, AuthErrors: true, BadRequests: true, Stalls: true,
 		},
 	}
@@ -225,6 +232,8 @@ func TestSuiteCatchesDefects(t *testing.T) {
 		{"5xx-permanent", "Outage", "a permanent error; want a retryable one"},
 		{"ignores-ctx", "StallDeadline", "after ctx was done, want <"},
 		{"leaks-secret", "StallCancelled", "contains the connector's secret"},
+		{"restarts-split", "SplitResumed", "want the"},
+		{"ignores-destination", "Destination", "want \"team-b\""},
 	} {
 		t.Run(tc.broken+"/"+tc.failing, func(t *testing.T) {
 			t.Parallel()

@@ -57,7 +57,7 @@ func TestType(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Build(%q) = %v", tc.src, err)
 		}
-		if err := c.Send(t.Context(), connectortest.Notification("hello")); err != nil {
+		if _, err := c.Send(t.Context(), connectortest.Notification("hello")); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(out.String(), tc.want) {

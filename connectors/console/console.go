@@ -83,9 +83,9 @@ func New(w io.Writer, opts Options) (*Connector, error) {
 
 // Send writes n. It cannot be interrupted once the write has started (a
 // terminal does not block for long); a ctx already done writes nothing.
-func (c *Connector) Send(ctx context.Context, n connectors.Notification) error {
+func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connectors.Receipt, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return connectors.Receipt{}, err
 	}
 	if n.Time.IsZero() {
 		n.Time = c.now()
@@ -96,7 +96,7 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) error {
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(n); err != nil {
-			return connectors.Permanent(fmt.Errorf("console: encode notification %s: %w", n.ID, err))
+			return connectors.Receipt{}, connectors.Permanent(fmt.Errorf("console: encode notification %s: %w", n.ID, err))
 		}
 		line = buf.Bytes()
 	} else {
@@ -105,9 +105,9 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, err := c.w.Write(line); err != nil {
-		return fmt.Errorf("console: write: %w", err)
+		return connectors.Receipt{}, fmt.Errorf("console: write: %w", err)
 	}
-	return nil
+	return connectors.Receipt{Parts: 1}, nil
 }
 
 // format renders the text form: time, [source/name], urgency mark, text;

@@ -246,7 +246,7 @@ func TestText(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := c.Send(t.Context(), tc.n); err != nil {
+			if _, err := c.Send(t.Context(), tc.n); err != nil {
 				t.Fatalf("Send = %v", err)
 			}
 			if got := buf.String(); got != tc.want {
@@ -265,7 +265,7 @@ func TestJSON(t *testing.T) {
 	}
 	n := connectortest.Notification("a < b & c\nsecond line")
 	n.Metadata = map[string]string{"k": "v"}
-	if err := c.Send(t.Context(), n); err != nil {
+	if _, err := c.Send(t.Context(), n); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
@@ -299,7 +299,7 @@ func TestErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Inject(connectortest.Fault{Kind: connectortest.Unavailable})
-	err = c.Send(t.Context(), connectortest.Notification("x"))
+	_, err = c.Send(t.Context(), connectortest.Notification("x"))
 	if !errors.Is(err, syscall.EPIPE) || connectors.IsPermanent(err) {
 		t.Errorf("Send on a broken pipe = %v, want a retryable error wrapping EPIPE", err)
 	}
@@ -314,7 +314,7 @@ func TestOneWritePerNotification(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Send(t.Context(), connectortest.Notification("one\ntwo\nthree")); err != nil {
+	if _, err := c.Send(t.Context(), connectortest.Notification("one\ntwo\nthree")); err != nil {
 		t.Fatal(err)
 	}
 	if d.writes != 1 {
@@ -338,7 +338,7 @@ func FuzzRoundTrip(f *testing.F) {
 		if important {
 			n.Urgency = "important"
 		}
-		if err := c.Send(context.Background(), n); err != nil {
+		if _, err := c.Send(context.Background(), n); err != nil {
 			t.Fatal(err)
 		}
 		msgs, err := parseConsole(buf.String(), false)
@@ -372,7 +372,7 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	_ = c.Send(context.Background(), connectors.Notification{
+	_, _ = c.Send(context.Background(), connectors.Notification{
 		Source: "heartbeat", Name: "default", Urgency: "important",
 		Text: "Disk /var is 95% full\nLargest: /var/log/journal (41 GB)",
 		Time: time.Date(2026, 11, 21, 9, 0, 3, 0, time.UTC),

@@ -34,6 +34,15 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// CheckDestination checks a target's destination: a subject to publish
+// on instead of Subject (alerts:alerts.team-b).
+func (c Config) CheckDestination(dest string) error {
+	if err := CheckSubject(dest); err != nil {
+		return fmt.Errorf("destination: want a NATS subject: %w", err)
+	}
+	return nil
+}
+
 // Type is the nats connector type, for the connectors.Types of a build. It
 // publishes on BuildDeps.Bus.
 var Type = connectors.Define(connectors.Spec[Config]{

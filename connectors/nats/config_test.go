@@ -70,7 +70,7 @@ func TestType(t *testing.T) {
 	}
 	// jetstream: true reached the connector: with no stream on the subject,
 	// nothing acks the publish.
-	if err := c.Send(t.Context(), connectortest.Notification("hello")); err == nil || !strings.Contains(err.Error(), "create a stream") {
+	if _, err := c.Send(t.Context(), connectortest.Notification("hello")); err == nil || !strings.Contains(err.Error(), "create a stream") {
 		t.Errorf("Send with jetstream and no stream = %v, want an error that says to create a stream", err)
 	}
 }

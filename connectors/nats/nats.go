@@ -74,30 +74,42 @@ const flushTimeout = 10 * time.Second
 // Send publishes n and returns once the server has it: after the flush's
 // round trip for core NATS, after the stream's ack with JetStream. Errors
 // of a closed, draining or reconnecting connection and missing stream
-// responders are *RetryableError.
-func (c *Connector) Send(ctx context.Context, n connectors.Notification) error {
+// responders are *RetryableError. A target's destination is the subject
+// to publish on instead of the configured one. The receipt's message id is
+// <stream>:<sequence> with JetStream, the notification id without.
+func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connectors.Receipt, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return connectors.Receipt{}, err
+	}
+	subject := c.subject
+	if d := n.Destination(); d != "" {
+		if err := errors.Join(CheckSubject(d), checkNotOwn(c.bus.Subjects, d)); err != nil {
+			return connectors.Receipt{}, connectors.Permanent(fmt.Errorf("nats connector: destination: %w", err))
+		}
+		subject = d
 	}
 	ev, err := c.event(n)
 	if err != nil {
-		return connectors.Permanent(err)
+		return connectors.Receipt{}, connectors.Permanent(err)
 	}
 	if c.js {
-		_, err := c.bus.Publish(ctx, c.subject, ev, n.ID)
-		return c.classify(ctx, err)
+		ack, err := c.bus.Publish(ctx, subject, ev, n.ID)
+		if err != nil {
+			return connectors.Receipt{}, c.classify(ctx, subject, err)
+		}
+		return connectors.Receipt{Parts: 1, MessageIDs: []string{fmt.Sprintf("%s:%d", ack.Stream, ack.Sequence)}}, nil
 	}
 	data, err := json.Marshal(ev)
 	if err != nil {
-		return connectors.Permanent(fmt.Errorf("nats connector: marshal: %w", err))
+		return connectors.Receipt{}, connectors.Permanent(fmt.Errorf("nats connector: marshal: %w", err))
 	}
-	m := &natsio.Msg{Subject: c.subject, Data: data, Header: natsio.Header{}}
+	m := &natsio.Msg{Subject: subject, Data: data, Header: natsio.Header{}}
 	m.Header.Set("Content-Type", bus.ContentType)
 	m.Header.Set(jetstream.MsgIDHeader, n.ID)
 	m.Header.Set("ce-type", ev.Type)
 	nc := c.bus.Conn()
 	if err := nc.PublishMsg(m); err != nil {
-		return c.classify(ctx, fmt.Errorf("publish %s: %w", c.subject, err))
+		return connectors.Receipt{}, c.classify(ctx, subject, fmt.Errorf("publish %s: %w", subject, err))
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -105,9 +117,9 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) error {
 		defer cancel()
 	}
 	if err := nc.FlushWithContext(ctx); err != nil {
-		return c.classify(ctx, fmt.Errorf("flush %s: %w", c.subject, err))
+		return connectors.Receipt{}, c.classify(ctx, subject, fmt.Errorf("flush %s: %w", subject, err))
 	}
-	return nil
+	return connectors.Receipt{Parts: 1, MessageIDs: []string{n.ID}}, nil
 }
 
 func (c *Connector) event(n connectors.Notification) (bus.Event, error) {
@@ -132,14 +144,14 @@ func (c *Connector) event(n connectors.Notification) (bus.Event, error) {
 
 // classify marks what may work on a later attempt as retryable and what
 // never will as permanent; ctx's own errors are returned as they are.
-func (c *Connector) classify(ctx context.Context, err error) error {
+func (c *Connector) classify(ctx context.Context, subject string, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return fmt.Errorf("nats connector: %w", err)
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, natsio.ErrNoResponders):
-		return connectors.Retry(fmt.Errorf("nats connector: no stream answered on %s (create a stream that captures it, or set jetstream: false): %w", c.subject, err), 0)
+		return connectors.Retry(fmt.Errorf("nats connector: no stream answered on %s (create a stream that captures it, or set jetstream: false): %w", subject, err), 0)
 	case errors.Is(err, natsio.ErrConnectionClosed), errors.Is(err, natsio.ErrConnectionDraining),
 		errors.Is(err, natsio.ErrConnectionReconnecting), errors.Is(err, natsio.ErrDisconnected),
 		errors.Is(err, natsio.ErrNoServers), errors.Is(err, natsio.ErrStaleConnection),

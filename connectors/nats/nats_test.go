@@ -129,7 +129,7 @@ func TestEnvelope(t *testing.T) {
 			}
 			n := connectortest.Notification("Disk /var is 95% full")
 			n.Urgency, n.Metadata = "important", map[string]string{"host": "web-1"}
-			if err := c.Send(t.Context(), n); err != nil {
+			if _, err := c.Send(t.Context(), n); err != nil {
 				t.Fatalf("Send = %v", err)
 			}
 			m, err := sub.NextMsg(connectortest.Wait)
@@ -160,7 +160,7 @@ func TestEnvelope(t *testing.T) {
 			}
 			if js {
 				// A retried delivery (same notification ID) is stored once.
-				if err := c.Send(t.Context(), n); err != nil {
+				if _, err := c.Send(t.Context(), n); err != nil {
 					t.Fatalf("second Send = %v", err)
 				}
 				s, err := b.JetStream().Stream(t.Context(), "ALERTS")
@@ -186,7 +186,7 @@ func TestNoStreamIsRetryable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.Send(t.Context(), connectortest.Notification("x"))
+	_, err = c.Send(t.Context(), connectortest.Notification("x"))
 	var re *connectors.RetryableError
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), "create a stream") {
 		t.Fatalf("Send with no stream on the subject = %v, want a RetryableError that says to create a stream", err)
@@ -203,7 +203,7 @@ func TestClosedConnectionIsRetryable(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = cl.Close()
-		err = c.Send(t.Context(), connectortest.Notification("x"))
+		_, err = c.Send(t.Context(), connectortest.Notification("x"))
 		var re *connectors.RetryableError
 		if !errors.As(err, &re) || !errors.Is(err, natsio.ErrConnectionClosed) {
 			t.Errorf("jetstream=%v: Send on a closed connection = %v, want a RetryableError wrapping natsio.ErrConnectionClosed", js, err)
@@ -219,7 +219,7 @@ func TestTooLargeIsPermanent(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := connectortest.Notification(strings.Repeat("x", int(b.Conn().MaxPayload())+1))
-	if err := c.Send(t.Context(), n); !connectors.IsPermanent(err) || !errors.Is(err, natsio.ErrMaxPayload) {
+	if _, err := c.Send(t.Context(), n); !connectors.IsPermanent(err) || !errors.Is(err, natsio.ErrMaxPayload) {
 		t.Errorf("Send of a notification above max_payload = %v, want a PermanentError wrapping natsio.ErrMaxPayload", err)
 	}
 }

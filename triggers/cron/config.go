@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/connectors"
 )
 
 // Overlap policies: what a tick does when the job's previous run is still going.
@@ -122,7 +123,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("cron.concurrency: %d: want 1-1024", c.Concurrency))
 	}
 	for _, t := range c.Targets {
-		errs = append(errs, bus.CheckToken("cron.targets", t))
+		errs = append(errs, connectors.CheckTarget("cron.targets", t))
 	}
 	return errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/triggers/activehours"
 )
 
@@ -127,7 +128,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("heartbeat.dedup_window: %s: must not be negative", c.DedupWindow))
 	}
 	for i, t := range c.Targets {
-		if err := bus.CheckToken(fmt.Sprintf("heartbeat.targets[%d]", i), t); err != nil {
+		if err := connectors.CheckTarget(fmt.Sprintf("heartbeat.targets[%d]", i), t); err != nil {
 			errs = append(errs, err)
 		}
 	}

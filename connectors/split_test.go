@@ -1,0 +1,172 @@
+package connectors_test
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/rivo/uniseg"
+
+	"github.com/agentwork/agentwork/connectors"
+)
+
+// checkSplit asserts the promises of Split: parts within the limit, valid
+// UTF-8, no grapheme cut, and the text's non-space characters all there in
+// order, with white space changed only at the cuts.
+func checkSplit(t *testing.T, text string, limit int, length func(string) int) []string {
+	t.Helper()
+	parts := connectors.Split(text, limit, length)
+	graphemes := map[string]bool{}
+	g := uniseg.NewGraphemes(text)
+	for g.Next() {
+		graphemes[g.Str()] = true
+	}
+	for i, p := range parts {
+		if !utf8.ValidString(p) {
+			t.Fatalf("part %d is not valid UTF-8", i)
+		}
+		if l := length(p); l > limit && uniseg.GraphemeClusterCount(p) > 1 {
+			t.Fatalf("part %d has length %d > limit %d", i, l, limit)
+		}
+		if strings.TrimSpace(p) == "" && p != text {
+			t.Fatalf("part %d is blank", i)
+		}
+		pg := uniseg.NewGraphemes(p)
+		for pg.Next() {
+			if !graphemes[pg.Str()] {
+				t.Fatalf("part %d holds %q, a cut grapheme", i, pg.Str())
+			}
+		}
+	}
+	joined := strings.Join(parts, "")
+	if strip(joined) != strip(text) {
+		t.Fatalf("parts lost, added or reordered characters:\n got %q\nwant %q", preview(strip(joined)), preview(strip(text)))
+	}
+	// White space may go only where a part ends.
+	if len(parts) > 0 && !strings.Contains(text, parts[0]) {
+		t.Fatalf("part 0 is not in the text")
+	}
+	return parts
+}
+
+func strip(s string) string {
+	return strings.Map(func(r rune) rune {
+		if strings.ContainsRune(" \t\n\r\v\f\u00a0\u2028\u2029\u3000", r) {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+func preview(s string) string {
+	if len(s) > 80 {
+		return s[:40] + "..." + s[len(s)-40:]
+	}
+	return s
+}
+
+func TestSplitFits(t *testing.T) {
+	t.Parallel()
+	for _, text := range []string{"short", strings.Repeat("x", 4096)} {
+		if got := connectors.Split(text, 4096, connectors.UTF16); !slices.Equal(got, []string{text}) {
+			t.Errorf("Split(%d chars) = %d parts, want the text alone", len(text), len(got))
+		}
+	}
+	if got := connectors.Split("abc", 0, connectors.Runes); !slices.Equal(got, []string{"abc"}) {
+		t.Errorf("limit 0 = %q, want the text alone", got)
+	}
+}
+
+func TestSplitPrefersParagraphsThenLinesThenWords(t *testing.T) {
+	t.Parallel()
+	para := strings.Repeat("a", 30) + "\n\n" + strings.Repeat("b", 10) + "\n" + strings.Repeat("c", 5) + " " + strings.Repeat("d", 20)
+	tests := []struct {
+		name  string
+		text  string
+		limit int
+		want  []string
+	}{
+		{"paragraph", para, 50, []string{strings.Repeat("a", 30), strings.Repeat("b", 10) + "\n" + strings.Repeat("c", 5) + " " + strings.Repeat("d", 20)}},
+		{"line", "one two three\nfour five six seven", 24, []string{"one two three", "four five six seven"}},
+		{"word", "alpha beta gamma delta epsilon", 12, []string{"alpha beta", "gamma delta", "epsilon"}},
+		{"hard", "abcdefghij", 4, []string{"abcd", "efgh", "ij"}},
+		{"a paragraph break too early loses to a line break", "ab\n\n" + strings.Repeat("x", 20) + "\n" + strings.Repeat("y", 10), 30, []string{"ab\n\n" + strings.Repeat("x", 20), strings.Repeat("y", 10)}},
+		{"trailing space is not a part", "abcd     ", 4, []string{"abcd"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := checkSplit(t, tc.text, tc.limit, connectors.Runes)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("Split = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// An emoji (two UTF-16 units, several code points with a skin tone and a
+// ZWJ sequence) across the boundary moves whole to the next part.
+func TestSplitKeepsGraphemesWhole(t *testing.T) {
+	t.Parallel()
+	for _, emoji := range []string{"😀", "👍🏽", "👩‍👩‍👧‍👦", "🇩🇪", "é"} {
+		for pad := 4090; pad <= 4096; pad++ {
+			text := strings.Repeat("a", pad) + emoji + strings.Repeat("b", 900)
+			parts := checkSplit(t, text, 4096, connectors.UTF16)
+			if len(parts) != 2 {
+				t.Fatalf("%q at %d: %d parts, want 2", emoji, pad, len(parts))
+			}
+			if !strings.Contains(parts[0], emoji) && !strings.HasPrefix(parts[1], emoji) {
+				t.Fatalf("%q at %d: the emoji is not whole in either part", emoji, pad)
+			}
+		}
+	}
+}
+
+func TestSplitGraphemeLongerThanLimit(t *testing.T) {
+	t.Parallel()
+	family := "👩‍👩‍👧‍👦" // 11 UTF-16 units
+	parts := checkSplit(t, "ab"+family+"cd", 4, connectors.UTF16)
+	if !slices.Equal(parts, []string{"ab", family, "cd"}) {
+		t.Fatalf("parts = %q", parts)
+	}
+}
+
+// Random texts of words, emoji, accents and white space, at random limits.
+func TestSplitRandom(t *testing.T) {
+	t.Parallel()
+	atoms := []string{"word", "longerword", "é", "👍🏽", "🇩🇪", "日本語", " ", " ", "\n", "\n\n", "\t", "x", strings.Repeat("z", 40)}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 500 {
+		var b strings.Builder
+		for range rng.IntN(400) {
+			b.WriteString(atoms[rng.IntN(len(atoms))])
+		}
+		limit := 8 + rng.IntN(120)
+		length := connectors.Runes
+		if i%2 == 0 {
+			length = connectors.UTF16
+		}
+		checkSplit(t, b.String(), limit, length)
+	}
+}
+
+func TestLengths(t *testing.T) {
+	t.Parallel()
+	if got := connectors.UTF16("a😀é"); got != 4 {
+		t.Errorf("UTF16 = %d, want 4", got)
+	}
+	if got := connectors.Runes("a😀é"); got != 3 {
+		t.Errorf("Runes = %d, want 3", got)
+	}
+}
+
+func FuzzSplit(f *testing.F) {
+	f.Add("hello world\n\nthis is 👍🏽 a test", 7)
+	f.Fuzz(func(t *testing.T, text string, limit int) {
+		if !utf8.ValidString(text) || limit < 1 || limit > 1000 {
+			t.Skip()
+		}
+		checkSplit(t, text, limit, connectors.UTF16)
+	})
+}
