@@ -2,7 +2,12 @@
 package secret
 
 import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -45,4 +50,49 @@ func one(s string) string {
 		return scheme + "***@" + rest[at+1:]
 	}
 	return s
+}
+
+// Redact replaces every secret in s by [redacted], in every form a server
+// or a formatter may have written it: as is, JSON- or Go-escaped (also
+// with \/ and as \u escapes), URL-encoded, and base64. Redact whole text
+// before cutting or quoting it: a part of a key matches nothing.
+func Redact(s string, secrets []string) string {
+	for _, k := range secrets {
+		if k == "" {
+			continue
+		}
+		for _, f := range forms(k) {
+			s = strings.ReplaceAll(s, f, "[redacted]")
+		}
+	}
+	return s
+}
+
+// forms returns the ways k may be written, longest first, so a form that
+// contains another is replaced whole.
+func forms(k string) []string {
+	js, _ := json.Marshal(k)
+	inner := string(js[1 : len(js)-1])
+	var lower, upper strings.Builder
+	for _, r := range k {
+		fmt.Fprintf(&lower, `\u%04x`, r)
+		fmt.Fprintf(&upper, `\u%04X`, r)
+	}
+	raw := []byte(k)
+	out := []string{
+		lower.String(), upper.String(),
+		inner, strings.ReplaceAll(inner, "/", `\/`),
+		strings.Trim(strconv.Quote(k), `"`),
+		url.QueryEscape(k), url.PathEscape(k),
+		base64.StdEncoding.EncodeToString(raw), base64.URLEncoding.EncodeToString(raw),
+		base64.RawStdEncoding.EncodeToString(raw), base64.RawURLEncoding.EncodeToString(raw),
+		k,
+	}
+	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
+	seen := map[string]bool{}
+	return slices.DeleteFunc(out, func(f string) bool {
+		dup := seen[f]
+		seen[f] = true
+		return dup
+	})
 }

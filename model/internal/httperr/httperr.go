@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,12 +19,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/model"
 )
 
@@ -109,10 +108,10 @@ func (e Endpoint) Error(status int, class model.Class, hint string, h http.Heade
 	}
 	// Redact before anything is cut or quoted: a key cut in two, or quoted
 	// into another form, would no longer match.
-	if s := Clip(Redact(serverText(Redact(string(body), e.Secrets)), e.Secrets)); s != "" {
+	if s := Clip(secret.Redact(serverText(secret.Redact(string(body), e.Secrets)), e.Secrets)); s != "" {
 		msg += fmt.Sprintf(" (server said: %q)", s)
 	}
-	me.Message = Redact(msg, e.Secrets)
+	me.Message = secret.Redact(msg, e.Secrets)
 	return me
 }
 
@@ -184,7 +183,7 @@ func (e Endpoint) TransportError(ctx context.Context, err error, reading bool) *
 	default:
 		me.Message = fmt.Sprintf("%s: cannot reach %s (is the server running? check model.base_url)", e.Provider, e.Where)
 	}
-	me.Message = Redact(me.Message, e.Secrets)
+	me.Message = secret.Redact(me.Message, e.Secrets)
 	return me
 }
 
@@ -339,51 +338,6 @@ func Secrets(cfg model.Config) []string {
 		add(strings.TrimSpace(strings.TrimPrefix(v, "Bearer ")))
 	}
 	return out
-}
-
-// Redact replaces every secret in s by [redacted], in every form a server
-// or a formatter may have written it: as is, JSON- or Go-escaped (also
-// with \/ and as \u escapes), URL-encoded, and base64. Redact whole text
-// before cutting or quoting it: a part of a key matches nothing.
-func Redact(s string, secrets []string) string {
-	for _, k := range secrets {
-		if k == "" {
-			continue
-		}
-		for _, f := range forms(k) {
-			s = strings.ReplaceAll(s, f, "[redacted]")
-		}
-	}
-	return s
-}
-
-// forms returns the ways k may be written, longest first, so a form that
-// contains another is replaced whole.
-func forms(k string) []string {
-	js, _ := json.Marshal(k)
-	inner := string(js[1 : len(js)-1])
-	var lower, upper strings.Builder
-	for _, r := range k {
-		fmt.Fprintf(&lower, `\u%04x`, r)
-		fmt.Fprintf(&upper, `\u%04X`, r)
-	}
-	raw := []byte(k)
-	out := []string{
-		lower.String(), upper.String(),
-		inner, strings.ReplaceAll(inner, "/", `\/`),
-		strings.Trim(strconv.Quote(k), `"`),
-		url.QueryEscape(k), url.PathEscape(k),
-		base64.StdEncoding.EncodeToString(raw), base64.URLEncoding.EncodeToString(raw),
-		base64.RawStdEncoding.EncodeToString(raw), base64.RawURLEncoding.EncodeToString(raw),
-		k,
-	}
-	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
-	seen := map[string]bool{}
-	return slices.DeleteFunc(out, func(f string) bool {
-		dup := seen[f]
-		seen[f] = true
-		return dup
-	})
 }
 
 // PublicURL is u without user info, query or fragment: safe to show.

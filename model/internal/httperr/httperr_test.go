@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/internal/httperr"
 )
@@ -302,11 +303,11 @@ func TestSecretsAndRedact(t *testing.T) {
 	}}
 	secrets := httperr.Secrets(cfg)
 	in := "key " + key + ", token tok-0123456789, short abc"
-	got := httperr.Redact(in, secrets)
+	got := secret.Redact(in, secrets)
 	if want := "key [redacted], token [redacted], short abc"; got != want {
 		t.Errorf("Redact(%q, Secrets()) = %q, want %q", in, got, want)
 	}
-	if got := httperr.Redact("nothing", []string{""}); got != "nothing" {
+	if got := secret.Redact("nothing", []string{""}); got != "nothing" {
 		t.Errorf("Redact with an empty secret = %q, want it unchanged", got)
 	}
 	if s := httperr.Secrets(model.Config{}); len(s) != 0 {
