@@ -50,6 +50,8 @@ type Bus struct {
 	State jetstream.KeyValue // agentwork_state: trigger state
 	Dedup jetstream.KeyValue // agentwork_dedup: notification dedup keys (per-key TTL)
 	Locks jetstream.KeyValue // agentwork_locks: leases and run claims
+	// DeadLetters is agentwork_deadletters: failed deliveries.
+	DeadLetters jetstream.KeyValue
 
 	storeFull atomic.Bool // a write was refused for lack of space (NoteWrite)
 

@@ -23,6 +23,9 @@ const (
 	BucketState = "agentwork_state"
 	BucketDedup = "agentwork_dedup"
 	BucketLocks = "agentwork_locks"
+	// BucketDeadLetters holds the notifications a connector failed to
+	// deliver for good, for a user to list and send again.
+	BucketDeadLetters = "agentwork_deadletters"
 )
 
 // Retention of the streams.
@@ -34,6 +37,9 @@ const (
 	DeliveriesMaxAge    = 7 * 24 * time.Hour
 	DeliveriesDuplicate = 24 * time.Hour
 	LocksTTL            = 7 * 24 * time.Hour
+	// DeadLettersTTL is how long a failed delivery waits to be sent again:
+	// as long as the events stream keeps its delivery.failed event.
+	DeadLettersTTL = EventsMaxAge
 	// TimersDuplicates is how long the timers stream remembers a Set's
 	// message id: long enough to cover Set's own retries after a lost ack
 	// (TimerSetRetry), short enough that the ids of a busy schedule (500
@@ -75,6 +81,7 @@ func (b *Bus) bucketConfigs() []jetstream.KeyValueConfig {
 		{Bucket: BucketState, Description: "heartbeat and cron state", History: 1, Storage: jetstream.FileStorage, Replicas: r},
 		{Bucket: BucketDedup, Description: "notification dedup keys (per-key TTL)", History: 1, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: time.Minute},
 		{Bucket: BucketLocks, Description: "leases and run claims", History: 1, TTL: LocksTTL, Storage: jetstream.FileStorage, Replicas: r},
+		{Bucket: BucketDeadLetters, Description: "notifications that failed delivery for good", History: 1, TTL: DeadLettersTTL, Storage: jetstream.FileStorage, Replicas: r},
 	}
 }
 
@@ -140,6 +147,7 @@ func (b *Bus) bindBuckets(ctx context.Context) error {
 		return kv
 	}
 	b.Jobs, b.State, b.Dedup, b.Locks = bind(BucketJobs), bind(BucketState), bind(BucketDedup), bind(BucketLocks)
+	b.DeadLetters = bind(BucketDeadLetters)
 	return err
 }
 

@@ -47,8 +47,11 @@ type Notification struct {
 	// SentParts is how many parts of a text split over several messages
 	// the destination confirmed in earlier attempts: Send sends the rest.
 	// Set by the dispatcher.
-	SentParts int       `json:"sent_parts,omitempty"`
-	Time      time.Time `json:"time"`
+	SentParts int `json:"sent_parts,omitempty"`
+	// Retry counts the times a user sent it again after it failed for good
+	// (DeadLetters.Retry); 0 for the first delivery.
+	Retry int       `json:"retry,omitempty"`
+	Time  time.Time `json:"time"`
 	// DedupKey is the agentwork_dedup key that held this text back from being
 	// sent again, if any. When no connector delivers the notification, the key
 	// is released so the next identical notification is not suppressed.

@@ -42,6 +42,11 @@ type Result struct {
 // stored it. n.ID is the Nats-Msg-Id, so queueing the same notification twice
 // (a run redelivered after a crash) stores it once.
 func Enqueue(ctx context.Context, b *bus.Bus, n Notification) error {
+	return enqueue(ctx, b, n, n.ID)
+}
+
+// enqueue queues n under the Nats-Msg-Id msgID.
+func enqueue(ctx context.Context, b *bus.Bus, n Notification, msgID string) error {
 	if n.ID == "" || n.Target == "" {
 		return errors.New("connectors: notification needs an id and a target")
 	}
@@ -53,7 +58,7 @@ func Enqueue(ctx context.Context, b *bus.Bus, n Notification) error {
 		return err
 	}
 	ev.RunID, ev.CausationID = n.RunID, n.RequestID
-	_, err = b.Publish(ctx, b.Subjects.Delivery(n.Connector()), ev, n.ID)
+	_, err = b.Publish(ctx, b.Subjects.Delivery(n.Connector()), ev, msgID)
 	return err
 }
 
@@ -152,11 +157,12 @@ func (c DispatcherConfig) Validate() error {
 // compared across instances, so their clocks must agree to well within
 // AckWait.
 type Dispatcher struct {
-	bus *bus.Bus
-	reg Registry
-	cfg DispatcherConfig
-	log *zap.Logger
-	now func() time.Time
+	bus  *bus.Bus
+	reg  Registry
+	cfg  DispatcherConfig
+	log  *zap.Logger
+	now  func() time.Time
+	dead *DeadLetters
 	// stall is a test seam (export_test.go): set, the dispatcher acts like
 	// an instance that stalls mid-send.
 	stall struct{ signals, claims atomic.Bool }
@@ -168,7 +174,7 @@ func NewDispatcher(b *bus.Bus, reg Registry, cfg DispatcherConfig, log *zap.Logg
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Dispatcher{bus: b, reg: reg, cfg: cfg.withDefaults(), log: log, now: time.Now}
+	return &Dispatcher{bus: b, reg: reg, cfg: cfg.withDefaults(), log: log, now: time.Now, dead: NewDeadLetters(b)}
 }
 
 // ConsumerName is the durable consumer of connector name.
@@ -269,7 +275,11 @@ type sendClaim struct {
 // sendKey is the agentwork_locks key of notification id's send claim, and
 // false when id is empty (then nothing guards a redelivery from being sent
 // again). An id that cannot be a key is hashed.
-func sendKey(id string) (string, bool) {
+func sendKey(id string) (string, bool) { return claimKey("send.", id) }
+
+// claimKey is prefix+id as a KV key, and false when id is empty. An id
+// that cannot be a key is hashed.
+func claimKey(prefix, id string) (string, bool) {
 	if id == "" {
 		return "", false
 	}
@@ -282,9 +292,9 @@ func sendKey(id string) (string, bool) {
 	}
 	if !valid {
 		sum := sha256.Sum256([]byte(id))
-		return "send.sha256." + hex.EncodeToString(sum[:]), true
+		return prefix + "sha256." + hex.EncodeToString(sum[:]), true
 	}
-	return "send." + id, true
+	return prefix + id, true
 }
 
 // take is what takeSend found.
@@ -491,7 +501,7 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 			return bus.Defer(delay)
 		}
 		claim, attempt = &t.claim, t.claim.Attempts
-		n.SentParts = t.claim.Parts
+		n.SentParts = max(n.SentParts, t.claim.Parts)
 	} else {
 		log.Debug("notification without an id; a redelivery of it is sent again")
 	}
@@ -569,8 +579,16 @@ func (d *Dispatcher) fail(ctx context.Context, log *zap.Logger, name string, n N
 			log.Warn("delete the send claim", zap.Error(serr))
 		}
 	}
-	log.Error("delivery failed", zap.Int("attempts", attempts), zap.Bool("permanent", perm), zap.Error(err))
+	log.Error("delivery failed; kept for a retry (agentwork deliveries retry)", zap.Int("attempts", attempts), zap.Bool("permanent", perm), zap.Error(err))
 	d.releaseDedup(ctx, n)
+	dead := DeadLetter{
+		Notification: n, Connector: name, Attempts: attempts, Error: err.Error(), Permanent: perm,
+		Receipt: receipt(rec), FailedAt: d.now(), Retries: n.Retry,
+	}
+	dead.Notification.SentParts = 0
+	if perr := d.dead.put(ctx, dead); perr != nil {
+		log.Error("record the failed delivery for a retry", zap.Error(perr))
+	}
 	d.report(ctx, log, OutcomeFailed, Result{Notification: n, Connector: name, Attempts: attempts, Error: err.Error(), Permanent: perm, Receipt: receipt(rec)})
 	return bus.Terminate()
 }
@@ -580,6 +598,11 @@ func (d *Dispatcher) fail(ctx context.Context, log *zap.Logger, name string, n N
 func (d *Dispatcher) delivered(ctx context.Context, log *zap.Logger, name string, n Notification, attempt int, rec Receipt) bus.Verdict {
 	if n.DedupKey != "" {
 		_, _ = d.bus.Locks.Put(ctx, "delivered."+n.RunID, []byte(name))
+	}
+	if n.Retry > 0 {
+		if err := d.dead.remove(ctx, n.ID); err != nil {
+			log.Warn("remove the failed delivery now delivered; it stays listed", zap.Error(err))
+		}
 	}
 	d.report(ctx, log, OutcomeDelivered, Result{Notification: n, Connector: name, Attempts: attempt, Receipt: receipt(rec)})
 	return bus.Done()
@@ -643,6 +666,9 @@ func (d *Dispatcher) report(ctx context.Context, log *zap.Logger, outcome string
 	msgID := ""
 	if r.Notification.ID != "" {
 		msgID = r.Notification.ID + "." + outcome
+		if r.Notification.Retry > 0 {
+			msgID = fmt.Sprintf("%s.retry.%d.%s", r.Notification.ID, r.Notification.Retry, outcome)
+		}
 	}
 	if _, err := d.bus.Publish(ctx, d.bus.Subjects.Event(bus.SourceDelivery, outcome), ev, msgID); err != nil {
 		log.Error("publish delivery event", zap.Error(err))

@@ -50,13 +50,14 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"serve":     {"run the runtime: bus, runner, triggers, connectors, HTTP API", cmdServe},
-		"task":      {"send a task request (task send \"prompt\" [--wait])", cmdTask},
-		"events":    {"follow run events (events tail [--source s] [--outcome o])", cmdEvents},
-		"heartbeat": {"heartbeat status|wake|history", cmdHeartbeat},
-		"cron":      {"cron list|add|show|pause|resume|run|delete|history", cmdCron},
-		"config":    {"config check|schema", cmdConfig},
-		"version":   {"print the version", cmdVersion},
+		"serve":      {"run the runtime: bus, runner, triggers, connectors, HTTP API", cmdServe},
+		"task":       {"send a task request (task send \"prompt\" [--wait])", cmdTask},
+		"events":     {"follow run events (events tail [--source s] [--outcome o])", cmdEvents},
+		"heartbeat":  {"heartbeat status|wake|history", cmdHeartbeat},
+		"cron":       {"cron list|add|show|pause|resume|run|delete|history", cmdCron},
+		"deliveries": {"deliveries list|show|retry: notifications that failed delivery", cmdDeliveries},
+		"config":     {"config check|schema", cmdConfig},
+		"version":    {"print the version", cmdVersion},
 	}
 }
 
@@ -83,8 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: agentwork <command> [flags]\n\ncommands:")
-	for _, name := range []string{"serve", "task", "events", "heartbeat", "cron", "config", "version"} {
-		fmt.Fprintf(w, "  %-10s %s\n", name, commands()[name].summary)
+	for _, name := range []string{"serve", "task", "events", "heartbeat", "cron", "deliveries", "config", "version"} {
+		fmt.Fprintf(w, "  %-11s %s\n", name, commands()[name].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'agentwork <command> -h' for its flags.")
 }
