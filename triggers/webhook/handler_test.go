@@ -436,6 +436,8 @@ func TestRejected(t *testing.T) {
 		{"targets not array", call{body: `{"prompt":"x","targets":"slack"}`, header: bearer(tokCI)}, 400, "targets", "array"},
 		{"unknown target", call{body: `{"prompt":"x","targets":["email"]}`, header: bearer(tokCI)}, 400, "targets[0]", "not a configured connector"},
 		{"duplicate target", call{body: `{"prompt":"x","targets":["slack","slack"]}`, header: bearer(tokCI)}, 400, "targets[1]", "twice"},
+		{"unknown target with a destination", call{body: `{"prompt":"x","targets":["email:ops@example.com"]}`, header: bearer(tokCI)}, 400, "targets[0]", `"email" is not a configured connector`},
+		{"empty destination", call{body: `{"prompt":"x","targets":["slack:"]}`, header: bearer(tokCI)}, 400, "targets[0]", "destination after ':' is empty"},
 		{"metadata number", call{body: `{"prompt":"x","metadata":{"n":1}}`, header: bearer(tokCI)}, 400, "metadata", "string values"},
 		{"long idempotency key", call{body: ok, header: merge(bearer(tokCI), http.Header{"Idempotency-Key": {strings.Repeat("k", 256)}})}, 400, "Idempotency-Key", "at most 255"},
 		{"cron by any", call{body: `{"prompt":"x","source":"cron"}`, header: bearer(tokAny)}, 403, "", "never"},

@@ -17,6 +17,7 @@ import (
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/api/problem"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/connectors"
 )
 
 // Limits of a task body, besides Config.MaxBody.
@@ -35,7 +36,7 @@ type Task struct {
 	// Source is the request source. Default "task"; heartbeat, cron and delivery are never allowed.
 	Source string `json:"source,omitempty" jsonschema:"default=task,description=Request source: 1-64 of a-z 0-9 _ -. Default task. heartbeat/cron/delivery are refused (403); your credential lists the sources it may use."`
 	// Targets are connector names to deliver to; empty means the source's defaults.
-	Targets []string `json:"targets,omitempty" jsonschema:"maxItems=16,uniqueItems=true,description=Connector names to deliver the result to. Empty: the source's default targets."`
+	Targets []string `json:"targets,omitempty" jsonschema:"maxItems=16,uniqueItems=true,description=Targets to deliver the result to: connector names (each optionally followed by a colon and a destination such as a chat id). Empty: the source's default targets."`
 	// Deliver is what is sent: auto (notify_user messages if any, else the reply), reply (the model's answer), notify (only notify_user calls) or none.
 	Deliver string `json:"deliver,omitempty" jsonschema:"enum=auto,enum=reply,enum=notify,enum=none,description=auto: send the notify_user messages of the model when it sends any (else its final answer); reply: send the model's final answer; notify: send only what the model passes to notify_user; none: send nothing (the done event still carries the reply). Empty: the source's default (auto)."`
 	// DedupWindow holds back a notification this source and name already
@@ -50,8 +51,8 @@ var taskFields = map[string]bool{"prompt": true, "name": true, "source": true, "
 // ParseTask decodes and validates a task body. Unknown fields, a body that
 // is not one JSON object, wrongly typed and invalid fields are reported as
 // field errors; defaults (name "default", source "task") are applied.
-// connectors, when not empty, are the targets that exist.
-func ParseTask(body []byte, connectors []string) (Task, []problem.FieldError) {
+// known, when not empty, are the connectors that exist.
+func ParseTask(body []byte, known []string) (Task, []problem.FieldError) {
 	var t Task
 	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -107,7 +108,7 @@ func ParseTask(body []byte, connectors []string) (Task, []problem.FieldError) {
 	for _, e := range errs {
 		typed[e.Field] = true
 	}
-	for _, e := range t.normalize(connectors) {
+	for _, e := range t.normalize(known) {
 		if f, _, _ := strings.Cut(e.Field, "["); !typed[f] {
 			errs = append(errs, e)
 		}
@@ -116,7 +117,7 @@ func ParseTask(body []byte, connectors []string) (Task, []problem.FieldError) {
 }
 
 // normalize applies defaults and checks every field.
-func (t *Task) normalize(connectors []string) []problem.FieldError {
+func (t *Task) normalize(known []string) []problem.FieldError {
 	var errs []problem.FieldError
 	add := func(field, format string, a ...any) {
 		errs = append(errs, problem.FieldError{Field: field, Detail: fmt.Sprintf(format, a...)})
@@ -153,13 +154,14 @@ func (t *Task) normalize(connectors []string) []problem.FieldError {
 	seen := map[string]bool{}
 	for i, c := range t.Targets {
 		f := fmt.Sprintf("targets[%d]", i)
-		switch {
-		case !bus.ValidToken(c):
-			add(f, "%q: want a connector name of a-z, 0-9, _ and -", c)
+		name, _ := connectors.SplitTarget(c)
+		switch err := connectors.CheckTarget(f, c); {
+		case err != nil:
+			add(f, "%s", strings.TrimPrefix(err.Error(), f+": "))
 		case seen[c]:
 			add(f, "%q is listed twice", c)
-		case len(connectors) > 0 && !contains(connectors, c):
-			add(f, "%q is not a configured connector; have %s", c, strings.Join(connectors, ", "))
+		case len(known) > 0 && !contains(known, name):
+			add(f, "%q is not a configured connector; have %s", name, strings.Join(known, ", "))
 		}
 		seen[c] = true
 	}
@@ -210,7 +212,8 @@ func Schema() json.RawMessage {
 		}
 	}
 	if p, ok := s.Properties.Get("targets"); ok && p.Items != nil {
-		token(p.Items)
+		// A connector name, then optionally :<destination> (connectors.CheckTarget).
+		p.Items.Pattern = `^[a-z0-9_-]{1,64}(:\S{1,256})?$`
 	}
 	if p, ok := s.Properties.Get("metadata"); ok {
 		p.MaxProperties = ptr(uint64(MaxMetadata))
