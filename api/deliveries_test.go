@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,6 +56,9 @@ func TestDeliveries(t *testing.T) {
 	}
 	if len(list.Deliveries) != 1 || list.Deliveries[0].Notification.ID != n.ID || !list.Deliveries[0].Permanent {
 		t.Fatalf("failed deliveries = %+v, want the permanent failure of %s", list.Deliveries, n.ID)
+	}
+	if r := f.do(t, "GET", "/metrics", "", ""); !strings.Contains(string(r.body), "\nagentwork_deliveries_failed_waiting 1\n") {
+		t.Errorf("/metrics lacks agentwork_deliveries_failed_waiting 1:\n%s", r.body)
 	}
 	if r := f.do(t, "GET", "/v1/deliveries?connector=other", adminToken, ""); string(r.body) != "{\"deliveries\":[]}\n" {
 		t.Errorf("GET /v1/deliveries?connector=other = %s, want an empty list", r.body)

@@ -164,12 +164,18 @@ func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request) {
 	if s.deps.Bus.StoreFull() {
 		full = 1
 	}
+	dead := -1 // unknown: the bus does not answer
+	ctx, cancel = context.WithTimeout(r.Context(), 2*time.Second)
+	if n, err := s.deadLetters().Count(ctx); err == nil {
+		dead = n
+	}
+	cancel()
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	_, _ = w.Write(s.metrics.expose(ready, full))
+	_, _ = w.Write(s.metrics.expose(ready, full, dead))
 }
 
 // expose renders every metric; series are sorted so the output is stable.
-func (m *metrics) expose(busReady, storeFull float64) []byte {
+func (m *metrics) expose(busReady, storeFull float64, deadLetters int) []byte {
 	var b bytes.Buffer
 	family := func(name, typ, help string) {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
@@ -180,6 +186,10 @@ func (m *metrics) expose(busReady, storeFull float64) []byte {
 	fmt.Fprintf(&b, "agentwork_bus_ready %g\n", busReady)
 	family("agentwork_bus_store_full", "gauge", "1 while the JetStream store has no space for new work (bus.max_store or the disk), else 0.")
 	fmt.Fprintf(&b, "agentwork_bus_store_full %g\n", storeFull)
+	if deadLetters >= 0 {
+		family("agentwork_deliveries_failed_waiting", "gauge", "Notifications that failed delivery for good and wait for a retry (agentwork deliveries list).")
+		fmt.Fprintf(&b, "agentwork_deliveries_failed_waiting %d\n", deadLetters)
+	}
 	family("agentwork_event_streams", "gauge", "Open GET /v1/events streams.")
 	fmt.Fprintf(&b, "agentwork_event_streams %d\n", m.streams.Load())
 

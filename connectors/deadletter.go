@@ -125,6 +125,19 @@ func (s *DeadLetters) List(ctx context.Context, name string) ([]DeadLetter, erro
 	return out, nil
 }
 
+// Count returns how many dead letters there are.
+func (s *DeadLetters) Count(ctx context.Context) (int, error) {
+	keys, err := s.bus.DeadLetters.ListKeys(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for range keys.Keys() {
+		n++
+	}
+	return n, nil
+}
+
 // Retry queues the failed notification id for its target again, with the
 // same notification id (the platform's idempotency key, the webhook-id),
 // resuming after the parts of a split text that were delivered. It returns
