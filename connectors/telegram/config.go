@@ -161,8 +161,8 @@ func parseDestination(dest string) (route, error) {
 		return r, errors.New(`destination: empty; want a chat id, an @channel, <chat>/<topic> or /<topic> (e.g. -1001234567890/42)`)
 	}
 	if chat != "" {
-		if err := checkChat(chat); err != nil {
-			return r, fmt.Errorf("destination %q: %w; or <chat>/<topic>, /<topic> for a topic", dest, err)
+		if checkChat(chat) != nil {
+			return r, fmt.Errorf("destination %q: want a chat id (e.g. -1001234567890), a channel's @username, <chat>/<topic> or /<topic> for a topic of a forum group", dest)
 		}
 		r.chat = chat
 	}
