@@ -231,3 +231,82 @@ func secretIn(s, secret string) bool {
 	}
 	return false
 }
+
+// TestKilledBeforeDeliveryLosesNothing queues notifications that the chat
+// API refuses for now, kills the server with SIGKILL, brings the API back
+// and restarts the server: every notification arrives, once.
+func TestKilledBeforeDeliveryLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	const token, tasks = "444444:AAH-kill-token-SECRET-0123456789", 10
+	api := telegramfake.NewServer(token)
+	t.Cleanup(api.Close)
+	api.Fail(http.StatusBadGateway)
+	t.Setenv("TG_TOKEN", token)
+	srv := startCrashServer(t, fmt.Sprintf(`
+bus:
+  listen: 127.0.0.1:0
+http:
+  listen: "off"
+model:
+  script:
+    rules:
+      - match: {source: task}
+        text: "{{prompt}}"
+connectors:
+  phone: {type: telegram, bot_token: "${TG_TOKEN}", chat_id: "1001", base_url: %q}
+delivery:
+  backoff: [2s]
+`, api.URL))
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	b := srv.dial(ctx)
+	for i := range tasks {
+		if _, err := agentwork.Publish(ctx, b, agentwork.Request{Source: "task", Name: "kill", Prompt: fmt.Sprintf("report %d", i)}, agentwork.PublishOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every run is done (its notification queued) and every notification
+	// was tried and refused at least once.
+	waitFor(t, 30*time.Second, "every notification queued and refused", func() bool {
+		s, err := b.JetStream().Stream(ctx, bus.StreamDeliveries)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(ctx)
+		return err == nil && info.State.Msgs == tasks && len(api.Requests()) >= tasks
+	}, srv.child)
+	b.Close()
+	srv.kill9()
+	if n := len(api.Texts("1001")); n != 0 {
+		t.Fatalf("the chat holds %d messages before the restart, want 0", n)
+	}
+
+	api.Recover()
+	srv.restart()
+	waitFor(t, 60*time.Second, "every notification delivered after the restart", func() bool {
+		return len(api.Texts("1001")) >= tasks
+	}, srv.child)
+	time.Sleep(time.Second) // a repeat, if any, would come now
+	got := api.Texts("1001")
+	seen := map[string]int{}
+	for _, text := range got {
+		seen[text]++
+	}
+	for i := range tasks {
+		want := fmt.Sprintf("report %d", i)
+		n := 0
+		for text, c := range seen {
+			if strings.Contains(text, want) {
+				n += c
+			}
+		}
+		if n != 1 {
+			t.Errorf("%q arrived %d times, want once", want, n)
+		}
+	}
+	if len(got) != tasks {
+		t.Errorf("the chat holds %d messages, want %d", len(got), tasks)
+	}
+}
