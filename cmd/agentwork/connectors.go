@@ -7,6 +7,7 @@ import (
 	"github.com/agentwork/agentwork/config"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/console"
+	"github.com/agentwork/agentwork/connectors/discord"
 	"github.com/agentwork/agentwork/connectors/nats"
 	"github.com/agentwork/agentwork/connectors/slack"
 )
@@ -19,6 +20,7 @@ func connectorTypes() connectors.Types {
 		console.Type,
 		nats.Type,
 		slack.Type,
+		discord.Type,
 	}
 }
 
