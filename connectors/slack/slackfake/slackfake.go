@@ -387,8 +387,8 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request, body []byt
 		plain(w, http.StatusBadRequest, "no_text")
 		return
 	}
-	p := s.read(m, r.Header)
-	if utf8.RuneCountInString(p.Text) > s.opts.MaxText {
+	p, n := s.read(m, r.Header)
+	if n > s.opts.MaxText {
 		plain(w, http.StatusBadRequest, "invalid_payload")
 		return
 	}
@@ -431,8 +431,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, body []byte) {
 		apiError(w, http.StatusOK, "no_text")
 		return
 	}
-	p := s.read(m, r.Header)
-	if utf8.RuneCountInString(p.Text) > s.opts.MaxText {
+	p, n := s.read(m, r.Header)
+	if n > s.opts.MaxText {
 		apiError(w, http.StatusOK, "msg_too_long")
 		return
 	}
@@ -461,8 +461,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, body []byte) {
 	writeJSON(w, http.StatusOK, reply)
 }
 
-// read renders a request's message as a reader sees it.
-func (s *Server) read(m message, h http.Header) Post {
+// read renders a request's message as a reader sees it, and returns the
+// length of the whole text as shown, mention and mark included.
+func (s *Server) read(m message, h http.Header) (Post, int) {
 	p := Post{Raw: m.Text, Mrkdwn: m.Mrkdwn == nil || *m.Mrkdwn, Urgency: "info", Header: h.Clone()}
 	body := m.Text
 	if rest, ok := afterMention(body); ok {
@@ -471,8 +472,9 @@ func (s *Server) read(m message, h http.Header) Post {
 		body, p.Urgency = rest, "important"
 	}
 	p.Text, _ = Render(body, p.Mrkdwn)
-	_, p.Mentions = Render(m.Text, p.Mrkdwn)
-	return p
+	var whole string
+	whole, p.Mentions = Render(m.Text, p.Mrkdwn)
+	return p, utf8.RuneCountInString(whole)
 }
 
 // afterMention returns s after a leading "<mention> " and the important
