@@ -7,7 +7,9 @@ import (
 	"github.com/agentwork/agentwork/config"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/console"
+	"github.com/agentwork/agentwork/connectors/discord"
 	"github.com/agentwork/agentwork/connectors/nats"
+	"github.com/agentwork/agentwork/connectors/slack"
 	"github.com/agentwork/agentwork/connectors/telegram"
 )
 
@@ -19,6 +21,8 @@ func connectorTypes() connectors.Types {
 		console.Type,
 		nats.Type,
 		telegram.Type,
+		slack.Type,
+		discord.Type,
 	}
 }
 

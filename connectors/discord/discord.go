@@ -1,0 +1,531 @@
+// Package discord is the connector that posts notifications to a Discord
+// channel, or a thread of it, through a webhook
+// (https://discord.com/developers/docs/resources/webhook#execute-webhook).
+//
+// The model's text is sent as plain text: Discord's markdown characters are
+// escaped with a backslash (links stay links), and allowed_mentions lets no
+// mention through but the configured one, so the text cannot notify
+// @everyone or anybody else. Info notifications are sent silently
+// (SUPPRESS_NOTIFICATIONS) unless notify_info is set; important ones start
+// with ⚠️ and, when mention_on_important names a role or user, with that
+// mention. Texts longer than MaxText are split into several messages.
+//
+// Discord's webhooks take no idempotency key: a notification sent again
+// (after a crash between Discord's answer and the dispatcher's record of
+// it) shows twice.
+package discord
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/internal/secret"
+)
+
+// MaxText is the longest content of one message, in characters (Unicode
+// code points) as sent, escapes included: Discord's limit. Longer texts are
+// split, measured by Length.
+const MaxText = 2000
+
+// ImportantMark starts the text of an important notification, after the
+// mention if there is one.
+const ImportantMark = "⚠️ "
+
+// TruncatedMark ends the text of a notification the model's token limit
+// cut short.
+const TruncatedMark = " [cut short by the model's token limit]"
+
+// The message flags the connector sets
+// (https://discord.com/developers/docs/resources/message#message-object-message-flags).
+const (
+	// FlagSuppressNotifications sends a message without push and desktop
+	// notifications (a "@silent" message).
+	FlagSuppressNotifications = 1 << 12
+)
+
+// UserAgent is sent with every request, in the form Discord asks of API
+// clients (https://discord.com/developers/docs/reference#user-agent);
+// Cloudflare may block requests without one.
+const UserAgent = "DiscordBot (https://github.com/agentwork/agentwork, 1)"
+
+const (
+	// maxBody is how much of a reply is read.
+	maxBody = 64 << 10
+	// maxRetryAfter caps the wait a server asks for.
+	maxRetryAfter = 24 * time.Hour
+	// maxBucketWait is the longest Send waits for an empty rate-limit bucket
+	// to refill before sending; a longer wait is returned as a retry.
+	maxBucketWait = 5 * time.Second
+)
+
+// Options are what a Connector takes beside its Config.
+type Options struct {
+	// Client sends the requests; it is used with redirects off (a
+	// redirect is reported, not followed, so the token goes nowhere else).
+	// Default: a client with a transport of its own.
+	Client *http.Client
+}
+
+// Connector posts notifications through a Discord webhook. Safe for
+// concurrent use.
+//
+// Rate limits: Discord sends X-RateLimit-Remaining and
+// X-RateLimit-Reset-After with every answer. When a bucket is empty, Send
+// waits for it to refill (up to 5s, within ctx) before it posts, or returns
+// a *connectors.RetryableError without posting: Discord counts every 429,
+// 401, 403 and 404 against the IP and bans it for a while after 10,000 in
+// ten minutes (https://discord.com/developers/docs/topics/rate-limits).
+type Connector struct {
+	client     *http.Client
+	endpoint   url.URL
+	id         string // the webhook's id, safe to show
+	username   string
+	thread     string
+	mention    string // <@&id> or <@id>, or ""
+	roles      []string
+	users      []string
+	notifyInfo bool
+	secrets    []string
+	now        func() time.Time
+
+	mu    sync.Mutex
+	until time.Time // the bucket is empty until then
+}
+
+var _ connectors.Connector = (*Connector)(nil)
+
+// New returns a Connector for c, which must be valid. It does no I/O.
+func New(c Config, o Options) (*Connector, error) {
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("discord: %w", err)
+	}
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	if o.Client != nil {
+		cl := *o.Client
+		client = &cl
+	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	u, _ := url.Parse(c.WebhookURL)
+	m := webhookPath.FindStringSubmatch(u.Path)
+	conn := &Connector{
+		client:     client,
+		endpoint:   *u,
+		id:         m[1],
+		username:   c.Username,
+		thread:     c.ThreadID,
+		mention:    c.MentionOnImportant,
+		notifyInfo: c.NotifyInfo,
+		secrets:    []string{c.WebhookURL, u.Path, u.EscapedPath(), m[2]},
+		now:        time.Now,
+	}
+	if mm := mentionSyntax.FindStringSubmatch(c.MentionOnImportant); mm != nil {
+		if mm[1] == "&" {
+			conn.roles = []string{mm[2]}
+		} else {
+			conn.users = []string{mm[2]}
+		}
+	}
+	return conn, nil
+}
+
+// CloseIdleConnections closes the connections the connector keeps open
+// for its next sends.
+func (c *Connector) CloseIdleConnections() { c.client.CloseIdleConnections() }
+
+// Send posts n to the webhook's channel, or to the thread the config or
+// n's target names, and waits for Discord to confirm (wait=true). A text
+// longer than MaxText goes as several messages, in order, after the
+// n.SentParts sent before. The receipt's MessageIDs are the messages' ids.
+//
+// Errors: 429 is a *connectors.RetryableError after the retry_after
+// Discord sent (rounded up to whole seconds); 5xx and network failures are
+// retryable; 401 (a bad token), 404 (a deleted webhook, an unknown thread),
+// 403 and 400 are *connectors.PermanentError and never retried.
+func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connectors.Receipt, error) {
+	if err := ctx.Err(); err != nil {
+		return connectors.Receipt{}, fmt.Errorf("discord: %w", err)
+	}
+	thread := c.thread
+	if d := n.Destination(); d != "" {
+		if !snowflake.MatchString(d) {
+			return connectors.Receipt{}, connectors.Permanent(fmt.Errorf("discord: target %s: %q is not a thread id (digits only)", n.Target, d))
+		}
+		thread = d
+	}
+	text := n.Text
+	if n.Truncated {
+		text += TruncatedMark
+	}
+	important := n.Urgency == "important"
+	prefix := ""
+	if important {
+		prefix = ImportantMark
+		if c.mention != "" {
+			prefix = c.mention + " " + ImportantMark
+		}
+	}
+	parts := connectors.Split(text, MaxText-utf8.RuneCountInString(prefix), Length)
+	rec := connectors.Receipt{Parts: min(n.SentParts, len(parts))}
+	for i := rec.Parts; i < len(parts); i++ {
+		p := payload{
+			Content:         Escape(parts[i]),
+			Username:        c.username,
+			AllowedMentions: allowedMentions{Parse: []string{}},
+		}
+		if i == 0 && important {
+			p.Content = prefix + p.Content
+			p.AllowedMentions.Roles, p.AllowedMentions.Users = c.roles, c.users
+		}
+		if !important && !c.notifyInfo {
+			p.Flags = FlagSuppressNotifications
+		}
+		id, err := c.execute(ctx, thread, p)
+		if err != nil {
+			if len(parts) > 1 {
+				err = fmt.Errorf("part %d of %d: %w", i+1, len(parts), err)
+			}
+			return rec, err
+		}
+		rec.Parts++
+		if id != "" {
+			rec.MessageIDs = append(rec.MessageIDs, id)
+		}
+	}
+	return rec, nil
+}
+
+// payload is the body of Execute Webhook.
+type payload struct {
+	Content         string          `json:"content"`
+	Username        string          `json:"username,omitempty"`
+	AllowedMentions allowedMentions `json:"allowed_mentions"`
+	Flags           int             `json:"flags,omitempty"`
+}
+
+// allowedMentions says which mentions in the content notify
+// (https://discord.com/developers/docs/resources/message#allowed-mentions-object):
+// an empty parse and the configured role or user only.
+type allowedMentions struct {
+	Parse []string `json:"parse"`
+	Roles []string `json:"roles,omitempty"`
+	Users []string `json:"users,omitempty"`
+}
+
+// escaped are the characters Escape puts a backslash before: those of
+// Discord's markdown (bold, italic, underline, strike, code, spoilers,
+// quotes, headers, lists, masked links) and of its <…> mentions, and the
+// backslash itself.
+const escaped = "\\*_~`|<>#-[]"
+
+// Escape returns s with a backslash before each character of Discord's
+// markdown, so that the reader sees s as written: Discord shows a
+// backslashed punctuation character as it is. URLs (http:// and https://
+// up to white space or <) are left as they are, so that they stay links.
+func Escape(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + len(s)/8)
+	for i := 0; i < len(s); {
+		if n := urlLen(s[i:]); n > 0 {
+			b.WriteString(s[i : i+n])
+			i += n
+			continue
+		}
+		c := s[i]
+		if strings.IndexByte(escaped, c) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(c)
+		i++
+	}
+	return b.String()
+}
+
+// urlLen returns the length of the URL s starts with, or 0.
+func urlLen(s string) int {
+	if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
+		return 0
+	}
+	n := strings.IndexFunc(s, func(r rune) bool { return r == '<' || r == ' ' || r == '\n' || r == '\t' || r == '\r' })
+	if n < 0 {
+		return len(s)
+	}
+	return n
+}
+
+// Length is the length of s as Send counts it against MaxText: its
+// characters, each one Escape may escape counted twice. It is at least the
+// length of Escape(s), and it adds up over any cut of s, as
+// connectors.Split needs.
+func Length(s string) int {
+	n := 0
+	for _, r := range s {
+		n++
+		if r < utf8.RuneSelf && strings.IndexByte(escaped, byte(r)) >= 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// message is the part of Discord's answer Send reads.
+type message struct {
+	ID string `json:"id"`
+}
+
+// apiError is Discord's error body
+// (https://discord.com/developers/docs/reference#error-messages), and
+// the fields of a 429's.
+type apiError struct {
+	Message    string          `json:"message"`
+	Code       int             `json:"code"`
+	Errors     json.RawMessage `json:"errors"`
+	RetryAfter float64         `json:"retry_after"`
+	Global     bool            `json:"global"`
+}
+
+// execute posts p and returns the message's id.
+func (c *Connector) execute(ctx context.Context, thread string, p payload) (string, error) {
+	if err := c.waitBucket(ctx); err != nil {
+		return "", err
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return "", connectors.Permanent(fmt.Errorf("discord: encode the message: %w", err))
+	}
+	u := c.endpoint
+	q := u.Query()
+	q.Set("wait", "true")
+	if thread != "" {
+		q.Set("thread_id", thread)
+	}
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(raw))
+	if err != nil {
+		return "", connectors.Permanent(errors.New("discord: cannot make a request of webhook_url"))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", UserAgent)
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return "", c.transportError(ctx, err, "cannot reach")
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return "", c.transportError(ctx, err, "lost the reply from")
+	}
+	c.noteBucket(resp.Header)
+	if resp.StatusCode/100 == 2 {
+		var m message
+		_ = json.Unmarshal(body, &m) // 204 (no wait) has no body
+		return m.ID, nil
+	}
+	return "", c.statusError(resp.StatusCode, resp.Header, body, thread)
+}
+
+// statusError classifies an answer with an error status.
+func (c *Connector) statusError(status int, h http.Header, body []byte, thread string) error {
+	var e apiError
+	isJSON := json.Unmarshal(body, &e) == nil
+	what := "discord: webhook " + c.id
+	if thread != "" {
+		what += " (thread " + thread + ")"
+	}
+	said := ""
+	if isJSON && e.Message != "" {
+		said = fmt.Sprintf(": %q (code %d)", clip(secret.Redact(e.Message, c.secrets)), e.Code)
+		if details := formErrors(e.Errors); details != "" {
+			said += ": " + clip(secret.Redact(details, c.secrets))
+		}
+	} else if s := clip(secret.Redact(string(body), c.secrets)); s != "" {
+		said = fmt.Sprintf(": %q", s)
+	}
+	fail := func(hint string) error {
+		return fmt.Errorf("%s answered %d%s: %s", what, status, said, hint)
+	}
+	switch {
+	case status == http.StatusTooManyRequests:
+		d := retryAfter429(e.RetryAfter, h)
+		scope := h.Get("X-RateLimit-Scope")
+		if scope == "" {
+			scope = "unknown"
+		}
+		return connectors.Retry(fmt.Errorf("%s answered 429: rate limited (global %t, scope %s); retry after %s", what, e.Global || h.Get("X-RateLimit-Global") == "true", scope, d), d)
+	case status >= 500:
+		return connectors.Retry(fail("a fault at Discord; retrying"), headerRetryAfter(h))
+	case status/100 == 3:
+		return connectors.Permanent(fail("a redirect, not followed: check webhook_url"))
+	}
+	hint := "Discord rejected the message"
+	switch {
+	case e.Code == 10003 || (status == http.StatusNotFound && e.Code != 10015 && thread != ""):
+		hint = "no such thread in the webhook's channel: check thread_id or the target's thread id"
+	case status == http.StatusNotFound:
+		hint = "the webhook was deleted or webhook_url is wrong: create a webhook and update webhook_url (not retried: Discord bans IPs that keep calling a missing webhook)"
+	case status == http.StatusUnauthorized:
+		hint = "Discord rejected the webhook's token: check webhook_url (was the webhook's token reset?)"
+	case e.Code == 220001:
+		hint = "the webhook's channel is a forum: set thread_id, or name a thread in the target (dc:<thread id>)"
+	case e.Code == 50006:
+		hint = "the message was empty"
+	case e.Code == 40333:
+		hint = "Cloudflare blocks the requests of this machine; see Discord's status page"
+	case e.Code == 200000 || e.Code == 240000:
+		hint = "Discord's moderation blocked the message"
+	case status == http.StatusForbidden:
+		hint = "the webhook may not post there: check the channel's and the thread's permissions"
+	}
+	return connectors.Permanent(fail(hint))
+}
+
+// formErrors flattens the errors object of a 400 Invalid Form Body
+// ({"content":{"_errors":[{"code":…,"message":…}]}}) into
+// "content: Must be 2000 or fewer in length.".
+func formErrors(raw json.RawMessage) string {
+	var tree map[string]json.RawMessage
+	if len(raw) == 0 || json.Unmarshal(raw, &tree) != nil {
+		return ""
+	}
+	var out []string
+	var walk func(path string, t map[string]json.RawMessage)
+	walk = func(path string, t map[string]json.RawMessage) {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			if k == "_errors" {
+				var errs []struct{ Message string }
+				_ = json.Unmarshal(t[k], &errs)
+				for _, e := range errs {
+					out = append(out, path+": "+e.Message)
+				}
+				continue
+			}
+			var sub map[string]json.RawMessage
+			if json.Unmarshal(t[k], &sub) == nil {
+				p := k
+				if path != "" {
+					p = path + "." + k
+				}
+				walk(p, sub)
+			}
+		}
+	}
+	walk("", tree)
+	return strings.Join(out, "; ")
+}
+
+// retryAfter429 is the wait of a 429: the body's retry_after (seconds, a
+// float) rounded up to whole seconds. Retry-After, in whole seconds, is
+// the sanity check: a body value more than a second above it (Discord has
+// been seen to send milliseconds) gives way to it, as does a missing one.
+func retryAfter429(body float64, h http.Header) time.Duration {
+	d := time.Duration(0)
+	if body > 0 && !math.IsInf(body, 0) {
+		d = time.Duration(math.Ceil(min(body, maxRetryAfter.Seconds()))) * time.Second
+	}
+	if hd := headerRetryAfter(h); hd > 0 && (d == 0 || d > hd+time.Second) {
+		d = hd
+	}
+	return min(d, maxRetryAfter)
+}
+
+// headerRetryAfter is the wait of a Retry-After header in seconds, or 0.
+func headerRetryAfter(h http.Header) time.Duration {
+	secs, err := strconv.ParseFloat(strings.TrimSpace(h.Get("Retry-After")), 64)
+	if err != nil || secs <= 0 || math.IsNaN(secs) {
+		return 0
+	}
+	return time.Duration(math.Ceil(min(secs, maxRetryAfter.Seconds()))) * time.Second
+}
+
+// noteBucket records an empty rate-limit bucket: X-RateLimit-Remaining 0
+// and X-RateLimit-Reset-After seconds.
+func (c *Connector) noteBucket(h http.Header) {
+	if strings.TrimSpace(h.Get("X-RateLimit-Remaining")) != "0" {
+		return
+	}
+	secs, err := strconv.ParseFloat(strings.TrimSpace(h.Get("X-RateLimit-Reset-After")), 64)
+	if err != nil || secs <= 0 || math.IsNaN(secs) {
+		return
+	}
+	until := c.now().Add(time.Duration(min(secs, maxRetryAfter.Seconds()) * float64(time.Second)))
+	c.mu.Lock()
+	if until.After(c.until) {
+		c.until = until
+	}
+	c.mu.Unlock()
+}
+
+// waitBucket waits until the rate-limit bucket has room: at most
+// maxBucketWait and within ctx, else it returns a retryable error.
+func (c *Connector) waitBucket(ctx context.Context) error {
+	c.mu.Lock()
+	wait := c.until.Sub(c.now())
+	c.mu.Unlock()
+	if wait <= 0 {
+		return nil
+	}
+	if dl, ok := ctx.Deadline(); wait > maxBucketWait || (ok && time.Until(dl) < wait) {
+		return connectors.Retry(fmt.Errorf("discord: webhook %s: its rate limit is used up for %s; not sent (Discord counts every 429 against this machine)", c.id, wait.Round(time.Millisecond)), wait)
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("discord: webhook %s: waiting for its rate limit: %w", c.id, ctx.Err())
+	case <-t.C:
+		return nil
+	}
+}
+
+// transportError is a failure to get a reply: ctx's error if ctx is done,
+// else a retryable error naming only the host and the webhook's id.
+func (c *Connector) transportError(ctx context.Context, err error, what string) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("discord: %s %s (webhook %s): %w", what, c.endpoint.Host, c.id, ctxErr)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return &redactedError{msg: secret.Redact(fmt.Sprintf("discord: %s %s (webhook %s): %v", what, c.endpoint.Host, c.id, err), c.secrets), err: err}
+}
+
+// redactedError shows msg, a message with the secrets taken out, and
+// unwraps to the cause.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// clip returns the first line of s, at most 200 bytes of valid UTF-8.
+func clip(s string) string {
+	s = strings.TrimSpace(strings.ToValidUTF8(s, "?"))
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s = s[:i] + " …"
+	}
+	if len(s) > 200 {
+		n := 200
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n] + " …"
+	}
+	return s
+}

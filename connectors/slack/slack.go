@@ -1,0 +1,382 @@
+// Package slack is the connector that posts notifications to Slack, with
+// an incoming webhook (the URL is the credential; it posts to one channel)
+// or with a bot token and the Web API's chat.postMessage (any channel the
+// app is in; targets may name one: team:#alerts).
+//
+// The model's text is sent as plain text: & < > are escaped, so it cannot
+// mention anyone (<!channel>, <@U0123>) or make links, and mrkdwn is off,
+// so *stars* and _underscores_ stay as they are. An important notification
+// starts with ⚠️, and with a mention when mention_on_important says whom.
+// Texts longer than MaxText are split into several messages.
+//
+// Slack has no idempotency key for chat.postMessage or incoming webhooks:
+// a notification sent again (after a crash between Slack's answer and the
+// dispatcher's record of it) shows twice.
+package slack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/internal/secret"
+)
+
+// MaxText is the longest text, in characters (Unicode code points) as the
+// reader sees it, sent as one message; longer texts are split. Slack
+// truncates a message's text above 40,000 characters and recommends at
+// most 4,000
+// (https://api.slack.com/methods/chat.postMessage, "Truncating content").
+const MaxText = 4000
+
+// ImportantMark starts the text of an important notification, after the
+// mention if there is one.
+const ImportantMark = "⚠️ "
+
+// TruncatedMark ends the text of a notification the model's token limit
+// cut short.
+const TruncatedMark = " [cut short by the model's token limit]"
+
+// maxBody is how much of a reply is read.
+const maxBody = 64 << 10
+
+// maxRetryAfter caps the wait a server asks for.
+const maxRetryAfter = 24 * time.Hour
+
+// Options are what a Connector takes beside its Config.
+type Options struct {
+	// Client sends the requests; it is used with redirects off (a
+	// redirect is reported, not followed, so the token goes nowhere else).
+	// Default: a client with a transport of its own.
+	Client *http.Client
+}
+
+// Connector posts notifications to Slack. Safe for concurrent use; Slack
+// allows about one message per second per channel, and answers more with
+// 429 and Retry-After, which Send returns as a *connectors.RetryableError.
+type Connector struct {
+	client  *http.Client
+	webhook string // the webhook URL, or "" with a bot token
+	host    string // where requests go, safe to show
+	post    string // chat.postMessage's URL
+	token   string
+	channel string
+	mention string
+	secrets []string
+}
+
+var _ connectors.Connector = (*Connector)(nil)
+
+// New returns a Connector for c, which must be valid. It does no I/O.
+func New(c Config, o Options) (*Connector, error) {
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("slack: %w", err)
+	}
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	if o.Client != nil {
+		cl := *o.Client
+		client = &cl
+	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	conn := &Connector{client: client, token: c.BotToken, channel: c.Channel}
+	conn.mention, _ = mention(c.MentionOnImportant)
+	if c.WebhookURL != "" {
+		u, _ := url.Parse(c.WebhookURL)
+		conn.webhook, conn.host = c.WebhookURL, u.Host
+		// The URL, its path and its last segment (the key) are secret.
+		segs := strings.Split(strings.Trim(u.Path, "/"), "/")
+		conn.secrets = []string{c.WebhookURL, u.Path, u.EscapedPath()}
+		if key := segs[len(segs)-1]; len(key) >= 6 {
+			conn.secrets = append(conn.secrets, key)
+		}
+		return conn, nil
+	}
+	base := c.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	u, _ := url.Parse(strings.TrimRight(base, "/"))
+	conn.post, conn.host = u.String()+"/chat.postMessage", u.Host
+	conn.secrets = []string{c.BotToken}
+	return conn, nil
+}
+
+// CloseIdleConnections closes the connections the connector keeps open
+// for its next sends.
+func (c *Connector) CloseIdleConnections() { c.client.CloseIdleConnections() }
+
+// Send posts n: to the webhook's channel, or with chat.postMessage to the
+// configured channel or the one n's target names. A text longer than
+// MaxText goes as several messages, in order, after the n.SentParts sent
+// before. The receipt's MessageIDs are the messages' ts (chat.postMessage;
+// a webhook returns none).
+//
+// Errors: 429 and ratelimited are *connectors.RetryableError with the
+// Retry-After Slack sent; 5xx, network failures and internal_error,
+// fatal_error, service_unavailable and request_timeout are retryable;
+// a revoked webhook or token, an unknown or archived channel, an app not
+// in the channel and a rejected message are *connectors.PermanentError.
+func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connectors.Receipt, error) {
+	if err := ctx.Err(); err != nil {
+		return connectors.Receipt{}, fmt.Errorf("slack: %w", err)
+	}
+	channel := c.channel
+	if d := n.Destination(); d != "" {
+		if c.webhook != "" {
+			return connectors.Receipt{}, connectors.Permanent(fmt.Errorf("slack: target %s names channel %q, but this connector posts with an incoming webhook, to its channel only: name the connector alone, or use bot_token and channel", n.Target, d))
+		}
+		if err := checkChannel(d); err != nil {
+			return connectors.Receipt{}, connectors.Permanent(fmt.Errorf("slack: target %s: %w", n.Target, err))
+		}
+		channel = d
+	}
+	text := n.Text
+	if n.Truncated {
+		text += TruncatedMark
+	}
+	prefix := c.prefix(n.Urgency)
+	parts := connectors.Split(text, MaxText-utf8.RuneCountInString(prefix), connectors.Runes)
+	rec := connectors.Receipt{Parts: min(n.SentParts, len(parts))}
+	for i := rec.Parts; i < len(parts); i++ {
+		body := Escape(parts[i])
+		if i == 0 {
+			body = prefix + body
+		}
+		var ts string
+		var err error
+		if c.webhook != "" {
+			err = c.postWebhook(ctx, body)
+		} else {
+			ts, err = c.postMessage(ctx, channel, body)
+		}
+		if err != nil {
+			if len(parts) > 1 {
+				err = fmt.Errorf("part %d of %d: %w", i+1, len(parts), err)
+			}
+			return rec, err
+		}
+		rec.Parts++
+		if ts != "" {
+			rec.MessageIDs = append(rec.MessageIDs, ts)
+		}
+	}
+	return rec, nil
+}
+
+// prefix is what starts an urgency's first message: for important, the
+// mention (if configured) and ImportantMark.
+func (c *Connector) prefix(urgency string) string {
+	if urgency != "important" {
+		return ""
+	}
+	if c.mention != "" {
+		return c.mention + " " + ImportantMark
+	}
+	return ImportantMark
+}
+
+var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// Escape escapes the three characters Slack's message text gives a
+// meaning (https://api.slack.com/reference/surfaces/formatting#escaping):
+// & < >, so <!channel>, <@U0123> and <https://…|links> in s show as
+// written instead of mentioning or linking.
+func Escape(s string) string { return escaper.Replace(s) }
+
+// postWebhook posts text to the incoming webhook. Slack answers 200 "ok",
+// or a status with a plain-text code
+// (https://api.slack.com/changelog/2016-05-17-changes-to-errors-for-incoming-webhooks).
+func (c *Connector) postWebhook(ctx context.Context, text string) error {
+	status, h, body, err := c.do(ctx, c.webhook, map[string]any{"text": text, "mrkdwn": false}, "")
+	if err != nil {
+		return err
+	}
+	code := clip(secret.Redact(string(body), c.secrets))
+	fail := func(hint string) error {
+		return fmt.Errorf("slack: the webhook at %s answered %d %q: %s", c.host, status, code, hint)
+	}
+	switch {
+	case status/100 == 2:
+		return nil
+	case status == http.StatusTooManyRequests:
+		return connectors.Retry(fail("rate limited (Slack takes about one message per second)"), retryAfter(h))
+	case status >= 500:
+		return connectors.Retry(fail("a fault at Slack; retrying"), retryAfter(h))
+	case status/100 == 3:
+		return connectors.Permanent(fail("a redirect, not followed: check webhook_url"))
+	}
+	hint := "check webhook_url"
+	switch code {
+	case "invalid_payload":
+		hint = "Slack could not read the message"
+	case "no_text":
+		hint = "the message was empty"
+	case "action_prohibited":
+		hint = "the workspace does not let this webhook post here (an admin restriction)"
+	case "channel_not_found":
+		hint = "the webhook's channel no longer exists: create a webhook for another channel and update webhook_url"
+	case "channel_is_archived":
+		hint = "the webhook's channel is archived: unarchive it, or create a webhook for another channel and update webhook_url"
+	case "invalid_token", "no_service", "no_team", "team_disabled":
+		hint = "the webhook was removed or its URL is wrong: check webhook_url"
+	}
+	return connectors.Permanent(fail(hint))
+}
+
+// reply is chat.postMessage's answer
+// (https://api.slack.com/methods/chat.postMessage).
+type reply struct {
+	OK      bool   `json:"ok"`
+	Error   string `json:"error"`
+	Channel string `json:"channel"`
+	TS      string `json:"ts"`
+}
+
+// postMessage posts text to channel with chat.postMessage and returns the
+// message's ts.
+func (c *Connector) postMessage(ctx context.Context, channel, text string) (string, error) {
+	status, h, body, err := c.do(ctx, c.post, map[string]any{"channel": channel, "text": text, "mrkdwn": false}, c.token)
+	if err != nil {
+		return "", err
+	}
+	var r reply
+	jsonErr := json.Unmarshal(body, &r)
+	what := fmt.Sprintf("slack: chat.postMessage to %s at %s", channel, c.host)
+	if jsonErr != nil || (!r.OK && r.Error == "") {
+		msg := fmt.Sprintf("%s answered %d and no Slack reply (%q)", what, status, clip(secret.Redact(string(body), c.secrets)))
+		switch {
+		case status == http.StatusTooManyRequests:
+			return "", connectors.Retry(errors.New(msg), retryAfter(h))
+		case status >= 500:
+			return "", connectors.Retry(errors.New(msg), retryAfter(h))
+		}
+		return "", connectors.Permanent(fmt.Errorf("%s: check base_url", msg))
+	}
+	if r.OK {
+		if status/100 != 2 {
+			return "", connectors.Permanent(fmt.Errorf("%s answered %d with ok true: check base_url", what, status))
+		}
+		return r.TS, nil
+	}
+	code := clip(secret.Redact(r.Error, c.secrets))
+	fail := func(hint string) error { return fmt.Errorf("%s: %s: %s", what, code, hint) }
+	switch code {
+	case "ratelimited", "rate_limited":
+		return "", connectors.Retry(fail("rate limited (Slack takes about one message per second per channel)"), retryAfter(h))
+	case "internal_error", "fatal_error", "service_unavailable", "request_timeout", "team_added_to_org":
+		return "", connectors.Retry(fail("a fault at Slack; retrying"), retryAfter(h))
+	case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired", "no_permission", "not_allowed_token_type":
+		return "", connectors.Permanent(fail("Slack rejected bot_token: check it (the Bot User OAuth Token, xoxb-…, of an app installed in the workspace)"))
+	case "missing_scope":
+		return "", connectors.Permanent(fail("the app lacks the chat:write scope: add it under OAuth & Permissions and reinstall the app"))
+	case "channel_not_found":
+		return "", connectors.Permanent(fail("no such channel, or a private one the app is not in: check channel or the target's channel"))
+	case "not_in_channel":
+		return "", connectors.Permanent(fail("the app is not in the channel: invite it (/invite @your-app) or add the chat:write.public scope"))
+	case "is_archived":
+		return "", connectors.Permanent(fail("the channel is archived: unarchive it or post elsewhere"))
+	case "msg_too_long":
+		return "", connectors.Permanent(fail("Slack found the text too long"))
+	case "no_text":
+		return "", connectors.Permanent(fail("the message was empty"))
+	}
+	if status >= 500 {
+		return "", connectors.Retry(fail("a fault at Slack; retrying"), retryAfter(h))
+	}
+	return "", connectors.Permanent(fail("Slack rejected the message"))
+}
+
+// do posts payload as JSON to endpoint (with token as a bearer token, if
+// any) and returns the reply's status, header and body. Its errors never
+// show the endpoint's path or the token: net/http's *url.Error, which
+// quotes the URL, is dropped.
+func (c *Connector) do(ctx context.Context, endpoint string, payload any, token string) (int, http.Header, []byte, error) {
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return 0, nil, nil, connectors.Permanent(fmt.Errorf("slack: encode the message: %w", err))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(raw))
+	if err != nil {
+		return 0, nil, nil, connectors.Permanent(errors.New("slack: cannot make a request of the configured URL"))
+	}
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	req.Header.Set("User-Agent", "agentwork")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return 0, nil, nil, c.transportError(ctx, err, "cannot reach")
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return 0, nil, nil, c.transportError(ctx, err, "lost the reply from")
+	}
+	return resp.StatusCode, resp.Header, body, nil
+}
+
+// transportError is a failure to get a reply: ctx's error if ctx is done,
+// else a retryable error naming only the host.
+func (c *Connector) transportError(ctx context.Context, err error, what string) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("slack: %s %s: %w", what, c.host, ctxErr)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return &redactedError{msg: secret.Redact(fmt.Sprintf("slack: %s %s: %v", what, c.host, err), c.secrets), err: err}
+}
+
+// redactedError shows msg, a message with the secrets taken out, and
+// unwraps to the cause.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// retryAfter is the wait a Retry-After header asks for: seconds, or an
+// HTTP date; 0 when there is none.
+func retryAfter(h http.Header) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		d = time.Duration(secs * float64(time.Second))
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = time.Until(t).Round(time.Second)
+	}
+	return max(0, min(d, maxRetryAfter))
+}
+
+// clip returns the first line of s, at most 200 bytes of valid UTF-8.
+func clip(s string) string {
+	s = strings.TrimSpace(strings.ToValidUTF8(s, "?"))
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s = s[:i] + " …"
+	}
+	if len(s) > 200 {
+		n := 200
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n] + " …"
+	}
+	return s
+}
