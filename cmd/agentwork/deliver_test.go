@@ -15,6 +15,9 @@ import (
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/connectors/connectortest"
+	"github.com/agentwork/agentwork/connectors/discord/discordfake"
+	"github.com/agentwork/agentwork/connectors/slack/slackfake"
 	"github.com/agentwork/agentwork/connectors/telegram/telegramfake"
 )
 
@@ -80,31 +83,29 @@ func (l *deliveryLog) text() string {
 }
 
 // TestDeliveryToThreeChats is the delivery promise seen from outside: the
-// real binary sends one notification to three chat APIs, one of which
-// answers 429 twice and one 500 for ever. The healthy one gets it at once,
-// the rate-limited one after its retry-after, the failing one ends as a
-// failed delivery with a delivery.failed event, and `agentwork deliveries
-// retry` delivers it once its API recovers. No token shows in the logs,
-// the events or the metrics.
+// real binary sends one notification to Telegram, Slack and Discord, where
+// Slack answers 429 twice and Discord 500 for ever. Telegram gets it at
+// once, Slack after its Retry-After, Discord's ends as a failed delivery
+// with a delivery.failed event, and `agentwork deliveries retry` delivers it
+// once Discord recovers. No secret shows in the logs, events or metrics.
 func TestDeliveryToThreeChats(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
 	const (
-		tokenOK      = "111111:AAH-ok-token-SECRET-0123456789"
-		tokenLimited = "222222:AAH-limited-token-SECRET-0123456789"
-		tokenDown    = "333333:AAH-down-token-SECRET-0123456789"
-		text         = "The nightly backup did not finish: check the backup host."
+		tgToken = "111111:AAH-ok-token-SECRET-0123456789"
+		text    = "The nightly backup did not finish: check the backup host."
 	)
-	ok, limited, down := telegramfake.NewServer(tokenOK), telegramfake.NewServer(tokenLimited), telegramfake.NewServer(tokenDown)
-	for _, s := range []*telegramfake.Server{ok, limited, down} {
-		t.Cleanup(s.Close)
-	}
-	limited.RateLimit(2, time.Second)
-	down.Fail(http.StatusInternalServerError)
-	t.Setenv("TG_OK", tokenOK)
-	t.Setenv("TG_LIMITED", tokenLimited)
-	t.Setenv("TG_DOWN", tokenDown)
+	tg := telegramfake.NewServer(tgToken)
+	t.Cleanup(tg.Close)
+	sl := slackfake.New(t)
+	dc := discordfake.New(t)
+	sl.RateLimit(2, time.Second)
+	dc.Fail(connectortest.Unavailable)
+	t.Setenv("TG_TOKEN", tgToken)
+	t.Setenv("SLACK_TOKEN", sl.Token())
+	t.Setenv("DISCORD_WEBHOOK", dc.WebhookURL())
+	secrets := []string{tgToken, sl.Token(), dc.WebhookURL(), discordfake.DefaultToken}
 	httpAddr := freeAddr(t)
 	srv := startCrashServer(t, fmt.Sprintf(`
 bus:
@@ -118,13 +119,13 @@ model:
         text: "Checked the backups."
         notify: %q
 connectors:
-  ok:      {type: telegram, bot_token: "${TG_OK}", chat_id: "1001", base_url: %q}
-  limited: {type: telegram, bot_token: "${TG_LIMITED}", chat_id: "1002", base_url: %q}
-  down:    {type: telegram, bot_token: "${TG_DOWN}", chat_id: "1003", base_url: %q}
+  phone: {type: telegram, bot_token: "${TG_TOKEN}", chat_id: "1001", base_url: %q}
+  team:  {type: slack, bot_token: "${SLACK_TOKEN}", channel: "#ops", base_url: %q}
+  chat:  {type: discord, webhook_url: "${DISCORD_WEBHOOK}"}
 delivery:
   max_attempts: 3
   backoff: [300ms]
-`, httpAddr, text, ok.URL, limited.URL, down.URL))
+`, httpAddr, text, tg.URL, sl.BaseURL()))
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	b := srv.dial(ctx)
@@ -137,72 +138,72 @@ delivery:
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "an outcome for every connector", func() bool {
-		return len(log.of("ok")) > 0 && len(log.of("limited")) > 0 && len(log.of("down")) > 0
+		return len(log.of("phone")) > 0 && len(log.of("team")) > 0 && len(log.of("chat")) > 0
 	}, srv.child)
 
-	okEv, limEv, downEv := log.of("ok")[0], log.of("limited")[0], log.of("down")[0]
-	if okEv.outcome != connectors.OutcomeDelivered || okEv.res.Attempts != 1 || okEv.res.Receipt == nil || len(okEv.res.Receipt.MessageIDs) != 1 {
-		t.Errorf("ok: %s after %d attempts, receipt %+v; want delivered at the first attempt with the message id", okEv.outcome, okEv.res.Attempts, okEv.res.Receipt)
+	tgEv, slEv, dcEv := log.of("phone")[0], log.of("team")[0], log.of("chat")[0]
+	if tgEv.outcome != connectors.OutcomeDelivered || tgEv.res.Attempts != 1 || tgEv.res.Receipt == nil || len(tgEv.res.Receipt.MessageIDs) != 1 {
+		t.Errorf("telegram: %s after %d attempts, receipt %+v; want delivered at the first attempt with the message id", tgEv.outcome, tgEv.res.Attempts, tgEv.res.Receipt)
 	}
-	if okEv.res.Notification.RequestID != pub.ID {
-		t.Errorf("ok: the event is for request %s, want %s", okEv.res.Notification.RequestID, pub.ID)
+	if tgEv.res.Notification.RequestID != pub.ID {
+		t.Errorf("telegram: the event is for request %s, want %s", tgEv.res.Notification.RequestID, pub.ID)
 	}
-	if limEv.outcome != connectors.OutcomeDelivered || limEv.res.Attempts != 3 {
-		t.Errorf("limited: %s after %d attempts, want delivered at the third (after two 429s)", limEv.outcome, limEv.res.Attempts)
+	if slEv.outcome != connectors.OutcomeDelivered || slEv.res.Attempts != 3 || slEv.res.Receipt == nil || len(slEv.res.Receipt.MessageIDs) != 1 {
+		t.Errorf("slack: %s after %d attempts, receipt %+v; want delivered at the third (after two 429s) with its ts", slEv.outcome, slEv.res.Attempts, slEv.res.Receipt)
 	}
-	// Two retry-afters of 1 s: the backoff (300 ms) alone would be quicker.
-	if gap := limEv.at.Sub(start); gap < 2*time.Second {
-		t.Errorf("limited: delivered %s after the request, want at least the 2 s its two 429s asked for", gap)
+	// Two Retry-Afters of 1 s: the backoff (300 ms) alone would be quicker.
+	if gap := slEv.at.Sub(start); gap < 2*time.Second {
+		t.Errorf("slack: delivered %s after the request, want at least the 2 s its two 429s asked for", gap)
 	}
-	if !okEv.at.Before(limEv.at) || !okEv.at.Before(downEv.at) {
-		t.Errorf("ok was delivered at %s, after the others (%s, %s): a slow connector held it back", okEv.at.Sub(start), limEv.at.Sub(start), downEv.at.Sub(start))
+	if !tgEv.at.Before(slEv.at) || !tgEv.at.Before(dcEv.at) {
+		t.Errorf("telegram was delivered at %s, after the others (%s, %s): a slow connector held it back", tgEv.at.Sub(start), slEv.at.Sub(start), dcEv.at.Sub(start))
 	}
-	if downEv.outcome != connectors.OutcomeFailed || downEv.res.Attempts != 3 || downEv.res.Permanent {
-		t.Errorf("down: %s after %d attempts (permanent %v), want failed after the 3 attempts of max_attempts", downEv.outcome, downEv.res.Attempts, downEv.res.Permanent)
+	if dcEv.outcome != connectors.OutcomeFailed || dcEv.res.Attempts != 3 || dcEv.res.Permanent {
+		t.Errorf("discord: %s after %d attempts (permanent %v), want failed after the 3 attempts of max_attempts", dcEv.outcome, dcEv.res.Attempts, dcEv.res.Permanent)
 	}
-	for _, c := range []struct {
-		name string
-		s    *telegramfake.Server
-		chat string
-		want int
-	}{{"ok", ok, "1001", 1}, {"limited", limited, "1002", 1}, {"down", down, "1003", 0}} {
-		if got := c.s.Texts(c.chat); len(got) != c.want || (c.want == 1 && !strings.Contains(got[0], text)) {
-			t.Errorf("%s's chat holds %q, want the notification %d time(s)", c.name, got, c.want)
-		}
+	if got := tg.Texts("1001"); len(got) != 1 || !strings.Contains(got[0], text) {
+		t.Errorf("telegram's chat holds %q, want the notification once", got)
+	}
+	if got := sl.Posts(); len(got) != 1 || !strings.Contains(got[0].Text, text) {
+		t.Errorf("slack's channel holds %+v, want the notification once", got)
+	}
+	if got := dc.Posts(); len(got) != 0 {
+		t.Errorf("discord holds %d messages while it answers 500, want 0", len(got))
 	}
 
-	// The failed one is listed; once the API is back, a retry delivers it.
+	// The failed one is listed; once Discord is back, a retry delivers it.
 	var out, errOut bytes.Buffer
 	if err := run(ctx, []string{"deliveries", "list", "--data-dir", srv.dataDir}, &out, &errOut); err != nil {
 		t.Fatalf("deliveries list: %v\n%s", err, errOut.String())
 	}
-	id := downEv.res.Notification.ID
-	if !strings.Contains(out.String(), id) || strings.Contains(out.String(), okEv.res.Notification.ID) {
+	id := dcEv.res.Notification.ID
+	if !strings.Contains(out.String(), id) || strings.Contains(out.String(), tgEv.res.Notification.ID) {
 		t.Fatalf("deliveries list = %s\nwant the failed %s alone", out.String(), id)
 	}
-	down.Recover()
+	dc.Recover()
 	out.Reset()
 	if err := run(ctx, []string{"deliveries", "retry", id, "--data-dir", srv.dataDir}, &out, &errOut); err != nil {
 		t.Fatalf("deliveries retry: %v\n%s", err, errOut.String())
 	}
-	waitFor(t, 20*time.Second, "the retried delivery", func() bool { return len(log.of("down")) > 1 }, srv.child)
-	if ev := log.of("down")[1]; ev.outcome != connectors.OutcomeDelivered || ev.res.Notification.ID != id {
-		t.Fatalf("down after the retry: %s for %s, want delivered for %s", ev.outcome, ev.res.Notification.ID, id)
+	waitFor(t, 20*time.Second, "the retried delivery", func() bool { return len(log.of("chat")) > 1 }, srv.child)
+	if ev := log.of("chat")[1]; ev.outcome != connectors.OutcomeDelivered || ev.res.Notification.ID != id {
+		t.Fatalf("discord after the retry: %s for %s, want delivered for %s", ev.outcome, ev.res.Notification.ID, id)
 	}
-	if got := down.Texts("1003"); len(got) != 1 {
-		t.Fatalf("down's chat holds %d messages after the retry, want 1", len(got))
+	if got := dc.Posts(); len(got) != 1 || !strings.Contains(got[0].Text, text) {
+		t.Fatalf("discord holds %+v after the retry, want the notification once", got)
 	}
 	out.Reset()
 	if err := run(ctx, []string{"deliveries", "list", "--data-dir", srv.dataDir}, &out, &errOut); err != nil || !strings.Contains(out.String(), "no failed deliveries") {
 		t.Fatalf("deliveries list after the retry = %q, %v; want none", out.String(), err)
 	}
 
-	// Nothing else arrived anywhere, and no token leaked.
+	// Nothing else arrived anywhere, and no secret leaked.
 	time.Sleep(500 * time.Millisecond)
-	for name, s := range map[string]*telegramfake.Server{"ok": ok, "limited": limited} {
-		if n := len(s.Requests()); name == "ok" && n != 1 || name == "limited" && n != 3 {
-			t.Errorf("%s's API got %d requests", name, n)
-		}
+	if n := len(tg.Requests()); n != 1 {
+		t.Errorf("telegram got %d requests, want 1", n)
+	}
+	if n := sl.Requests(); n != 3 {
+		t.Errorf("slack got %d requests, want 3 (two 429s and the post)", n)
 	}
 	resp, err := http.Get("http://" + httpAddr + "/metrics")
 	if err != nil {
@@ -211,10 +212,10 @@ delivery:
 	var metrics bytes.Buffer
 	_, _ = metrics.ReadFrom(resp.Body)
 	resp.Body.Close()
-	for _, tok := range []string{tokenOK, tokenLimited, tokenDown} {
+	for _, secret := range secrets {
 		for where, s := range map[string]string{"stdout": srv.child.stdout.String(), "stderr": srv.child.stderr.String(), "events": log.text(), "metrics": metrics.String()} {
-			if secretIn(s, tok) {
-				t.Errorf("a bot token appears in the server's %s", where)
+			if secretIn(s, secret) {
+				t.Errorf("a secret (%d bytes) appears in the server's %s", len(secret), where)
 			}
 		}
 	}
