@@ -8,6 +8,7 @@ import (
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/console"
 	"github.com/agentwork/agentwork/connectors/nats"
+	"github.com/agentwork/agentwork/connectors/ntfy"
 )
 
 // connectorTypes are the connector types of this build, the values of
@@ -17,6 +18,7 @@ func connectorTypes() connectors.Types {
 	return connectors.Types{
 		console.Type,
 		nats.Type,
+		ntfy.Type,
 	}
 }
 
