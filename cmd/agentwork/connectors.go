@@ -9,6 +9,7 @@ import (
 	"github.com/agentwork/agentwork/connectors/console"
 	"github.com/agentwork/agentwork/connectors/nats"
 	"github.com/agentwork/agentwork/connectors/ntfy"
+	"github.com/agentwork/agentwork/connectors/webhook"
 )
 
 // connectorTypes are the connector types of this build, the values of
@@ -19,6 +20,7 @@ func connectorTypes() connectors.Types {
 		console.Type,
 		nats.Type,
 		ntfy.Type,
+		webhook.Type,
 	}
 }
 
