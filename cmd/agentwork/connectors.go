@@ -7,6 +7,7 @@ import (
 	"github.com/agentwork/agentwork/config"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/console"
+	"github.com/agentwork/agentwork/connectors/email"
 	"github.com/agentwork/agentwork/connectors/nats"
 	"github.com/agentwork/agentwork/connectors/ntfy"
 	"github.com/agentwork/agentwork/connectors/webhook"
@@ -21,6 +22,7 @@ func connectorTypes() connectors.Types {
 		nats.Type,
 		ntfy.Type,
 		webhook.Type,
+		email.Type,
 	}
 }
 

@@ -242,7 +242,7 @@ func TestConfigCheck(t *testing.T) {
 		// What serve refuses, config check refuses too.
 		{"anthropic temperature", "model:\n  provider: anthropic\n  model: claude-x\n  temperature: 1.5\n", "model.temperature: 1.5 is out of range for Anthropic"},
 		{"header name with a space", "model:\n  provider: openai\n  model: m\n  headers: {\"X Team\": a}\n", `model.headers: "X Team" is not a header name`},
-		{"unknown connector type", "connectors:\n  ops:\n    type: pigeon\n", `agentwork.yaml:3: connectors.ops.type: "pigeon" is not a connector type of this build (known: console, nats)`},
+		{"unknown connector type", "connectors:\n  ops:\n    type: pigeon\n", `agentwork.yaml:3: connectors.ops.type: "pigeon" is not a connector type of this build (known: console, nats, `}, // and the chat connectors
 		{"unknown connector key", "connectors:\n  alerts:\n    type: nats\n    subject: a.b\n    format: json\n", `agentwork.yaml:5: unknown key "connectors.alerts.format" (known: jetstream, subject;`},
 		{"bad connector value", "connectors:\n  alerts: {type: nats, subject: \"a.>\"}\n", "connectors.alerts.subject:"},
 		{"unset secret", "model:\n  provider: openai\n  model: m\n  api_key: ${AGENTWORK_TEST_UNSET_KEY}\n", "AGENTWORK_TEST_UNSET_KEY is not set"},
