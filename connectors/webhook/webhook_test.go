@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/agentwork/agentwork/connectors/connectortest"
 	"github.com/agentwork/agentwork/connectors/webhook"
 	"github.com/agentwork/agentwork/connectors/webhook/webhookfake"
+	"github.com/agentwork/agentwork/internal/stdwebhook"
 )
 
 var (
@@ -414,4 +416,25 @@ func TestFakeScript(t *testing.T) {
 	if got := len(srv.Events()); got != 2 {
 		t.Errorf("receiver kept %d events, want 2", got)
 	}
+}
+
+// FuzzID: every notification id makes a valid webhook-id that reads back
+// as the id (%XX undone), unless it is too long and hashed.
+func FuzzID(f *testing.F) {
+	for _, s := range []string{"0195f3a0-7d2c.ops", "a%2Eb", "é .", strings.Repeat(".", 100)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		got := webhook.ID(id)
+		if !stdwebhook.ValidID(got) {
+			t.Fatalf("ID(%q) = %q, not a valid webhook-id", id, got)
+		}
+		if strings.HasPrefix(got, "sha256-") && (len(id) > 85 || id == "") {
+			return
+		}
+		back, err := url.PathUnescape(got)
+		if err != nil || back != id {
+			t.Fatalf("ID(%q) = %q, which reads back as %q (%v)", id, got, back, err)
+		}
+	})
 }
