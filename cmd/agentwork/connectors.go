@@ -8,9 +8,12 @@ import (
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/console"
 	"github.com/agentwork/agentwork/connectors/discord"
+	"github.com/agentwork/agentwork/connectors/email"
 	"github.com/agentwork/agentwork/connectors/nats"
+	"github.com/agentwork/agentwork/connectors/ntfy"
 	"github.com/agentwork/agentwork/connectors/slack"
 	"github.com/agentwork/agentwork/connectors/telegram"
+	"github.com/agentwork/agentwork/connectors/webhook"
 )
 
 // connectorTypes are the connector types of this build, the values of
@@ -23,6 +26,9 @@ func connectorTypes() connectors.Types {
 		telegram.Type,
 		slack.Type,
 		discord.Type,
+		ntfy.Type,
+		webhook.Type,
+		email.Type,
 	}
 }
 

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"path"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/internal/stdwebhook"
 )
 
 // Defaults.
@@ -21,7 +21,7 @@ const (
 	DefaultMaxInflight = 32 << 20
 	// MinSecretBytes is the shortest signing secret accepted (Standard
 	// Webhooks: "at least 24 bytes").
-	MinSecretBytes = 24
+	MinSecretBytes = stdwebhook.MinSecretBytes
 	// MinTokenLength is the shortest bearer token accepted.
 	MinTokenLength = 16
 )
@@ -224,21 +224,6 @@ func matchAny(patterns []string, s string) bool {
 	return false
 }
 
-// DecodeSecret returns the key bytes of a "whsec_<base64>" signing secret.
-func DecodeSecret(s string) ([]byte, error) {
-	if s == "" {
-		return nil, errors.New("empty (is its ${ENV} variable set?)")
-	}
-	raw, ok := strings.CutPrefix(s, "whsec_")
-	if !ok {
-		return nil, errors.New("want whsec_<base64>, the Standard Webhooks secret format")
-	}
-	key, err := base64.StdEncoding.DecodeString(raw)
-	if err != nil {
-		return nil, errors.New("the part after whsec_ is not standard base64")
-	}
-	if len(key) < MinSecretBytes {
-		return nil, fmt.Errorf("%d bytes is too short; use at least %d random bytes, e.g. `echo whsec_$(openssl rand -base64 32)`", len(key), MinSecretBytes)
-	}
-	return key, nil
-}
+// DecodeSecret returns the key bytes of a "whsec_<base64>" signing secret
+// (stdwebhook.DecodeSecret).
+func DecodeSecret(s string) ([]byte, error) { return stdwebhook.DecodeSecret(s) }

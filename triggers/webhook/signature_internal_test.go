@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentwork/agentwork/internal/stdwebhook"
 )
 
 // The reference libraries' vector: the verifier must accept it, and reject
@@ -93,8 +95,8 @@ func FuzzSignatureHeader(f *testing.F) {
 		if tm, err := ParseTimestamp(ts); err == nil && now.Sub(tm).Abs() <= 5*time.Minute {
 			tsOK = true
 		}
-		fits := len(s.signatures) <= maxSignatureHdr && len(strings.Fields(s.signatures)) <= maxSignatures
-		if validID(id) && tsOK && fits && err != nil {
+		fits := len(s.signatures) <= stdwebhook.MaxSignatureHeader && len(strings.Fields(s.signatures)) <= stdwebhook.MaxSignatures
+		if stdwebhook.ValidID(id) && tsOK && fits && err != nil {
 			t.Fatalf("verify(%+v) = %v, want the appended right signature to pass", s, err)
 		}
 	})

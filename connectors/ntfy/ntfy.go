@@ -1,0 +1,359 @@
+// Package ntfy is the connector that publishes notifications to an ntfy
+// topic (https://ntfy.sh or a self-hosted server), which pushes them to
+// the ntfy apps on phones and desktops.
+//
+// Each message is one POST {base_url}/{topic} whose body is the text and
+// whose headers carry the rest (https://docs.ntfy.sh/publish/):
+//
+//	POST /mytopic
+//	Authorization: Bearer tk_...        (or Basic; none for an open topic)
+//	Content-Type: text/plain; charset=utf-8
+//	X-Title: agentwork: heartbeat/default
+//	X-Priority: 4
+//	X-Tags: warning
+//
+//	Disk /var is 95% full
+//
+// The raw body, rather than "publish as JSON", keeps the limit plain: the
+// server takes at most 4096 bytes of message and no more JSON than twice
+// that, which a text full of quotes could pass after escaping. Headers that
+// are not printable ASCII are RFC 2047 encoded, which ntfy decodes.
+//
+// Quirks (binwiederhier/ntfy server/server.go, util/peek.go):
+//   - The limit is in bytes, and a body of exactly 4096 bytes already counts
+//     as too long (Peek reports LimitReached when it filled its buffer): a
+//     server with attachments turns it into a file, one without answers 400
+//     (40014). Texts are split at MaxMessage, 4095 bytes.
+//   - The server trims white space around the message.
+//   - Rate limits answer 429 with a JSON error and usually no Retry-After
+//     (a proxy in front may add one, which is honoured).
+//   - ntfy has no idempotency key: a send repeated after a crash shows
+//     twice.
+package ntfy
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/internal/secret"
+)
+
+// MaxMessage is the longest message, in bytes, the connector sends in one
+// publish: one less than ntfy's default message-size-limit of 4096.
+const MaxMessage = 4095
+
+// Bytes is the measure of MaxMessage: the length of s in bytes.
+func Bytes(s string) int { return len(s) }
+
+// The priorities of ntfy (1 min … 5 max) an urgency maps to.
+const (
+	PriorityInfo      = 3 // default: sound and vibration as the app is set up
+	PriorityImportant = 4 // high: a long vibration burst and a pop-over
+)
+
+// TruncatedMark is appended to a text the model's token limit cut short.
+const TruncatedMark = " [cut short by the model's token limit]"
+
+// maxRetryAfter caps the delay a server's Retry-After may ask for.
+const maxRetryAfter = time.Hour
+
+// Options configures a Connector. See Config for the fields.
+type Options struct {
+	BaseURL  string
+	Topic    string
+	Token    string
+	Username string
+	Password string
+	Title    string
+	Tags     []string
+	// Client sends the requests. Default: a client that follows no
+	// redirects (a POST turned into a GET would be lost silently).
+	Client *http.Client
+}
+
+// Connector publishes notifications to an ntfy topic. Safe for concurrent
+// use.
+type Connector struct {
+	base    string // without a trailing slash
+	topic   string
+	auth    string // the Authorization header, or ""
+	title   string
+	tags    []string
+	client  *http.Client
+	secrets []string
+}
+
+var _ connectors.Connector = (*Connector)(nil)
+
+// New returns a Connector. It does no I/O.
+func New(opts Options) (*Connector, error) {
+	cfg := Config{BaseURL: opts.BaseURL, Topic: opts.Topic, Token: opts.Token, Username: opts.Username, Password: opts.Password, Title: opts.Title, Tags: opts.Tags}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("ntfy: %w", err)
+	}
+	c := &Connector{
+		base:   strings.TrimSuffix(cmpOr(opts.BaseURL, DefaultBaseURL), "/"),
+		topic:  opts.Topic,
+		title:  cmpOr(opts.Title, DefaultTitle),
+		tags:   opts.Tags,
+		client: opts.Client,
+	}
+	c.secrets = []string{opts.Token, opts.Password}
+	if len(opts.Topic) >= 6 {
+		// A shorter topic is no secret anyone relies on, and redacting it
+		// would mangle words in the server's messages.
+		c.secrets = append(c.secrets, opts.Topic)
+	}
+	switch {
+	case opts.Token != "":
+		c.auth = "Bearer " + opts.Token
+	case opts.Username != "":
+		basic := base64.StdEncoding.EncodeToString([]byte(opts.Username + ":" + opts.Password))
+		c.auth = "Basic " + basic
+		c.secrets = append(c.secrets, basic)
+	}
+	if c.client == nil {
+		c.client = &http.Client{
+			Timeout:       time.Minute,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	return c, nil
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// Send publishes n to the connector's topic, or to the topic n's target
+// names, split into messages of at most MaxMessage bytes. The receipt's
+// message ids are ntfy's. A 429 is a *connectors.RetryableError (after the
+// Retry-After, if the answer has one); 401, 403 and other 4xx are
+// *connectors.PermanentError; 5xx and network errors are retryable.
+func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connectors.Receipt, error) {
+	if err := ctx.Err(); err != nil {
+		return connectors.Receipt{}, fmt.Errorf("ntfy: %w", err)
+	}
+	topic, where := c.topic, c.base+"/<topic>"
+	if d := n.Destination(); d != "" {
+		if err := CheckTopic(d); err != nil {
+			return connectors.Receipt{}, connectors.Permanent(fmt.Errorf("ntfy: destination: %w", err))
+		}
+		topic, where = d, c.base+"/"+d
+	}
+	text := strings.ToValidUTF8(n.Text, "\uFFFD")
+	if n.Truncated {
+		text += TruncatedMark
+	}
+	parts := connectors.Split(text, MaxMessage, Bytes)
+	rec := connectors.Receipt{Parts: min(n.SentParts, len(parts))}
+	h := c.headers(n)
+	for _, part := range parts[rec.Parts:] {
+		id, err := c.publish(ctx, topic, where, h, part)
+		if err != nil {
+			return rec, err
+		}
+		rec.Parts++
+		rec.MessageIDs = append(rec.MessageIDs, id)
+	}
+	return rec, nil
+}
+
+// headers are the publish headers of n's messages.
+func (c *Connector) headers(n connectors.Notification) http.Header {
+	h := http.Header{}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	if c.auth != "" {
+		h.Set("Authorization", c.auth)
+	}
+	title := c.title
+	if n.Name == "" {
+		title = strings.ReplaceAll(title, "{source}/{name}", "{source}")
+	}
+	title = strings.NewReplacer("{source}", n.Source, "{name}", n.Name).Replace(title)
+	if title = clean(title); title != "" {
+		h.Set("X-Title", encodeHeader(title))
+	}
+	prio, tags := PriorityInfo, c.tags
+	if n.Urgency == "important" {
+		prio, tags = PriorityImportant, append(tags[:len(tags):len(tags)], "warning")
+	}
+	h.Set("X-Priority", strconv.Itoa(prio))
+	if len(tags) > 0 {
+		h.Set("X-Tags", encodeHeader(strings.Join(tags, ",")))
+	}
+	return h
+}
+
+// clean makes s one line of at most 256 bytes of valid UTF-8.
+func clean(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+	for len(s) > 256 {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	return strings.TrimSpace(s)
+}
+
+// encodeHeader returns s as it is when it is printable ASCII that a MIME
+// decoder leaves alone, else as RFC 2047 encoded words (ntfy decodes every
+// header it reads with mime.WordDecoder.DecodeHeader).
+func encodeHeader(s string) string {
+	plain := !strings.Contains(s, "=?")
+	for i := 0; i < len(s) && plain; i++ {
+		plain = s[i] >= ' ' && s[i] <= '~'
+	}
+	if plain {
+		return s
+	}
+	// Encoded words of at most 45 bytes of text each (60 of base64), cut
+	// between runes; the decoder joins adjacent words.
+	var words []string
+	for s != "" {
+		n := 0
+		for n < len(s) {
+			_, size := utf8.DecodeRuneInString(s[n:])
+			if n+size > 45 && n > 0 {
+				break
+			}
+			n += size
+		}
+		words = append(words, "=?utf-8?b?"+base64.StdEncoding.EncodeToString([]byte(s[:n]))+"?=")
+		s = s[n:]
+	}
+	return strings.Join(words, " ")
+}
+
+// message is the part of ntfy's answer to a publish the connector reads
+// (server/types.go, message).
+type message struct {
+	ID    string `json:"id"`
+	Event string `json:"event"`
+}
+
+// apiError is ntfy's error body (server/errors.go, errHTTP):
+// {"code":40101,"http":401,"error":"unauthorized","link":"..."}.
+type apiError struct {
+	Code    int    `json:"code"`
+	HTTP    int    `json:"http"`
+	Message string `json:"error"`
+}
+
+// publish sends one message and returns the id ntfy gave it. where names
+// the endpoint in errors (the configured topic is left out).
+func (c *Connector) publish(ctx context.Context, topic, where string, h http.Header, text string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/"+url.PathEscape(topic), strings.NewReader(text))
+	if err != nil {
+		return "", connectors.Permanent(fmt.Errorf("ntfy: POST %s: %s", where, c.redact(err.Error())))
+	}
+	req.Header = h.Clone()
+	resp, err := c.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("ntfy: POST %s: %w", where, ctx.Err())
+		}
+		// A *url.Error quotes the URL; its cause does not.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return "", fmt.Errorf("ntfy: POST %s: %s", where, c.redact(err.Error()))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("ntfy: POST %s: reading the answer: %w", where, ctx.Err())
+		}
+		return "", fmt.Errorf("ntfy: POST %s: reading the answer: %s", where, c.redact(err.Error()))
+	}
+	if resp.StatusCode/100 == 2 {
+		var m message
+		if err := json.Unmarshal(body, &m); err != nil || m.ID == "" {
+			return "", connectors.Permanent(fmt.Errorf("ntfy: POST %s: %s answered without an ntfy message (is base_url an ntfy server?)", where, resp.Status))
+		}
+		return m.ID, nil
+	}
+	return "", c.classify(resp, body, where)
+}
+
+// classify maps an ntfy error answer to a retryable or permanent error.
+func (c *Connector) classify(resp *http.Response, body []byte, where string) error {
+	msg := resp.Status
+	var e apiError
+	if json.Unmarshal(body, &e) == nil && e.Message != "" {
+		msg = fmt.Sprintf("%s (ntfy error %d: %s)", resp.Status, e.Code, e.Message)
+	} else if s := snippet(body); s != "" {
+		msg += ": " + s
+	}
+	err := fmt.Errorf("ntfy: POST %s: %s", where, c.redact(msg))
+	switch code := resp.StatusCode; {
+	case code == http.StatusTooManyRequests:
+		return connectors.Retry(fmt.Errorf("%w; ntfy limits requests per visitor (see https://docs.ntfy.sh/publish/#limitations)", err), retryAfter(resp.Header, time.Now()))
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return connectors.Permanent(fmt.Errorf("%w; check token (or username and password) and that the user may write to the topic", err))
+	case code == http.StatusRequestTimeout || code >= 500:
+		return connectors.Retry(err, retryAfter(resp.Header, time.Now()))
+	case code/100 == 3:
+		loc := c.redact(secret.URL(resp.Header.Get("Location")))
+		return connectors.Permanent(fmt.Errorf("%w; the server redirects to %s: set base_url to the address it redirects to", err, loc))
+	}
+	return connectors.Permanent(err)
+}
+
+func (c *Connector) redact(s string) string { return secret.Redact(s, c.secrets) }
+
+// snippet is the start of a body that is not ntfy's JSON error, one line.
+func snippet(body []byte) string {
+	s := strings.Join(strings.Fields(strings.ToValidUTF8(string(body), "")), " ")
+	if len(s) > 200 {
+		s = strings.ToValidUTF8(s[:200], "") + "…"
+	}
+	return s
+}
+
+// retryAfter reads Retry-After (seconds or an HTTP date); 0 when absent.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if secs != secs || secs <= 0 { // NaN or not positive
+			return 0
+		}
+		if secs >= maxRetryAfter.Seconds() {
+			return maxRetryAfter
+		}
+		d = time.Duration(secs * float64(time.Second))
+	} else if t, err := http.ParseTime(v); err == nil {
+		// A date in whole seconds may mean any instant of that second:
+		// round up, so the retry never comes early.
+		d = t.Sub(now)
+		if r := d % time.Second; r > 0 {
+			d += time.Second - r
+		}
+	}
+	return max(0, min(d, maxRetryAfter))
+}
