@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/agentwork/agentwork/connectors/discord/discordfake"
 	"github.com/agentwork/agentwork/connectors/slack/slackfake"
 	"github.com/agentwork/agentwork/connectors/telegram/telegramfake"
+	"github.com/agentwork/agentwork/connectors/webhook/webhookfake"
 )
 
 // deliveryLog follows the delivery events of a server from the start of
@@ -309,5 +311,101 @@ delivery:
 	}
 	if len(got) != tasks {
 		t.Errorf("the chat holds %d messages, want %d", len(got), tasks)
+	}
+}
+
+// TestKilledAfterTheReceiverTookItShowsItOnce kills the server with
+// SIGKILL after a webhook receiver stored the notifications and before its
+// answers came back (the one window the send claim cannot close), and
+// restarts it: the notifications are sent again with the same webhook-id,
+// and the receiver, deduplicating on it as the spec asks, shows each once.
+func TestKilledAfterTheReceiverTookItShowsItOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	const (
+		secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+		tasks  = 5
+	)
+	fake := webhookfake.New(t, webhookfake.Options{Secrets: []string{secret}})
+	// The receiver stores each notification (the fake's handler runs),
+	// then its answer is held until the server is dead.
+	hold := make(chan struct{})
+	var released sync.Once
+	release := func() { released.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		fake.ServeHTTP(rec, r)
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			return
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	}))
+	t.Cleanup(front.Close)
+	t.Setenv("HOOK_SECRET", secret)
+	t.Setenv("HOOK_URL", front.URL+"/hook?token=receiver-SECRET-0123456789")
+	srv := startCrashServer(t, `
+bus:
+  listen: 127.0.0.1:0
+http:
+  listen: "off"
+model:
+  script:
+    rules:
+      - match: {source: task}
+        text: "{{prompt}}"
+connectors:
+  hook: {type: webhook, url: "${HOOK_URL}", secrets: ["${HOOK_SECRET}"]}
+delivery:
+  ack_wait: 2s
+`)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	b := srv.dial(ctx)
+	for i := range tasks {
+		if _, err := agentwork.Publish(ctx, b, agentwork.Request{Source: "task", Name: "hook", Prompt: fmt.Sprintf("report %d", i)}, agentwork.PublishOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The connector sends one notification at a time: the first one is
+	// stored and waits for its answer. Kill the server then.
+	waitFor(t, 30*time.Second, "the receiver storing a notification", func() bool { return len(fake.Events()) >= 1 }, srv.child)
+	b.Close()
+	first := srv.kill9()
+	release()
+
+	srv.restart()
+	waitFor(t, 60*time.Second, "every notification at the receiver", func() bool { return len(fake.Events()) >= tasks }, srv.child)
+	b2 := srv.dial(ctx)
+	defer b2.Close()
+	log := followDeliveries(t, ctx, b2)
+	waitFor(t, 30*time.Second, "a delivered event for every notification", func() bool {
+		ids := map[string]bool{}
+		for _, e := range log.of("hook") {
+			if e.outcome == connectors.OutcomeDelivered {
+				ids[e.res.Notification.ID] = true
+			}
+		}
+		return len(ids) == tasks
+	}, srv.child)
+	events := fake.Events()
+	t.Logf("receiver: %d attempts, %d notifications, %d repeated webhook-ids", len(fake.Attempts()), len(events), fake.Duplicates())
+	if len(events) != tasks {
+		t.Fatalf("the receiver shows %d notifications, want %d (one each)", len(events), tasks)
+	}
+	if fake.Duplicates() < 1 {
+		t.Fatalf("the receiver saw no repeated webhook-id: the kill did not fall between its storing and agentwork's record\nfirst server stderr:\n%s", first.stderr.String())
+	}
+	for _, out := range []string{first.stdout.String(), first.stderr.String(), srv.child.stdout.String(), srv.child.stderr.String(), log.text()} {
+		if strings.Contains(out, "receiver-SECRET") || strings.Contains(out, strings.TrimPrefix(secret, "whsec_")) {
+			t.Fatal("the webhook URL's token or the signing secret appears in the server's output or events")
+		}
 	}
 }
