@@ -215,12 +215,15 @@ func Delay(seconds float64) time.Duration {
 	return time.Duration(seconds * float64(time.Second))
 }
 
-// CheckBaseURL checks a base_url: an http or https URL with a host,
-// without user information (credentials have settings of their own,
-// named by credentials) and without query or fragment (the connector adds
-// its paths). Its errors show s through secret.URL, and def, the default,
-// as an example.
+// CheckBaseURL checks a base_url: "" (the default, def), or an http or
+// https URL with a host, without user information (credentials have
+// settings of their own, named by credentials) and without query or
+// fragment (the connector adds its paths). Its errors show s through
+// secret.URL, and def as an example.
 func CheckBaseURL(s, def, credentials string) error {
+	if s == "" {
+		return nil
+	}
 	u, err := url.Parse(s)
 	switch {
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":

@@ -208,6 +208,7 @@ func TestRetryAfter(t *testing.T) {
 func TestCheckBaseURL(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ in, want string }{
+		{"", ""},
 		{"https://api.example", ""},
 		{"http://127.0.0.1:8081/prefix/", ""},
 		{"api.example", `"api.example": want an http(s) URL such as https://default.example`},
