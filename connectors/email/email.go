@@ -40,6 +40,7 @@ import (
 
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/connectors/internal/encodedword"
 	"github.com/agentwork/agentwork/internal/secret"
 )
 
@@ -217,7 +218,8 @@ func (c *Connector) message(n connectors.Notification, to []*mail.Address, id st
 	header("Date", at.Format(time.RFC1123Z))
 	header("From", c.from.String())
 	header("To", strings.Join(rcpts, ",\r\n "))
-	header("Subject", encodeHeader(subject))
+	// Encoded words go on folded lines of their own.
+	header("Subject", strings.ReplaceAll(encodedword.Encode(subject), "?= =?", "?=\r\n =?"))
 	header("Message-ID", id)
 	header("MIME-Version", "1.0")
 	header("Content-Type", "text/plain; charset=utf-8")
@@ -252,32 +254,6 @@ func clean(s string) string {
 		s = string([]rune(s)[:199]) + "…"
 	}
 	return strings.TrimSpace(s)
-}
-
-// encodeHeader returns s as it is when it is printable ASCII that a MIME
-// decoder leaves alone, else as RFC 2047 encoded words on folded lines.
-func encodeHeader(s string) string {
-	plain := !strings.Contains(s, "=?")
-	for i := 0; i < len(s) && plain; i++ {
-		plain = s[i] >= ' ' && s[i] <= '~'
-	}
-	if plain {
-		return s
-	}
-	var words []string
-	for s != "" {
-		n := 0
-		for n < len(s) {
-			_, size := utf8.DecodeRuneInString(s[n:])
-			if n+size > 45 && n > 0 {
-				break
-			}
-			n += size
-		}
-		words = append(words, "=?utf-8?b?"+base64.StdEncoding.EncodeToString([]byte(s[:n]))+"?=")
-		s = s[n:]
-	}
-	return strings.Join(words, "\r\n ")
 }
 
 // deliver runs one SMTP transaction for msg and returns the notes on

@@ -45,6 +45,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/connectors/internal/encodedword"
 	"github.com/agentwork/agentwork/connectors/internal/httpapi"
 	"github.com/agentwork/agentwork/internal/secret"
 )
@@ -181,7 +182,7 @@ func (c *Connector) headers(n connectors.Notification) http.Header {
 	}
 	title = strings.NewReplacer("{source}", n.Source, "{name}", n.Name).Replace(title)
 	if title = clean(title); title != "" {
-		h.Set("X-Title", encodeHeader(title))
+		h.Set("X-Title", encodedword.Encode(title))
 	}
 	prio, tags := PriorityInfo, c.tags
 	if n.Urgency == "important" {
@@ -189,7 +190,7 @@ func (c *Connector) headers(n connectors.Notification) http.Header {
 	}
 	h.Set("X-Priority", strconv.Itoa(prio))
 	if len(tags) > 0 {
-		h.Set("X-Tags", encodeHeader(strings.Join(tags, ",")))
+		h.Set("X-Tags", encodedword.Encode(strings.Join(tags, ",")))
 	}
 	return h
 }
@@ -207,35 +208,6 @@ func clean(s string) string {
 		s = s[:len(s)-size]
 	}
 	return strings.TrimSpace(s)
-}
-
-// encodeHeader returns s as it is when it is printable ASCII that a MIME
-// decoder leaves alone, else as RFC 2047 encoded words (ntfy decodes every
-// header it reads with mime.WordDecoder.DecodeHeader).
-func encodeHeader(s string) string {
-	plain := !strings.Contains(s, "=?")
-	for i := 0; i < len(s) && plain; i++ {
-		plain = s[i] >= ' ' && s[i] <= '~'
-	}
-	if plain {
-		return s
-	}
-	// Encoded words of at most 45 bytes of text each (60 of base64), cut
-	// between runes; the decoder joins adjacent words.
-	var words []string
-	for s != "" {
-		n := 0
-		for n < len(s) {
-			_, size := utf8.DecodeRuneInString(s[n:])
-			if n+size > 45 && n > 0 {
-				break
-			}
-			n += size
-		}
-		words = append(words, "=?utf-8?b?"+base64.StdEncoding.EncodeToString([]byte(s[:n]))+"?=")
-		s = s[n:]
-	}
-	return strings.Join(words, " ")
 }
 
 // message is the part of ntfy's answer to a publish the connector reads
