@@ -345,7 +345,7 @@ func TestFakeScript(t *testing.T) {
 	srv := ntfyfake.New(t, ntfyfake.Options{})
 	c := newConnector(t, ntfy.Options{BaseURL: srv.URL, Topic: topic})
 	send := func() error { _, err := c.Send(t.Context(), connectortest.Notification("x")); return err }
-	srv.FailNext(2, connectortest.Fault{Kind: connectortest.Unavailable})
+	srv.FailNext(2, connectortest.Unavailable)
 	for i := range 2 {
 		if err := send(); err == nil {
 			t.Fatalf("FailNext(2): send %d passed", i+1)
@@ -354,7 +354,7 @@ func TestFakeScript(t *testing.T) {
 	if err := send(); err != nil {
 		t.Fatalf("after FailNext(2) the third send = %v", err)
 	}
-	srv.Fail(connectortest.Fault{Kind: connectortest.Unauthorized})
+	srv.Fail(connectortest.Unauthorized)
 	for range 3 {
 		if err := send(); !connectors.IsPermanent(err) {
 			t.Fatalf("Fail(unauthorized): send = %v, want permanent", err)
@@ -368,7 +368,7 @@ func TestFakeScript(t *testing.T) {
 		t.Errorf("server holds %d messages, want 2", got)
 	}
 	var re *connectors.RetryableError
-	srv.FailNext(1, connectortest.Fault{Kind: connectortest.RateLimited})
+	srv.FailNext(1, connectortest.RateLimited)
 	if err := send(); !errors.As(err, &re) {
 		t.Errorf("FailNext(rate limited): send = %v, want retryable", err)
 	}
