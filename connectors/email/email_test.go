@@ -232,7 +232,7 @@ func TestErrors(t *testing.T) {
 			}
 			c, srv := setup(t, mode, tc.srv, tc.opts)
 			if tc.reply != nil {
-				srv.FailNext(1, *tc.reply)
+				srv.AnswerNext(1, *tc.reply)
 			}
 			check(t, c, tc.permanent, tc.says)
 			if got := len(srv.Mails()); got != 0 {
@@ -325,7 +325,7 @@ func TestRecipientRefused(t *testing.T) {
 func TestStallAtGreeting(t *testing.T) {
 	t.Parallel()
 	c, srv := setup(t, email.TLSNone, smtpfake.Options{}, email.Options{})
-	srv.FailNext(1, smtpfake.Reply{Code: 0, Stage: smtpfake.StageGreeting})
+	srv.AnswerNext(1, smtpfake.Reply{Code: 0, Stage: smtpfake.StageGreeting})
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
