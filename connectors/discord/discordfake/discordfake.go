@@ -35,7 +35,6 @@ package discordfake
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -653,13 +652,4 @@ func Render(content string) (string, []string) {
 // nor white space: what a backslash escapes in Discord's markdown.
 func isPunct(c byte) bool {
 	return !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == ' ' || c == '\t' || c == '\n' || c == '\r')
-}
-
-// Wait blocks until the fake holds at least n posts or ctx is done, and
-// returns them.
-func (s *Server) Wait(ctx context.Context, n int) ([]Post, error) {
-	if _, err := s.Messages(ctx, n); err != nil {
-		return s.Posts(), err
-	}
-	return s.Posts(), nil
 }

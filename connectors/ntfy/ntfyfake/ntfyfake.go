@@ -16,7 +16,6 @@
 package ntfyfake
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -308,13 +307,4 @@ func randomID() string {
 		b[i] = alphabet[int(b[i])%len(alphabet)]
 	}
 	return string(b)
-}
-
-// Wait blocks until the server accepted n messages or ctx is done; it is
-// Messages for callers that want the Published records.
-func (s *Server) Wait(ctx context.Context, n int) ([]Published, error) {
-	if _, err := s.Messages(ctx, n); err != nil {
-		return s.Published(), err
-	}
-	return s.Published(), nil
 }

@@ -36,7 +36,6 @@ package slackfake
 
 import (
 	"cmp"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -545,13 +544,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(raw)
-}
-
-// Wait blocks until the fake holds at least n posts or ctx is done, and
-// returns them.
-func (s *Server) Wait(ctx context.Context, n int) ([]Post, error) {
-	if _, err := s.Messages(ctx, n); err != nil {
-		return s.Posts(), err
-	}
-	return s.Posts(), nil
 }
