@@ -36,11 +36,10 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
-	"github.com/agentwork/agentwork/connectors/internal/encodedword"
+	"github.com/agentwork/agentwork/connectors/internal/headertext"
 	"github.com/agentwork/agentwork/internal/secret"
 )
 
@@ -200,11 +199,7 @@ func (c *Connector) message(n connectors.Notification, to []*mail.Address, id st
 	if at.IsZero() {
 		at = c.now()
 	}
-	subject := c.subject
-	if n.Name == "" {
-		subject = strings.ReplaceAll(subject, "{source}/{name}", "{source}")
-	}
-	subject = clean(strings.NewReplacer("{source}", n.Source, "{name}", n.Name).Replace(subject))
+	subject := headertext.Fill(c.subject, n.Source, n.Name)
 	important := n.Urgency == "important"
 	if important {
 		subject += " [important]"
@@ -219,7 +214,7 @@ func (c *Connector) message(n connectors.Notification, to []*mail.Address, id st
 	header("From", c.from.String())
 	header("To", strings.Join(rcpts, ",\r\n "))
 	// Encoded words go on folded lines of their own.
-	header("Subject", strings.ReplaceAll(encodedword.Encode(subject), "?= =?", "?=\r\n =?"))
+	header("Subject", strings.ReplaceAll(headertext.Encode(subject), "?= =?", "?=\r\n =?"))
 	header("Message-ID", id)
 	header("MIME-Version", "1.0")
 	header("Content-Type", "text/plain; charset=utf-8")
@@ -240,20 +235,6 @@ func (c *Connector) message(n connectors.Notification, to []*mail.Address, id st
 	_ = qp.Close()
 	b.WriteString("\r\n")
 	return b.Bytes()
-}
-
-// clean makes s one line of at most 200 characters of valid UTF-8.
-func clean(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, strings.ToValidUTF8(s, "\uFFFD"))
-	if utf8.RuneCountInString(s) > 200 {
-		s = string([]rune(s)[:199]) + "…"
-	}
-	return strings.TrimSpace(s)
 }
 
 // deliver runs one SMTP transaction for msg and returns the notes on

@@ -41,11 +41,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/agentwork/agentwork/connectors"
-	"github.com/agentwork/agentwork/connectors/internal/encodedword"
+	"github.com/agentwork/agentwork/connectors/internal/headertext"
 	"github.com/agentwork/agentwork/connectors/internal/httpapi"
 	"github.com/agentwork/agentwork/internal/secret"
 )
@@ -176,13 +174,8 @@ func (c *Connector) headers(n connectors.Notification) http.Header {
 	if c.auth != "" {
 		h.Set("Authorization", c.auth)
 	}
-	title := c.title
-	if n.Name == "" {
-		title = strings.ReplaceAll(title, "{source}/{name}", "{source}")
-	}
-	title = strings.NewReplacer("{source}", n.Source, "{name}", n.Name).Replace(title)
-	if title = clean(title); title != "" {
-		h.Set("X-Title", encodedword.Encode(title))
+	if title := headertext.Fill(c.title, n.Source, n.Name); title != "" {
+		h.Set("X-Title", headertext.Encode(title))
 	}
 	prio, tags := PriorityInfo, c.tags
 	if n.Urgency == "important" {
@@ -190,24 +183,9 @@ func (c *Connector) headers(n connectors.Notification) http.Header {
 	}
 	h.Set("X-Priority", strconv.Itoa(prio))
 	if len(tags) > 0 {
-		h.Set("X-Tags", encodedword.Encode(strings.Join(tags, ",")))
+		h.Set("X-Tags", headertext.Encode(strings.Join(tags, ",")))
 	}
 	return h
-}
-
-// clean makes s one line of at most 256 bytes of valid UTF-8.
-func clean(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, strings.ToValidUTF8(s, "\uFFFD"))
-	for len(s) > 256 {
-		_, size := utf8.DecodeLastRuneInString(s)
-		s = s[:len(s)-size]
-	}
-	return strings.TrimSpace(s)
 }
 
 // message is the part of ntfy's answer to a publish the connector reads

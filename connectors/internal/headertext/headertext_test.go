@@ -1,4 +1,4 @@
-package encodedword_test
+package headertext_test
 
 import (
 	"mime"
@@ -7,8 +7,26 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/agentwork/agentwork/connectors/internal/encodedword"
+	"github.com/agentwork/agentwork/connectors/internal/headertext"
 )
+
+func TestFill(t *testing.T) {
+	t.Parallel()
+	const def = "agentwork: {source}/{name}"
+	for _, tc := range []struct{ template, source, name, want string }{
+		{def, "heartbeat", "default", "agentwork: heartbeat/default"},
+		{def, "task", "", "agentwork: task"},
+		{"[{source}] {name} report", "cron", "sales", "[cron] sales report"},
+		{def, "heartbeat", "a\r\nBcc: evil@example.com", "agentwork: heartbeat/a  Bcc: evil@example.com"},
+		{" {name}\t", "x", "bad\xffname", "bad\uFFFDname"},
+		{strings.Repeat("日", 199) + "{name}", "", "ab", strings.Repeat("日", 199) + "…"},
+		{strings.Repeat("日", 198) + "{name}", "", "ab", strings.Repeat("日", 198) + "ab"},
+	} {
+		if got := headertext.Fill(tc.template, tc.source, tc.name); got != tc.want {
+			t.Errorf("Fill(%q, %q, %q) = %q, want %q", tc.template, tc.source, tc.name, got, tc.want)
+		}
+	}
+}
 
 func TestEncode(t *testing.T) {
 	t.Parallel()
@@ -24,7 +42,7 @@ func TestEncode(t *testing.T) {
 		{"ASCII with =? inside, long enough to need more than one encoded word of the forty-five bytes each", false},
 		{strings.Repeat("é", 100), false},
 	} {
-		got := encodedword.Encode(tc.in)
+		got := headertext.Encode(tc.in)
 		if (got == tc.in) != tc.plain {
 			t.Errorf("Encode(%q) = %q, want it encoded: %v", tc.in, got, !tc.plain)
 		}
@@ -60,6 +78,6 @@ func FuzzEncode(f *testing.F) {
 		if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\t' }) {
 			return
 		}
-		checkWords(t, s, encodedword.Encode(s))
+		checkWords(t, s, headertext.Encode(s))
 	})
 }
