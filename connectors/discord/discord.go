@@ -163,10 +163,9 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 		}
 	}
 	parts := connectors.Split(text, MaxText-utf8.RuneCountInString(prefix), Length)
-	rec := connectors.Receipt{Parts: min(n.SentParts, len(parts))}
-	for i := rec.Parts; i < len(parts); i++ {
+	return connectors.SendParts(parts, n.SentParts, func(i int, part string) (string, error) {
 		p := payload{
-			Content:         Escape(parts[i]),
+			Content:         Escape(part),
 			Username:        c.username,
 			AllowedMentions: allowedMentions{Parse: []string{}},
 		}
@@ -177,19 +176,8 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 		if !important && !c.notifyInfo {
 			p.Flags = FlagSuppressNotifications
 		}
-		id, err := c.execute(ctx, thread, p)
-		if err != nil {
-			if len(parts) > 1 {
-				err = fmt.Errorf("part %d of %d: %w", i+1, len(parts), err)
-			}
-			return rec, err
-		}
-		rec.Parts++
-		if id != "" {
-			rec.MessageIDs = append(rec.MessageIDs, id)
-		}
-	}
-	return rec, nil
+		return c.execute(ctx, thread, p)
+	})
 }
 
 // payload is the body of Execute Webhook.

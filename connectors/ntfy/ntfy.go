@@ -153,18 +153,10 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 	if n.Truncated {
 		text += TruncatedMark
 	}
-	parts := connectors.Split(text, MaxMessage, Bytes)
-	rec := connectors.Receipt{Parts: min(n.SentParts, len(parts))}
 	h := c.headers(n)
-	for _, part := range parts[rec.Parts:] {
-		id, err := c.publish(ctx, topic, where, h, part)
-		if err != nil {
-			return rec, err
-		}
-		rec.Parts++
-		rec.MessageIDs = append(rec.MessageIDs, id)
-	}
-	return rec, nil
+	return connectors.SendParts(connectors.Split(text, MaxMessage, Bytes), n.SentParts, func(_ int, part string) (string, error) {
+		return c.publish(ctx, topic, where, h, part)
+	})
 }
 
 // headers are the publish headers of n's messages.

@@ -127,31 +127,16 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 	}
 	prefix := c.prefix(n.Urgency)
 	parts := connectors.Split(text, MaxText-utf8.RuneCountInString(prefix), connectors.Runes)
-	rec := connectors.Receipt{Parts: min(n.SentParts, len(parts))}
-	for i := rec.Parts; i < len(parts); i++ {
-		body := Escape(parts[i])
+	return connectors.SendParts(parts, n.SentParts, func(i int, part string) (string, error) {
+		body := Escape(part)
 		if i == 0 {
 			body = prefix + body
 		}
-		var ts string
-		var err error
 		if c.webhook != "" {
-			err = c.postWebhook(ctx, body)
-		} else {
-			ts, err = c.postMessage(ctx, channel, body)
+			return "", c.postWebhook(ctx, body)
 		}
-		if err != nil {
-			if len(parts) > 1 {
-				err = fmt.Errorf("part %d of %d: %w", i+1, len(parts), err)
-			}
-			return rec, err
-		}
-		rec.Parts++
-		if ts != "" {
-			rec.MessageIDs = append(rec.MessageIDs, ts)
-		}
-	}
-	return rec, nil
+		return c.postMessage(ctx, channel, body)
+	})
 }
 
 // prefix is what starts an urgency's first message: for important, the

@@ -156,18 +156,10 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 		return connectors.Receipt{}, connectors.Permanent(errors.New("telegram: the text is empty or white space, which Telegram does not send"))
 	}
 	parts := Parts(n)
-	rec := connectors.Receipt{Parts: min(max(n.SentParts, 0), len(parts))}
 	s := &sending{c: c, n: n, route: r, fromTarget: fromTarget, silent: n.Urgency != "important", total: len(parts)}
-	for i := rec.Parts; i < len(parts); i++ {
-		id, err := s.part(ctx, i, parts[i])
-		rec.Notes = s.notes
-		if err != nil {
-			return rec, err
-		}
-		rec.Parts++
-		rec.MessageIDs = append(rec.MessageIDs, id)
-	}
-	return rec, nil
+	rec, err := connectors.SendParts(parts, n.SentParts, func(i int, part string) (string, error) { return s.part(ctx, i, part) })
+	rec.Notes = s.notes
+	return rec, err
 }
 
 // sending is the state of one Send.
