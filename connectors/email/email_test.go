@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/connectortest"
 	"github.com/agentwork/agentwork/connectors/email"
@@ -383,17 +381,7 @@ func TestType(t *testing.T) {
 	srv := smtpfake.New(t, smtpfake.Options{Username: user, Password: password})
 	types := connectors.Types{email.Type}
 	src := "mail: {type: email, host: 127.0.0.1, port: " + strconv.Itoa(srv.Port) + ", tls: none, from: '" + from + "', to: [" + home + "], username: " + user + ", password: " + password + "}"
-	var node yaml.Node
-	if err := yaml.Unmarshal([]byte(src), &node); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := types.Decode(&node)
-	if err != nil {
-		t.Fatalf("Decode = %v", err)
-	}
-	if err := cs.Validate(); err != nil {
-		t.Fatalf("Validate = %v", err)
-	}
+	cs := connectortest.Decode(t, types, src)
 	if err := connectors.CheckDestination(cs["mail"], "oncall@example.com"); err != nil {
 		t.Errorf("CheckDestination = %v", err)
 	}

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/connectortest"
 	"github.com/agentwork/agentwork/connectors/ntfy"
@@ -309,17 +307,7 @@ func TestType(t *testing.T) {
 	srv := ntfyfake.New(t, ntfyfake.Options{Token: token})
 	types := connectors.Types{ntfy.Type}
 	src := "phone: {type: ntfy, base_url: " + srv.URL + ", topic: " + topic + ", token: " + token + ", tags: [robot]}"
-	var node yaml.Node
-	if err := yaml.Unmarshal([]byte(src), &node); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := types.Decode(&node)
-	if err != nil {
-		t.Fatalf("Decode = %v", err)
-	}
-	if err := cs.Validate(); err != nil {
-		t.Fatalf("Validate = %v", err)
-	}
+	cs := connectortest.Decode(t, types, src)
 	if err := connectors.CheckDestination(cs["phone"], "team-b"); err != nil {
 		t.Errorf("CheckDestination(team-b) = %v", err)
 	}

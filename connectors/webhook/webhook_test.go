@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/connectortest"
 	"github.com/agentwork/agentwork/connectors/webhook"
@@ -360,14 +358,7 @@ func TestType(t *testing.T) {
 	srv := webhookfake.New(t, webhookfake.Options{Secrets: []string{secretNew}})
 	types := connectors.Types{webhook.Type}
 	src := "hook: {type: webhook, url: '" + srv.URL + "', secrets: ['" + secretNew + "'], headers: {X-Team: ops}}"
-	var node yaml.Node
-	if err := yaml.Unmarshal([]byte(src), &node); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := types.Decode(&node)
-	if err != nil {
-		t.Fatalf("Decode = %v", err)
-	}
+	cs := connectortest.Decode(t, types, src)
 	if err := connectors.CheckDestination(cs["hook"], "elsewhere"); err == nil {
 		t.Error("CheckDestination(elsewhere) = nil; a webhook target names no destination")
 	}
