@@ -31,6 +31,7 @@ import (
 
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/internal/httpapi"
+	"github.com/agentwork/agentwork/internal/retryafter"
 )
 
 // MaxText is the longest content of one message, in characters (Unicode
@@ -348,7 +349,8 @@ func (c *Connector) statusError(status int, h http.Header, body []byte, thread s
 		hint = "the webhook may not post there: check the channel's and the thread's permissions"
 	}
 	err := fmt.Errorf("%s answered %d%s: %s", what, status, said, hint)
-	return httpapi.Classify(err, status, roundUp(httpapi.RetryAfter(h, c.now())))
+	after, _ := retryafter.Header(h, c.now())
+	return httpapi.Classify(err, status, roundUp(after))
 }
 
 // formErrors flattens the errors object of a 400 Invalid Form Body
@@ -390,8 +392,9 @@ func formErrors(raw json.RawMessage) string {
 // the sanity check: a body value more than a second above it (Discord has
 // been seen to send milliseconds) gives way to it, as does a missing one.
 func retryAfter429(body float64, h http.Header, now time.Time) time.Duration {
-	d := roundUp(httpapi.Delay(body))
-	if hd := roundUp(httpapi.RetryAfter(h, now)); hd > 0 && (d == 0 || d > hd+time.Second) {
+	d := roundUp(retryafter.Seconds(body))
+	hd, _ := retryafter.Header(h, now)
+	if hd = roundUp(hd); hd > 0 && (d == 0 || d > hd+time.Second) {
 		d = hd
 	}
 	return d
@@ -407,7 +410,7 @@ func (c *Connector) noteBucket(h http.Header) {
 		return
 	}
 	secs, err := strconv.ParseFloat(strings.TrimSpace(h.Get("X-RateLimit-Reset-After")), 64)
-	wait := httpapi.Delay(secs)
+	wait := retryafter.Seconds(secs)
 	if err != nil || wait == 0 {
 		return
 	}

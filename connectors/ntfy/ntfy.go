@@ -45,6 +45,7 @@ import (
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/internal/headertext"
 	"github.com/agentwork/agentwork/connectors/internal/httpapi"
+	"github.com/agentwork/agentwork/internal/retryafter"
 	"github.com/agentwork/agentwork/internal/secret"
 )
 
@@ -231,5 +232,6 @@ func (c *Connector) classify(r httpapi.Reply, where string) error {
 		loc := c.api.Redact(secret.URL(r.Header.Get("Location")))
 		err = fmt.Errorf("%w; the server redirects to %s: set base_url to the address it redirects to", err, loc)
 	}
-	return httpapi.Classify(err, r.StatusCode, httpapi.RetryAfter(r.Header, time.Now()))
+	after, _ := retryafter.Header(r.Header, time.Now())
+	return httpapi.Classify(err, r.StatusCode, after)
 }

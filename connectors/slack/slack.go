@@ -27,6 +27,7 @@ import (
 
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/internal/httpapi"
+	"github.com/agentwork/agentwork/internal/retryafter"
 )
 
 // MaxText is the longest text, in characters (Unicode code points) as the
@@ -190,7 +191,8 @@ func (c *Connector) postWebhook(ctx context.Context, text string) error {
 		hint = "the webhook was removed or its URL is wrong: check webhook_url"
 	}
 	err = fmt.Errorf("slack: the webhook at %s answered %d %q: %s", c.host, r.StatusCode, code, hint)
-	return httpapi.Classify(err, r.StatusCode, httpapi.RetryAfter(r.Header, time.Now()))
+	after, _ := retryafter.Header(r.Header, time.Now())
+	return httpapi.Classify(err, r.StatusCode, after)
 }
 
 // reply is chat.postMessage's answer
@@ -212,7 +214,7 @@ func (c *Connector) postMessage(ctx context.Context, channel, text string) (stri
 	var rep reply
 	jsonErr := json.Unmarshal(r.Body, &rep)
 	what := fmt.Sprintf("slack: chat.postMessage to %s at %s", channel, c.host)
-	after := httpapi.RetryAfter(r.Header, time.Now())
+	after, _ := retryafter.Header(r.Header, time.Now())
 	if jsonErr != nil || (!rep.OK && rep.Error == "") {
 		err := fmt.Errorf("%s answered %d and no Slack reply (%q)", what, r.StatusCode, c.api.Snippet(string(r.Body)))
 		if !httpapi.Retryable(r.StatusCode) {

@@ -37,6 +37,7 @@ import (
 
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/internal/httpapi"
+	"github.com/agentwork/agentwork/internal/retryafter"
 	"github.com/agentwork/agentwork/internal/secret"
 )
 
@@ -347,7 +348,7 @@ func (c *Connector) post(ctx context.Context, chat string, body request) (msgID 
 		e.Code = rep.ErrorCode
 		e.Description = c.api.Snippet(rep.Description)
 		if p := rep.Parameters; p != nil {
-			e.RetryAfter = httpapi.Delay(float64(p.RetryAfter))
+			e.RetryAfter = retryafter.Seconds(float64(p.RetryAfter))
 			if id, err := p.MigrateToChatID.Int64(); err == nil && id != 0 {
 				e.MigrateTo = strconv.FormatInt(id, 10)
 			}

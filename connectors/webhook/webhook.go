@@ -46,6 +46,7 @@ import (
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/internal/httpapi"
+	"github.com/agentwork/agentwork/internal/retryafter"
 	"github.com/agentwork/agentwork/internal/stdwebhook"
 )
 
@@ -277,5 +278,6 @@ func (c *Connector) classify(r httpapi.Reply) error {
 	case code/100 == 3:
 		err = fmt.Errorf("%w; webhooks follow no redirects: set url to the address it redirects to", err)
 	}
-	return httpapi.Classify(err, r.StatusCode, httpapi.RetryAfter(r.Header, c.now()))
+	after, _ := retryafter.Header(r.Header, c.now())
+	return httpapi.Classify(err, r.StatusCode, after)
 }

@@ -2,8 +2,9 @@
 // HTTP API (telegram, slack, discord, ntfy, webhook): a client that follows
 // no redirects, a POST sent within ctx and its reply read, failures to get
 // a reply that never quote the URL, the connector's secrets kept out of
-// whatever goes into an error, the wait a Retry-After asks for, a one-line
-// snippet of a body, the class of a status, and the check of a base_url.
+// whatever goes into an error, a one-line snippet of a body, the class of
+// a status, and the check of a base_url. The wait a server asks for is
+// read with internal/retryafter, as the model clients read it.
 //
 // What differs between platforms stays with each connector: the wire
 // format, the error body and its codes, the platform's own retry-after
@@ -16,10 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -29,10 +28,6 @@ import (
 )
 
 const (
-	// MaxRetryAfter caps the wait a server may ask for: a longer one is
-	// more likely a misconfigured proxy than a limit worth a stale
-	// notification.
-	MaxRetryAfter = time.Hour
 	// maxBody is how much of a reply's body is read.
 	maxBody = 1 << 20
 	// maxSnippet is how many bytes of a server's text Snippet keeps.
@@ -173,46 +168,6 @@ func Classify(err error, status int, after time.Duration) error {
 		return connectors.Retry(err, after)
 	}
 	return connectors.Permanent(err)
-}
-
-// RetryAfter returns the wait a Retry-After header asks for, in seconds
-// (a fraction allowed) or as an HTTP date, as Delay and Until make it; 0
-// when h has none that is readable.
-func RetryAfter(h http.Header, now time.Time) time.Duration {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		return Delay(secs)
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return Until(t, now)
-	}
-	return 0
-}
-
-// Until returns the wait from now until t, as Delay does. A date is in
-// whole seconds and may mean any instant of its second, so the wait is
-// rounded up to whole seconds: the retry never comes early.
-func Until(t, now time.Time) time.Duration {
-	d := t.Sub(now)
-	if r := d % time.Second; r > 0 {
-		d += time.Second - r
-	}
-	return Delay(d.Seconds())
-}
-
-// Delay turns a wait in seconds a server asked for into a duration: 0 for
-// NaN and waits that are not positive, at most MaxRetryAfter.
-func Delay(seconds float64) time.Duration {
-	switch {
-	case math.IsNaN(seconds) || seconds <= 0:
-		return 0
-	case seconds >= MaxRetryAfter.Seconds():
-		return MaxRetryAfter
-	}
-	return time.Duration(seconds * float64(time.Second))
 }
 
 // CheckBaseURL checks a base_url: "" (the default, def), or an http or

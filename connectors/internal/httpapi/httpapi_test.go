@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"context"
 	"errors"
-	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -176,35 +175,6 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func TestRetryAfter(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 11, 21, 9, 0, 0, 500e6, time.UTC)
-	for _, tc := range []struct {
-		value string
-		want  time.Duration
-	}{
-		{"", 0},
-		{"3", 3 * time.Second},
-		{" 1.5 ", 1500 * time.Millisecond},
-		{"0", 0},
-		{"-4", 0},
-		{"NaN", 0},
-		{"Inf", httpapi.MaxRetryAfter},
-		{"86400", httpapi.MaxRetryAfter},
-		{"soon", 0},
-		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second}, // 89.5s rounded up
-		{now.Add(-time.Minute).Format(http.TimeFormat), 0},
-	} {
-		h := http.Header{}
-		if tc.value != "" {
-			h.Set("Retry-After", tc.value)
-		}
-		if got := httpapi.RetryAfter(h, now); got != tc.want {
-			t.Errorf("RetryAfter(%q) = %s, want %s", tc.value, got, tc.want)
-		}
-	}
-}
-
 func TestCheckBaseURL(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ in, want string }{
@@ -225,35 +195,6 @@ func TestCheckBaseURL(t *testing.T) {
 			t.Errorf("CheckBaseURL(%q) = %v, want %q in it", tc.in, err, tc.want)
 		case err != nil && strings.Contains(err.Error(), "s3cret"):
 			t.Errorf("CheckBaseURL(%q) = %v, quotes the secret", tc.in, err)
-		}
-	}
-}
-
-// FuzzRetryAfter: whatever a server sends, the wait is between 0 and
-// MaxRetryAfter.
-func FuzzRetryAfter(f *testing.F) {
-	for _, s := range []string{"3", "1.5", "-1", "NaN", "1e300", "Sun, 06 Nov 1994 08:49:37 GMT", "x"} {
-		f.Add(s)
-	}
-	now := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
-	f.Fuzz(func(t *testing.T, v string) {
-		d := httpapi.RetryAfter(http.Header{"Retry-After": {v}}, now)
-		if d < 0 || d > httpapi.MaxRetryAfter {
-			t.Fatalf("RetryAfter(%q) = %s, want 0 to %s", v, d, httpapi.MaxRetryAfter)
-		}
-	})
-}
-
-func TestDelay(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		in   float64
-		want time.Duration
-	}{
-		{0, 0}, {-1, 0}, {math.NaN(), 0}, {math.Inf(1), httpapi.MaxRetryAfter}, {0.25, 250 * time.Millisecond}, {7, 7 * time.Second},
-	} {
-		if got := httpapi.Delay(tc.in); got != tc.want {
-			t.Errorf("Delay(%v) = %s, want %s", tc.in, got, tc.want)
 		}
 	}
 }
