@@ -87,8 +87,9 @@ type Receipt struct {
 // sending failed, and returns what the destination confirmed. A text
 // longer than the platform takes is split (Split) and sent in order,
 // skipping the n.SentParts parts sent before; when part k fails, the
-// receipt counts the parts before it, so a retry sends from part k. It is called from one goroutine per connector at a time
-// unless the connector implements Concurrent. Return *RetryableError (with
+// receipt counts the parts before it, so a retry sends from part k
+// (SendParts does that). It is called from one goroutine per connector at
+// a time unless the connector implements Concurrent. Return *RetryableError (with
 // the server's retry-after) for what may succeed later, *PermanentError for
 // what never will (bad token, unknown chat); other errors are retried with
 // backoff. On ctx cancel it returns promptly with ctx's error.

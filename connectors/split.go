@@ -1,6 +1,7 @@
 package connectors
 
 import (
+	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf16"
@@ -21,6 +22,30 @@ func UTF16(s string) int {
 		n += utf16.RuneLen(r)
 	}
 	return n
+}
+
+// SendParts sends parts, a split text, in order with send, skipping the
+// sent parts an earlier attempt sent (n.SentParts), as Connector.Send
+// does, and returns the receipt: Parts counts the parts the destination
+// holds, MessageIDs the id send returned for each part it sent ("" is no
+// id). It stops at the first error, which names the part when there are
+// several ("part 2 of 3: ..."); the receipt then counts the parts before.
+func SendParts(parts []string, sent int, send func(i int, part string) (id string, err error)) (Receipt, error) {
+	rec := Receipt{Parts: min(max(sent, 0), len(parts))}
+	for i := rec.Parts; i < len(parts); i++ {
+		id, err := send(i, parts[i])
+		if err != nil {
+			if len(parts) > 1 {
+				err = fmt.Errorf("part %d of %d: %w", i+1, len(parts), err)
+			}
+			return rec, err
+		}
+		rec.Parts++
+		if id != "" {
+			rec.MessageIDs = append(rec.MessageIDs, id)
+		}
+	}
+	return rec, nil
 }
 
 // Split cuts text into parts no longer than limit (measured by length) for

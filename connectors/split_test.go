@@ -1,6 +1,7 @@
 package connectors_test
 
 import (
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -169,4 +170,48 @@ func FuzzSplit(f *testing.F) {
 		}
 		checkSplit(t, text, limit, connectors.UTF16)
 	})
+}
+
+// SendParts sends from the parts an earlier attempt sent, stops at a
+// failing part, and names it.
+func TestSendParts(t *testing.T) {
+	t.Parallel()
+	parts := []string{"a", "b", "c"}
+	fail := errors.New("down")
+	for _, tc := range []struct {
+		name    string
+		sent    int
+		failAt  int // -1: none
+		want    connectors.Receipt
+		sends   string
+		wantErr string
+	}{
+		{"all", 0, -1, connectors.Receipt{Parts: 3, MessageIDs: []string{"id-a", "id-b", "id-c"}}, "abc", ""},
+		{"resumed", 1, -1, connectors.Receipt{Parts: 3, MessageIDs: []string{"id-b", "id-c"}}, "bc", ""},
+		{"all sent before", 5, -1, connectors.Receipt{Parts: 3}, "", ""},
+		{"negative", -1, -1, connectors.Receipt{Parts: 3, MessageIDs: []string{"id-a", "id-b", "id-c"}}, "abc", ""},
+		{"second fails", 0, 1, connectors.Receipt{Parts: 1, MessageIDs: []string{"id-a"}}, "ab", "part 2 of 3: down"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var sends string
+			rec, err := connectors.SendParts(parts, tc.sent, func(i int, part string) (string, error) {
+				sends += part
+				if i == tc.failAt {
+					return "", fail
+				}
+				return "id-" + part, nil
+			})
+			if sends != tc.sends || rec.Parts != tc.want.Parts || !slices.Equal(rec.MessageIDs, tc.want.MessageIDs) {
+				t.Errorf("SendParts sent %q, receipt %+v; want %q, %+v", sends, rec, tc.sends, tc.want)
+			}
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr || !errors.Is(err, fail)) {
+				t.Errorf("SendParts = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+	// One part: the error is the send's own.
+	if _, err := connectors.SendParts([]string{"x"}, 0, func(int, string) (string, error) { return "", fail }); err != fail {
+		t.Errorf("SendParts of one part = %v, want the send's error as it is", err)
+	}
 }

@@ -245,7 +245,7 @@ func TestKilledBeforeDeliveryLosesNothing(t *testing.T) {
 	const token, tasks = "444444:AAH-kill-token-SECRET-0123456789", 10
 	api := telegramfake.NewServer(token)
 	t.Cleanup(api.Close)
-	api.Fail(http.StatusBadGateway)
+	api.Fail(connectortest.Unavailable)
 	t.Setenv("TG_TOKEN", token)
 	srv := startCrashServer(t, fmt.Sprintf(`
 bus:

@@ -19,7 +19,7 @@
 //	func TestConformance(t *testing.T) {
 //		connectortest.Run(t, connectortest.Harness{
 //			New: func(t *testing.T) (connectors.Connector, connectortest.Observer) {
-//				api := telegramfake.New(t) // httptest; records into a connectortest.Recorder, implements FaultInjector
+//				api := telegramfake.New(t) // httptest; embeds a connectortest.Recorder and a connectortest.Script
 //				return telegram.New(api.URL, token, chatID), api
 //			},
 //			Secret:   token,
@@ -176,7 +176,7 @@ type Fault struct {
 // FaultInjector is implemented by an Observer whose destination can be made
 // to fail. Inject makes the destination answer the next Send with f; a
 // destination that cannot recover from f (a closed connection) may answer
-// every later Send so too.
+// every later Send so too. A fake implements it by embedding a Script.
 type FaultInjector interface {
 	Inject(f Fault)
 }

@@ -120,16 +120,9 @@ func (h *hook) classify(resp *http.Response) error {
 // chatAPI is the httptest fake of the chat API behind hook.
 type chatAPI struct {
 	connectortest.Recorder
-	mu    sync.Mutex
-	fault *connectortest.Fault
-	seq   int
-	quit  chan struct{} // closed at cleanup, releases stalled requests
-}
-
-func (a *chatAPI) Inject(f connectortest.Fault) {
-	a.mu.Lock()
-	a.fault = &f
-	a.mu.Unlock()
+	*connectortest.Script[connectortest.Fault]
+	mu  sync.Mutex
+	seq int
 }
 
 func (a *chatAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -138,17 +131,10 @@ func (a *chatAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.mu.Lock()
-	f := a.fault
-	if f != nil && f.After > 0 {
-		f.After--
-		f = nil
-	} else {
-		a.fault = nil
-	}
 	a.seq++
 	id := strconv.Itoa(a.seq)
 	a.mu.Unlock()
-	if f != nil {
+	if f, ok := a.Next(); ok {
 		switch f.Kind {
 		case connectortest.Unavailable:
 			http.Error(w, `{"error":"rollup_error"}`, http.StatusInternalServerError)
@@ -163,10 +149,7 @@ func (a *chatAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// Read the body first: only then does the server notice the
 			// client hanging up and cancel r.Context().
 			_, _ = io.Copy(io.Discard, r.Body)
-			select {
-			case <-r.Context().Done():
-			case <-a.quit:
-			}
+			a.Stall(r.Context())
 		}
 		return
 	}
@@ -190,10 +173,10 @@ func hookHarness(broken string) connectortest.Harness {
 	const maxText = 1000
 	return connectortest.Harness{
 		New: func(t *testing.T) (connectors.Connector, connectortest.Observer) {
-			api := &chatAPI{quit: make(chan struct{})}
+			api := &chatAPI{Script: connectortest.NewScript(func(f connectortest.Fault) connectortest.Fault { return f })}
 			srv := httptest.NewServer(api)
 			t.Cleanup(srv.Close)
-			t.Cleanup(func() { close(api.quit) })
+			t.Cleanup(api.Release) // runs first: releases stalled requests
 			client := &http.Client{Timeout: 30 * time.Second}
 			if broken == "ignores-ctx" {
 				client.Timeout = 4 * time.Second

@@ -16,14 +16,10 @@
 package discord
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -34,7 +30,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentwork/agentwork/connectors"
-	"github.com/agentwork/agentwork/internal/secret"
+	"github.com/agentwork/agentwork/connectors/internal/httpapi"
+	"github.com/agentwork/agentwork/internal/retryafter"
 )
 
 // MaxText is the longest content of one message, in characters (Unicode
@@ -63,15 +60,9 @@ const (
 // Cloudflare may block requests without one.
 const UserAgent = "DiscordBot (https://github.com/agentwork/agentwork, 1)"
 
-const (
-	// maxBody is how much of a reply is read.
-	maxBody = 64 << 10
-	// maxRetryAfter caps the wait a server asks for.
-	maxRetryAfter = 24 * time.Hour
-	// maxBucketWait is the longest Send waits for an empty rate-limit bucket
-	// to refill before sending; a longer wait is returned as a retry.
-	maxBucketWait = 5 * time.Second
-)
+// maxBucketWait is the longest Send waits for an empty rate-limit bucket to
+// refill before sending; a longer wait is returned as a retry.
+const maxBucketWait = 5 * time.Second
 
 // Options are what a Connector takes beside its Config.
 type Options struct {
@@ -91,7 +82,7 @@ type Options struct {
 // 401, 403 and 404 against the IP and bans it for a while after 10,000 in
 // ten minutes (https://discord.com/developers/docs/topics/rate-limits).
 type Connector struct {
-	client     *http.Client
+	api        *httpapi.Client
 	endpoint   url.URL
 	id         string // the webhook's id, safe to show
 	username   string
@@ -100,7 +91,6 @@ type Connector struct {
 	roles      []string
 	users      []string
 	notifyInfo bool
-	secrets    []string
 	now        func() time.Time
 
 	mu    sync.Mutex
@@ -114,23 +104,17 @@ func New(c Config, o Options) (*Connector, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("discord: %w", err)
 	}
-	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
-	if o.Client != nil {
-		cl := *o.Client
-		client = &cl
-	}
-	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	u, _ := url.Parse(c.WebhookURL)
 	m := webhookPath.FindStringSubmatch(u.Path)
 	conn := &Connector{
-		client:     client,
+		// The URL, its path and the token in it are secret.
+		api:        httpapi.New(o.Client, c.WebhookURL, u.Path, u.EscapedPath(), m[2]),
 		endpoint:   *u,
 		id:         m[1],
 		username:   c.Username,
 		thread:     c.ThreadID,
 		mention:    c.MentionOnImportant,
 		notifyInfo: c.NotifyInfo,
-		secrets:    []string{c.WebhookURL, u.Path, u.EscapedPath(), m[2]},
 		now:        time.Now,
 	}
 	if mm := mentionSyntax.FindStringSubmatch(c.MentionOnImportant); mm != nil {
@@ -145,7 +129,7 @@ func New(c Config, o Options) (*Connector, error) {
 
 // CloseIdleConnections closes the connections the connector keeps open
 // for its next sends.
-func (c *Connector) CloseIdleConnections() { c.client.CloseIdleConnections() }
+func (c *Connector) CloseIdleConnections() { c.api.CloseIdleConnections() }
 
 // Send posts n to the webhook's channel, or to the thread the config or
 // n's target names, and waits for Discord to confirm (wait=true). A text
@@ -180,10 +164,9 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 		}
 	}
 	parts := connectors.Split(text, MaxText-utf8.RuneCountInString(prefix), Length)
-	rec := connectors.Receipt{Parts: min(n.SentParts, len(parts))}
-	for i := rec.Parts; i < len(parts); i++ {
+	return connectors.SendParts(parts, n.SentParts, func(i int, part string) (string, error) {
 		p := payload{
-			Content:         Escape(parts[i]),
+			Content:         Escape(part),
 			Username:        c.username,
 			AllowedMentions: allowedMentions{Parse: []string{}},
 		}
@@ -194,19 +177,8 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 		if !important && !c.notifyInfo {
 			p.Flags = FlagSuppressNotifications
 		}
-		id, err := c.execute(ctx, thread, p)
-		if err != nil {
-			if len(parts) > 1 {
-				err = fmt.Errorf("part %d of %d: %w", i+1, len(parts), err)
-			}
-			return rec, err
-		}
-		rec.Parts++
-		if id != "" {
-			rec.MessageIDs = append(rec.MessageIDs, id)
-		}
-	}
-	return rec, nil
+		return c.execute(ctx, thread, p)
+	})
 }
 
 // payload is the body of Execute Webhook.
@@ -314,28 +286,18 @@ func (c *Connector) execute(ctx context.Context, thread string, p payload) (stri
 		q.Set("thread_id", thread)
 	}
 	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(raw))
+	h := http.Header{"Content-Type": {"application/json"}, "User-Agent": {UserAgent}}
+	r, err := c.api.Post(ctx, u.String(), h, raw)
 	if err != nil {
-		return "", connectors.Permanent(errors.New("discord: cannot make a request of webhook_url"))
+		return "", fmt.Errorf("discord: POST %s (webhook %s): %w", c.endpoint.Host, c.id, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", UserAgent)
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return "", c.transportError(ctx, err, "cannot reach")
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return "", c.transportError(ctx, err, "lost the reply from")
-	}
-	c.noteBucket(resp.Header)
-	if resp.StatusCode/100 == 2 {
+	c.noteBucket(r.Header)
+	if r.OK() {
 		var m message
-		_ = json.Unmarshal(body, &m) // 204 (no wait) has no body
+		_ = json.Unmarshal(r.Body, &m) // 204 (no wait) has no body
 		return m.ID, nil
 	}
-	return "", c.statusError(resp.StatusCode, resp.Header, body, thread)
+	return "", c.statusError(r.StatusCode, r.Header, r.Body, thread)
 }
 
 // statusError classifies an answer with an error status.
@@ -348,31 +310,27 @@ func (c *Connector) statusError(status int, h http.Header, body []byte, thread s
 	}
 	said := ""
 	if isJSON && e.Message != "" {
-		said = fmt.Sprintf(": %q (code %d)", clip(secret.Redact(e.Message, c.secrets)), e.Code)
+		said = fmt.Sprintf(": %q (code %d)", c.api.Snippet(e.Message), e.Code)
 		if details := formErrors(e.Errors); details != "" {
-			said += ": " + clip(secret.Redact(details, c.secrets))
+			said += ": " + c.api.Snippet(details)
 		}
-	} else if s := clip(secret.Redact(string(body), c.secrets)); s != "" {
+	} else if s := c.api.Snippet(string(body)); s != "" {
 		said = fmt.Sprintf(": %q", s)
 	}
-	fail := func(hint string) error {
-		return fmt.Errorf("%s answered %d%s: %s", what, status, said, hint)
-	}
-	switch {
-	case status == http.StatusTooManyRequests:
-		d := retryAfter429(e.RetryAfter, h)
+	if status == http.StatusTooManyRequests {
+		d := retryAfter429(e.RetryAfter, h, c.now())
 		scope := h.Get("X-RateLimit-Scope")
 		if scope == "" {
 			scope = "unknown"
 		}
 		return connectors.Retry(fmt.Errorf("%s answered 429: rate limited (global %t, scope %s); retry after %s", what, e.Global || h.Get("X-RateLimit-Global") == "true", scope, d), d)
-	case status >= 500:
-		return connectors.Retry(fail("a fault at Discord; retrying"), headerRetryAfter(h))
-	case status/100 == 3:
-		return connectors.Permanent(fail("a redirect, not followed: check webhook_url"))
 	}
 	hint := "Discord rejected the message"
 	switch {
+	case httpapi.Retryable(status):
+		hint = "a fault at Discord; retrying"
+	case status/100 == 3:
+		hint = "a redirect, not followed: check webhook_url"
 	case e.Code == 10003 || (status == http.StatusNotFound && e.Code != 10015 && thread != ""):
 		hint = "no such thread in the webhook's channel: check thread_id or the target's thread id"
 	case status == http.StatusNotFound:
@@ -390,7 +348,9 @@ func (c *Connector) statusError(status int, h http.Header, body []byte, thread s
 	case status == http.StatusForbidden:
 		hint = "the webhook may not post there: check the channel's and the thread's permissions"
 	}
-	return connectors.Permanent(fail(hint))
+	err := fmt.Errorf("%s answered %d%s: %s", what, status, said, hint)
+	after, _ := retryafter.Header(h, c.now())
+	return httpapi.Classify(err, status, roundUp(after))
 }
 
 // formErrors flattens the errors object of a 400 Invalid Form Body
@@ -431,25 +391,17 @@ func formErrors(raw json.RawMessage) string {
 // float) rounded up to whole seconds. Retry-After, in whole seconds, is
 // the sanity check: a body value more than a second above it (Discord has
 // been seen to send milliseconds) gives way to it, as does a missing one.
-func retryAfter429(body float64, h http.Header) time.Duration {
-	d := time.Duration(0)
-	if body > 0 && !math.IsInf(body, 0) {
-		d = time.Duration(math.Ceil(min(body, maxRetryAfter.Seconds()))) * time.Second
-	}
-	if hd := headerRetryAfter(h); hd > 0 && (d == 0 || d > hd+time.Second) {
+func retryAfter429(body float64, h http.Header, now time.Time) time.Duration {
+	d := roundUp(retryafter.Seconds(body))
+	hd, _ := retryafter.Header(h, now)
+	if hd = roundUp(hd); hd > 0 && (d == 0 || d > hd+time.Second) {
 		d = hd
 	}
-	return min(d, maxRetryAfter)
+	return d
 }
 
-// headerRetryAfter is the wait of a Retry-After header in seconds, or 0.
-func headerRetryAfter(h http.Header) time.Duration {
-	secs, err := strconv.ParseFloat(strings.TrimSpace(h.Get("Retry-After")), 64)
-	if err != nil || secs <= 0 || math.IsNaN(secs) {
-		return 0
-	}
-	return time.Duration(math.Ceil(min(secs, maxRetryAfter.Seconds()))) * time.Second
-}
+// roundUp rounds d up to whole seconds, as Discord's Retry-After counts.
+func roundUp(d time.Duration) time.Duration { return (d + time.Second - 1).Truncate(time.Second) }
 
 // noteBucket records an empty rate-limit bucket: X-RateLimit-Remaining 0
 // and X-RateLimit-Reset-After seconds.
@@ -458,10 +410,11 @@ func (c *Connector) noteBucket(h http.Header) {
 		return
 	}
 	secs, err := strconv.ParseFloat(strings.TrimSpace(h.Get("X-RateLimit-Reset-After")), 64)
-	if err != nil || secs <= 0 || math.IsNaN(secs) {
+	wait := retryafter.Seconds(secs)
+	if err != nil || wait == 0 {
 		return
 	}
-	until := c.now().Add(time.Duration(min(secs, maxRetryAfter.Seconds()) * float64(time.Second)))
+	until := c.now().Add(wait)
 	c.mu.Lock()
 	if until.After(c.until) {
 		c.until = until
@@ -489,43 +442,4 @@ func (c *Connector) waitBucket(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// transportError is a failure to get a reply: ctx's error if ctx is done,
-// else a retryable error naming only the host and the webhook's id.
-func (c *Connector) transportError(ctx context.Context, err error, what string) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("discord: %s %s (webhook %s): %w", what, c.endpoint.Host, c.id, ctxErr)
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return &redactedError{msg: secret.Redact(fmt.Sprintf("discord: %s %s (webhook %s): %v", what, c.endpoint.Host, c.id, err), c.secrets), err: err}
-}
-
-// redactedError shows msg, a message with the secrets taken out, and
-// unwraps to the cause.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
-// clip returns the first line of s, at most 200 bytes of valid UTF-8.
-func clip(s string) string {
-	s = strings.TrimSpace(strings.ToValidUTF8(s, "?"))
-	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
-		s = s[:i] + " …"
-	}
-	if len(s) > 200 {
-		n := 200
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s = s[:n] + " …"
-	}
-	return s
 }

@@ -2,7 +2,6 @@ package discord_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -12,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"go.uber.org/goleak"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/connectortest"
@@ -22,21 +20,13 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// client is an HTTP client whose connections close when the test ends
-// (goleak would see them).
-func client(t *testing.T) *http.Client {
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
-}
-
 func newConnector(t *testing.T, dc *discordfake.Server, mod ...func(*discord.Config)) *discord.Connector {
 	t.Helper()
 	c := discord.Config{WebhookURL: dc.WebhookURL()}
 	for _, m := range mod {
 		m(&c)
 	}
-	conn, err := discord.New(c, discord.Options{Client: client(t)})
+	conn, err := discord.New(c, discord.Options{Client: connectortest.HTTPClient(t)})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -68,25 +58,6 @@ func send(t *testing.T, conn *discord.Connector, text, urgency string) (connecto
 	return conn.Send(t.Context(), n)
 }
 
-// wantClass checks err's class: "permanent", or "retry" after after (0:
-// with backoff).
-func wantClass(t *testing.T, what string, err error, class string, after time.Duration) {
-	t.Helper()
-	var re *connectors.RetryableError
-	switch {
-	case err == nil:
-		t.Errorf("%s: Send = nil, want a %s error", what, class)
-	case class == "permanent":
-		if !connectors.IsPermanent(err) || errors.As(err, &re) {
-			t.Errorf("%s: Send = %v, want a permanent error", what, err)
-		}
-	case connectors.IsPermanent(err):
-		t.Errorf("%s: Send = %v, a permanent error; want a retryable one", what, err)
-	case connectors.RetryAfter(err) != after:
-		t.Errorf("%s: Send = %v, want a retry after %s", what, err, after)
-	}
-}
-
 // TestErrors: Discord's answers and what Send makes of them.
 func TestErrors(t *testing.T) {
 	t.Parallel()
@@ -94,36 +65,35 @@ func TestErrors(t *testing.T) {
 		name   string
 		opts   discordfake.Options
 		script func(*discordfake.Server)
-		class  string
-		after  time.Duration
+		class  connectortest.Class
 		says   string
 	}{
-		{"429 rounds retry_after up", discordfake.Options{}, func(s *discordfake.Server) { s.RateLimit(1, 1500*time.Millisecond) }, "retry", 2 * time.Second, "global false, scope user"},
-		{"global 429", discordfake.Options{}, func(s *discordfake.Server) { s.RateLimitGlobal(1, 3*time.Second) }, "retry", 3 * time.Second, "global true, scope global"},
+		{"429 rounds retry_after up", discordfake.Options{}, func(s *discordfake.Server) { s.RateLimit(1, 1500*time.Millisecond) }, connectortest.Retry(2 * time.Second), "global false, scope user"},
+		{"global 429", discordfake.Options{}, func(s *discordfake.Server) { s.RateLimitGlobal(1, 3*time.Second) }, connectortest.Retry(3 * time.Second), "global true, scope global"},
 		{"429 in milliseconds", discordfake.Options{}, func(s *discordfake.Server) {
 			s.Answer(1, 429, http.Header{"Retry-After": {"2"}}, `{"message":"You are being rate limited.","retry_after":1500,"global":false}`)
-		}, "retry", 2 * time.Second, "rate limited"},
+		}, connectortest.Retry(2 * time.Second), "rate limited"},
 		{"429 without a body", discordfake.Options{}, func(s *discordfake.Server) {
 			s.Answer(1, 429, http.Header{"Retry-After": {"4"}, "Content-Type": {"text/html"}}, `<html>error 1015</html>`)
-		}, "retry", 4 * time.Second, "rate limited"},
-		{"500", discordfake.Options{}, func(s *discordfake.Server) { s.FailNext(1, connectortest.Unavailable) }, "retry", 0, "500"},
+		}, connectortest.Retry(4 * time.Second), "rate limited"},
+		{"500", discordfake.Options{}, func(s *discordfake.Server) { s.FailNext(1, connectortest.Unavailable) }, connectortest.Retry(0), "500"},
 		{"502 from the edge", discordfake.Options{}, func(s *discordfake.Server) {
 			s.Answer(1, 502, http.Header{"Content-Type": {"text/html"}}, "<html>502 Bad Gateway</html>")
-		}, "retry", 0, "502"},
-		{"401", discordfake.Options{}, func(s *discordfake.Server) { s.FailNext(1, connectortest.Unauthorized) }, "permanent", 0, "check webhook_url"},
-		{"token reset", discordfake.Options{}, func(s *discordfake.Server) { s.SetToken("another-token") }, "permanent", 0, "Invalid Webhook Token"},
-		{"webhook deleted", discordfake.Options{}, func(s *discordfake.Server) { s.Delete() }, "permanent", 0, "Unknown Webhook"},
+		}, connectortest.Retry(0), "502"},
+		{"401", discordfake.Options{}, func(s *discordfake.Server) { s.FailNext(1, connectortest.Unauthorized) }, connectortest.Permanent, "check webhook_url"},
+		{"token reset", discordfake.Options{}, func(s *discordfake.Server) { s.SetToken("another-token") }, connectortest.Permanent, "Invalid Webhook Token"},
+		{"webhook deleted", discordfake.Options{}, func(s *discordfake.Server) { s.Delete() }, connectortest.Permanent, "Unknown Webhook"},
 		{"unknown thread", discordfake.Options{}, func(s *discordfake.Server) {
 			s.Answer(1, 404, nil, `{"message": "Unknown Channel", "code": 10003}`)
-		}, "permanent", 0, "check thread_id"},
+		}, connectortest.Permanent, "check thread_id"},
 		{"missing permissions", discordfake.Options{}, func(s *discordfake.Server) {
 			s.Answer(1, 403, nil, `{"message": "Missing Permissions", "code": 50013}`)
-		}, "permanent", 0, "permissions"},
-		{"invalid form body", discordfake.Options{}, func(s *discordfake.Server) { s.FailNext(1, connectortest.BadRequest) }, "permanent", 0, "content: Must be 2000 or fewer in length."},
-		{"forum without a thread", discordfake.Options{Forum: true}, nil, "permanent", 0, "set thread_id"},
+		}, connectortest.Permanent, "permissions"},
+		{"invalid form body", discordfake.Options{}, func(s *discordfake.Server) { s.FailNext(1, connectortest.BadRequest) }, connectortest.Permanent, "content: Must be 2000 or fewer in length."},
+		{"forum without a thread", discordfake.Options{Forum: true}, nil, connectortest.Permanent, "set thread_id"},
 		{"automod", discordfake.Options{}, func(s *discordfake.Server) {
 			s.Answer(1, 400, nil, `{"message": "Message was blocked by automatic moderation", "code": 200000}`)
-		}, "permanent", 0, "moderation"},
+		}, connectortest.Permanent, "moderation"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -133,7 +103,7 @@ func TestErrors(t *testing.T) {
 				tc.script(dc)
 			}
 			_, err := send(t, conn, "hello", "info")
-			wantClass(t, tc.name, err, tc.class, tc.after)
+			connectortest.CheckClass(t, tc.name, err, tc.class)
 			if err != nil && !strings.Contains(err.Error(), tc.says) {
 				t.Errorf("%s: Send = %q, want %q in it", tc.name, err, tc.says)
 			}
@@ -152,7 +122,7 @@ func TestScripts(t *testing.T) {
 	dc.Fail(connectortest.Unavailable)
 	for range 3 {
 		_, err := send(t, conn, "down", "info")
-		wantClass(t, "Fail(Unavailable)", err, "retry", 0)
+		connectortest.CheckClass(t, "Fail(Unavailable)", err, connectortest.Retry(0))
 	}
 	dc.Recover()
 	if _, err := send(t, conn, "up", "info"); err != nil {
@@ -161,7 +131,7 @@ func TestScripts(t *testing.T) {
 	dc.RateLimit(2, time.Second)
 	for range 2 {
 		_, err := send(t, conn, "limited", "info")
-		wantClass(t, "RateLimit", err, "retry", time.Second)
+		connectortest.CheckClass(t, "RateLimit", err, connectortest.Retry(time.Second))
 	}
 	if _, err := send(t, conn, "after the limit", "info"); err != nil {
 		t.Fatalf("Send after RateLimit(2) = %v", err)
@@ -331,7 +301,7 @@ func TestThreads(t *testing.T) {
 	}
 	n.Target = "dc:general"
 	_, err := conn.Send(t.Context(), n)
-	wantClass(t, "a thread that is no id", err, "permanent", 0)
+	connectortest.CheckClass(t, "a thread that is no id", err, connectortest.Permanent)
 	if got := dc.Requests(); got != 2 {
 		t.Errorf("the fake got %d requests, want 2", got)
 	}
@@ -379,7 +349,7 @@ func TestSecrets(t *testing.T) {
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
 	const token = "SECRET-webhook-token_123"
-	unreachable, err := discord.New(discord.Config{WebhookURL: closed.URL + "/api/webhooks/1/" + token}, discord.Options{Client: client(t)})
+	unreachable, err := discord.New(discord.Config{WebhookURL: closed.URL + "/api/webhooks/1/" + token}, discord.Options{Client: connectortest.HTTPClient(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,12 +374,12 @@ func TestRedirect(t *testing.T) {
 	defer other.Close()
 	redirect := httptest.NewServer(http.RedirectHandler(other.URL, http.StatusPermanentRedirect))
 	defer redirect.Close()
-	conn, err := discord.New(discord.Config{WebhookURL: redirect.URL + "/api/webhooks/1/tok"}, discord.Options{Client: client(t)})
+	conn, err := discord.New(discord.Config{WebhookURL: redirect.URL + "/api/webhooks/1/tok"}, discord.Options{Client: connectortest.HTTPClient(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = send(t, conn, "hello", "info")
-	wantClass(t, "redirect", err, "permanent", 0)
+	connectortest.CheckClass(t, "redirect", err, connectortest.Permanent)
 	select {
 	case <-got:
 		t.Error("the redirect was followed")
@@ -441,15 +411,7 @@ func TestConfigValidate(t *testing.T) {
 		{"username colon", discord.Config{WebhookURL: hook, Username: "a:b"}, "username:"},
 		{"username here", discord.Config{WebhookURL: hook, Username: "here"}, "username:"},
 	} {
-		err := tc.c.Validate()
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%s: Validate() = %v, want nil", tc.name, err)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%s: Validate() = %v, want an error with %q", tc.name, err, tc.want)
-		case err != nil && strings.Contains(err.Error(), "SECRET"):
-			t.Errorf("%s: Validate() = %v, shows the token", tc.name, err)
-		}
+		connectortest.CheckError(t, tc.name+": Validate()", tc.c.Validate(), tc.want, "SECRET")
 	}
 	c := discord.Config{WebhookURL: hook}
 	for dest, ok := range map[string]bool{thread: true, "42": true, "#general": false, "12a": false, strings.Repeat("1", 21): false} {
@@ -465,17 +427,7 @@ func TestType(t *testing.T) {
 	dc := discordfake.New(t)
 	types := connectors.Types{discord.Type}
 	src := "dc: {type: discord, webhook_url: '" + dc.WebhookURL() + "', mention_on_important: '<@&111>', notify_info: true}"
-	var node yaml.Node
-	if err := yaml.Unmarshal([]byte(src), &node); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := types.Decode(&node)
-	if err != nil {
-		t.Fatalf("Decode = %v", err)
-	}
-	if err := cs.Validate(); err != nil {
-		t.Fatalf("Validate = %v", err)
-	}
+	cs := connectortest.Decode(t, types, src)
 	if err := connectors.CheckDestination(cs["dc"], thread); err != nil {
 		t.Errorf("CheckDestination = %v", err)
 	}

@@ -1,9 +1,9 @@
 package email_test
 
 import (
-	"strings"
 	"testing"
 
+	"github.com/agentwork/agentwork/connectors/connectortest"
 	"github.com/agentwork/agentwork/connectors/email"
 )
 
@@ -45,20 +45,7 @@ func TestConfigValidate(t *testing.T) {
 		{"subject with a newline", with(func(c *email.Config) { c.Subject = "a\nBcc: x@example.com" }), "subject: may not contain"},
 		{"helo with a space", with(func(c *email.Config) { c.Helo = "a b" }), "helo:"},
 	} {
-		err := tc.c.Validate()
-		if tc.want == "" {
-			if err != nil {
-				t.Errorf("%s: Validate() = %v, want nil", tc.name, err)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: Validate() = %v, want an error with %q", tc.name, err, tc.want)
-			continue
-		}
-		if strings.Contains(err.Error(), password) {
-			t.Errorf("%s: Validate() = %v, which quotes the password", tc.name, err)
-		}
+		connectortest.CheckError(t, tc.name+": Validate()", tc.c.Validate(), tc.want, password)
 	}
 }
 

@@ -36,10 +36,10 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/connectors/internal/headertext"
 	"github.com/agentwork/agentwork/internal/secret"
 )
 
@@ -199,11 +199,7 @@ func (c *Connector) message(n connectors.Notification, to []*mail.Address, id st
 	if at.IsZero() {
 		at = c.now()
 	}
-	subject := c.subject
-	if n.Name == "" {
-		subject = strings.ReplaceAll(subject, "{source}/{name}", "{source}")
-	}
-	subject = clean(strings.NewReplacer("{source}", n.Source, "{name}", n.Name).Replace(subject))
+	subject := headertext.Fill(c.subject, n.Source, n.Name)
 	important := n.Urgency == "important"
 	if important {
 		subject += " [important]"
@@ -217,7 +213,8 @@ func (c *Connector) message(n connectors.Notification, to []*mail.Address, id st
 	header("Date", at.Format(time.RFC1123Z))
 	header("From", c.from.String())
 	header("To", strings.Join(rcpts, ",\r\n "))
-	header("Subject", encodeHeader(subject))
+	// Encoded words go on folded lines of their own.
+	header("Subject", strings.ReplaceAll(headertext.Encode(subject), "?= =?", "?=\r\n =?"))
 	header("Message-ID", id)
 	header("MIME-Version", "1.0")
 	header("Content-Type", "text/plain; charset=utf-8")
@@ -238,46 +235,6 @@ func (c *Connector) message(n connectors.Notification, to []*mail.Address, id st
 	_ = qp.Close()
 	b.WriteString("\r\n")
 	return b.Bytes()
-}
-
-// clean makes s one line of at most 200 characters of valid UTF-8.
-func clean(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, strings.ToValidUTF8(s, "\uFFFD"))
-	if utf8.RuneCountInString(s) > 200 {
-		s = string([]rune(s)[:199]) + "…"
-	}
-	return strings.TrimSpace(s)
-}
-
-// encodeHeader returns s as it is when it is printable ASCII that a MIME
-// decoder leaves alone, else as RFC 2047 encoded words on folded lines.
-func encodeHeader(s string) string {
-	plain := !strings.Contains(s, "=?")
-	for i := 0; i < len(s) && plain; i++ {
-		plain = s[i] >= ' ' && s[i] <= '~'
-	}
-	if plain {
-		return s
-	}
-	var words []string
-	for s != "" {
-		n := 0
-		for n < len(s) {
-			_, size := utf8.DecodeRuneInString(s[n:])
-			if n+size > 45 && n > 0 {
-				break
-			}
-			n += size
-		}
-		words = append(words, "=?utf-8?b?"+base64.StdEncoding.EncodeToString([]byte(s[:n]))+"?=")
-		s = s[n:]
-	}
-	return strings.Join(words, "\r\n ")
 }
 
 // deliver runs one SMTP transaction for msg and returns the notes on

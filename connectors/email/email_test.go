@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/connectortest"
 	"github.com/agentwork/agentwork/connectors/email"
@@ -232,7 +230,7 @@ func TestErrors(t *testing.T) {
 			}
 			c, srv := setup(t, mode, tc.srv, tc.opts)
 			if tc.reply != nil {
-				srv.FailNext(1, *tc.reply)
+				srv.AnswerNext(1, *tc.reply)
 			}
 			check(t, c, tc.permanent, tc.says)
 			if got := len(srv.Mails()); got != 0 {
@@ -325,7 +323,7 @@ func TestRecipientRefused(t *testing.T) {
 func TestStallAtGreeting(t *testing.T) {
 	t.Parallel()
 	c, srv := setup(t, email.TLSNone, smtpfake.Options{}, email.Options{})
-	srv.FailNext(1, smtpfake.Reply{Code: 0, Stage: smtpfake.StageGreeting})
+	srv.AnswerNext(1, smtpfake.Reply{Code: 0, Stage: smtpfake.StageGreeting})
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -383,17 +381,7 @@ func TestType(t *testing.T) {
 	srv := smtpfake.New(t, smtpfake.Options{Username: user, Password: password})
 	types := connectors.Types{email.Type}
 	src := "mail: {type: email, host: 127.0.0.1, port: " + strconv.Itoa(srv.Port) + ", tls: none, from: '" + from + "', to: [" + home + "], username: " + user + ", password: " + password + "}"
-	var node yaml.Node
-	if err := yaml.Unmarshal([]byte(src), &node); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := types.Decode(&node)
-	if err != nil {
-		t.Fatalf("Decode = %v", err)
-	}
-	if err := cs.Validate(); err != nil {
-		t.Fatalf("Validate = %v", err)
-	}
+	cs := connectortest.Decode(t, types, src)
 	if err := connectors.CheckDestination(cs["mail"], "oncall@example.com"); err != nil {
 		t.Errorf("CheckDestination = %v", err)
 	}

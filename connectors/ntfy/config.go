@@ -3,14 +3,13 @@ package ntfy
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"unicode"
 
 	"github.com/agentwork/agentwork/connectors"
-	"github.com/agentwork/agentwork/internal/secret"
+	"github.com/agentwork/agentwork/connectors/internal/httpapi"
 )
 
 // Defaults.
@@ -79,7 +78,7 @@ func CheckTopic(topic string) error {
 // password or the topic.
 func (c Config) Validate() error {
 	var errs []error
-	if err := checkBaseURL(c.BaseURL); err != nil {
+	if err := httpapi.CheckBaseURL(c.BaseURL, DefaultBaseURL, "token, or username and password"); err != nil {
 		errs = append(errs, fmt.Errorf("base_url: %w", err))
 	}
 	if c.Topic == "" {
@@ -110,23 +109,6 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func checkBaseURL(s string) error {
-	if s == "" {
-		return nil // the default
-	}
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q: want an http(s) URL such as %s", secret.URL(s), DefaultBaseURL)
-	}
-	if u.User != nil {
-		return fmt.Errorf("%q: put credentials in token, or username and password, not in the URL", secret.URL(s))
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("%q: want no query or fragment", secret.URL(s))
-	}
-	return nil
 }
 
 // CheckDestination checks a target's destination: a topic to publish to

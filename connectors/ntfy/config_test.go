@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentwork/agentwork/connectors/connectortest"
 	"github.com/agentwork/agentwork/connectors/ntfy"
 )
 
@@ -34,22 +35,7 @@ func TestConfigValidate(t *testing.T) {
 		{"tag with a comma", ntfy.Config{Topic: topic, Tags: []string{"a,b"}}, "tags[0]"},
 		{"empty tag", ntfy.Config{Topic: topic, Tags: []string{"ok", " "}}, "tags[1]"},
 	} {
-		err := tc.c.Validate()
-		if tc.want == "" {
-			if err != nil {
-				t.Errorf("%s: Validate() = %v, want nil", tc.name, err)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: Validate() = %v, want an error with %q", tc.name, err, tc.want)
-			continue
-		}
-		for _, s := range []string{token, "pw-secret-1", topic} {
-			if strings.Contains(err.Error(), s) {
-				t.Errorf("%s: Validate() = %v, which quotes %q", tc.name, err, s)
-			}
-		}
+		connectortest.CheckError(t, tc.name+": Validate()", tc.c.Validate(), tc.want, token, "pw-secret-1", topic)
 	}
 }
 

@@ -35,18 +35,17 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/connectors/internal/headertext"
+	"github.com/agentwork/agentwork/connectors/internal/httpapi"
+	"github.com/agentwork/agentwork/internal/retryafter"
 	"github.com/agentwork/agentwork/internal/secret"
 )
 
@@ -66,9 +65,6 @@ const (
 // TruncatedMark is appended to a text the model's token limit cut short.
 const TruncatedMark = " [cut short by the model's token limit]"
 
-// maxRetryAfter caps the delay a server's Retry-After may ask for.
-const maxRetryAfter = time.Hour
-
 // Options configures a Connector. See Config for the fields.
 type Options struct {
 	BaseURL  string
@@ -78,21 +74,21 @@ type Options struct {
 	Password string
 	Title    string
 	Tags     []string
-	// Client sends the requests. Default: a client that follows no
-	// redirects (a POST turned into a GET would be lost silently).
+	// Client sends the requests; it is used with redirects off (a POST
+	// turned into a GET would be lost silently). Default: a client with a
+	// transport of its own and a timeout of a minute.
 	Client *http.Client
 }
 
 // Connector publishes notifications to an ntfy topic. Safe for concurrent
 // use.
 type Connector struct {
-	base    string // without a trailing slash
-	topic   string
-	auth    string // the Authorization header, or ""
-	title   string
-	tags    []string
-	client  *http.Client
-	secrets []string
+	base  string // without a trailing slash
+	topic string
+	auth  string // the Authorization header, or ""
+	title string
+	tags  []string
+	api   *httpapi.Client
 }
 
 var _ connectors.Connector = (*Connector)(nil)
@@ -104,17 +100,16 @@ func New(opts Options) (*Connector, error) {
 		return nil, fmt.Errorf("ntfy: %w", err)
 	}
 	c := &Connector{
-		base:   strings.TrimSuffix(cmpOr(opts.BaseURL, DefaultBaseURL), "/"),
-		topic:  opts.Topic,
-		title:  cmpOr(opts.Title, DefaultTitle),
-		tags:   opts.Tags,
-		client: opts.Client,
+		base:  strings.TrimSuffix(cmpOr(opts.BaseURL, DefaultBaseURL), "/"),
+		topic: opts.Topic,
+		title: cmpOr(opts.Title, DefaultTitle),
+		tags:  opts.Tags,
 	}
-	c.secrets = []string{opts.Token, opts.Password}
+	secrets := []string{opts.Token, opts.Password}
 	if len(opts.Topic) >= 6 {
 		// A shorter topic is no secret anyone relies on, and redacting it
 		// would mangle words in the server's messages.
-		c.secrets = append(c.secrets, opts.Topic)
+		secrets = append(secrets, opts.Topic)
 	}
 	switch {
 	case opts.Token != "":
@@ -122,14 +117,13 @@ func New(opts Options) (*Connector, error) {
 	case opts.Username != "":
 		basic := base64.StdEncoding.EncodeToString([]byte(opts.Username + ":" + opts.Password))
 		c.auth = "Basic " + basic
-		c.secrets = append(c.secrets, basic)
+		secrets = append(secrets, basic)
 	}
-	if c.client == nil {
-		c.client = &http.Client{
-			Timeout:       time.Minute,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+	hc := opts.Client
+	if hc == nil {
+		hc = &http.Client{Timeout: time.Minute}
 	}
+	c.api = httpapi.New(hc, secrets...)
 	return c, nil
 }
 
@@ -160,18 +154,10 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 	if n.Truncated {
 		text += TruncatedMark
 	}
-	parts := connectors.Split(text, MaxMessage, Bytes)
-	rec := connectors.Receipt{Parts: min(n.SentParts, len(parts))}
 	h := c.headers(n)
-	for _, part := range parts[rec.Parts:] {
-		id, err := c.publish(ctx, topic, where, h, part)
-		if err != nil {
-			return rec, err
-		}
-		rec.Parts++
-		rec.MessageIDs = append(rec.MessageIDs, id)
-	}
-	return rec, nil
+	return connectors.SendParts(connectors.Split(text, MaxMessage, Bytes), n.SentParts, func(_ int, part string) (string, error) {
+		return c.publish(ctx, topic, where, h, part)
+	})
 }
 
 // headers are the publish headers of n's messages.
@@ -181,13 +167,8 @@ func (c *Connector) headers(n connectors.Notification) http.Header {
 	if c.auth != "" {
 		h.Set("Authorization", c.auth)
 	}
-	title := c.title
-	if n.Name == "" {
-		title = strings.ReplaceAll(title, "{source}/{name}", "{source}")
-	}
-	title = strings.NewReplacer("{source}", n.Source, "{name}", n.Name).Replace(title)
-	if title = clean(title); title != "" {
-		h.Set("X-Title", encodeHeader(title))
+	if title := headertext.Fill(c.title, n.Source, n.Name); title != "" {
+		h.Set("X-Title", headertext.Encode(title))
 	}
 	prio, tags := PriorityInfo, c.tags
 	if n.Urgency == "important" {
@@ -195,53 +176,9 @@ func (c *Connector) headers(n connectors.Notification) http.Header {
 	}
 	h.Set("X-Priority", strconv.Itoa(prio))
 	if len(tags) > 0 {
-		h.Set("X-Tags", encodeHeader(strings.Join(tags, ",")))
+		h.Set("X-Tags", headertext.Encode(strings.Join(tags, ",")))
 	}
 	return h
-}
-
-// clean makes s one line of at most 256 bytes of valid UTF-8.
-func clean(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, strings.ToValidUTF8(s, "\uFFFD"))
-	for len(s) > 256 {
-		_, size := utf8.DecodeLastRuneInString(s)
-		s = s[:len(s)-size]
-	}
-	return strings.TrimSpace(s)
-}
-
-// encodeHeader returns s as it is when it is printable ASCII that a MIME
-// decoder leaves alone, else as RFC 2047 encoded words (ntfy decodes every
-// header it reads with mime.WordDecoder.DecodeHeader).
-func encodeHeader(s string) string {
-	plain := !strings.Contains(s, "=?")
-	for i := 0; i < len(s) && plain; i++ {
-		plain = s[i] >= ' ' && s[i] <= '~'
-	}
-	if plain {
-		return s
-	}
-	// Encoded words of at most 45 bytes of text each (60 of base64), cut
-	// between runes; the decoder joins adjacent words.
-	var words []string
-	for s != "" {
-		n := 0
-		for n < len(s) {
-			_, size := utf8.DecodeRuneInString(s[n:])
-			if n+size > 45 && n > 0 {
-				break
-			}
-			n += size
-		}
-		words = append(words, "=?utf-8?b?"+base64.StdEncoding.EncodeToString([]byte(s[:n]))+"?=")
-		s = s[n:]
-	}
-	return strings.Join(words, " ")
 }
 
 // message is the part of ntfy's answer to a publish the connector reads
@@ -262,98 +199,39 @@ type apiError struct {
 // publish sends one message and returns the id ntfy gave it. where names
 // the endpoint in errors (the configured topic is left out).
 func (c *Connector) publish(ctx context.Context, topic, where string, h http.Header, text string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/"+url.PathEscape(topic), strings.NewReader(text))
+	r, err := c.api.Post(ctx, c.base+"/"+url.PathEscape(topic), h, []byte(text))
 	if err != nil {
-		return "", connectors.Permanent(fmt.Errorf("ntfy: POST %s: %s", where, c.redact(err.Error())))
+		return "", fmt.Errorf("ntfy: POST %s: %w", where, err)
 	}
-	req.Header = h.Clone()
-	resp, err := c.client.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", fmt.Errorf("ntfy: POST %s: %w", where, ctx.Err())
-		}
-		// A *url.Error quotes the URL; its cause does not.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return "", fmt.Errorf("ntfy: POST %s: %s", where, c.redact(err.Error()))
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", fmt.Errorf("ntfy: POST %s: reading the answer: %w", where, ctx.Err())
-		}
-		return "", fmt.Errorf("ntfy: POST %s: reading the answer: %s", where, c.redact(err.Error()))
-	}
-	if resp.StatusCode/100 == 2 {
+	if r.OK() {
 		var m message
-		if err := json.Unmarshal(body, &m); err != nil || m.ID == "" {
-			return "", connectors.Permanent(fmt.Errorf("ntfy: POST %s: %s answered without an ntfy message (is base_url an ntfy server?)", where, resp.Status))
+		if err := json.Unmarshal(r.Body, &m); err != nil || m.ID == "" {
+			return "", connectors.Permanent(fmt.Errorf("ntfy: POST %s: %s answered without an ntfy message (is base_url an ntfy server?)", where, r.Status))
 		}
 		return m.ID, nil
 	}
-	return "", c.classify(resp, body, where)
+	return "", c.classify(r, where)
 }
 
 // classify maps an ntfy error answer to a retryable or permanent error.
-func (c *Connector) classify(resp *http.Response, body []byte, where string) error {
-	msg := resp.Status
+func (c *Connector) classify(r httpapi.Reply, where string) error {
+	msg := r.Status
 	var e apiError
-	if json.Unmarshal(body, &e) == nil && e.Message != "" {
-		msg = fmt.Sprintf("%s (ntfy error %d: %s)", resp.Status, e.Code, e.Message)
-	} else if s := snippet(body); s != "" {
+	if json.Unmarshal(r.Body, &e) == nil && e.Message != "" {
+		msg = fmt.Sprintf("%s (ntfy error %d: %s)", r.Status, e.Code, e.Message)
+	} else if s := c.api.Snippet(string(r.Body)); s != "" {
 		msg += ": " + s
 	}
-	err := fmt.Errorf("ntfy: POST %s: %s", where, c.redact(msg))
-	switch code := resp.StatusCode; {
+	err := fmt.Errorf("ntfy: POST %s: %s", where, c.api.Redact(msg))
+	switch code := r.StatusCode; {
 	case code == http.StatusTooManyRequests:
-		return connectors.Retry(fmt.Errorf("%w; ntfy limits requests per visitor (see https://docs.ntfy.sh/publish/#limitations)", err), retryAfter(resp.Header, time.Now()))
+		err = fmt.Errorf("%w; ntfy limits requests per visitor (see https://docs.ntfy.sh/publish/#limitations)", err)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return connectors.Permanent(fmt.Errorf("%w; check token (or username and password) and that the user may write to the topic", err))
-	case code == http.StatusRequestTimeout || code >= 500:
-		return connectors.Retry(err, retryAfter(resp.Header, time.Now()))
+		err = fmt.Errorf("%w; check token (or username and password) and that the user may write to the topic", err)
 	case code/100 == 3:
-		loc := c.redact(secret.URL(resp.Header.Get("Location")))
-		return connectors.Permanent(fmt.Errorf("%w; the server redirects to %s: set base_url to the address it redirects to", err, loc))
+		loc := c.api.Redact(secret.URL(r.Header.Get("Location")))
+		err = fmt.Errorf("%w; the server redirects to %s: set base_url to the address it redirects to", err, loc)
 	}
-	return connectors.Permanent(err)
-}
-
-func (c *Connector) redact(s string) string { return secret.Redact(s, c.secrets) }
-
-// snippet is the start of a body that is not ntfy's JSON error, one line.
-func snippet(body []byte) string {
-	s := strings.Join(strings.Fields(strings.ToValidUTF8(string(body), "")), " ")
-	if len(s) > 200 {
-		s = strings.ToValidUTF8(s[:200], "") + "…"
-	}
-	return s
-}
-
-// retryAfter reads Retry-After (seconds or an HTTP date); 0 when absent.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	var d time.Duration
-	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		if secs != secs || secs <= 0 { // NaN or not positive
-			return 0
-		}
-		if secs >= maxRetryAfter.Seconds() {
-			return maxRetryAfter
-		}
-		d = time.Duration(secs * float64(time.Second))
-	} else if t, err := http.ParseTime(v); err == nil {
-		// A date in whole seconds may mean any instant of that second:
-		// round up, so the retry never comes early.
-		d = t.Sub(now)
-		if r := d % time.Second; r > 0 {
-			d += time.Second - r
-		}
-	}
-	return max(0, min(d, maxRetryAfter))
+	after, _ := retryafter.Header(r.Header, time.Now())
+	return httpapi.Classify(err, r.StatusCode, after)
 }

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/connectortest"
 	"github.com/agentwork/agentwork/connectors/ntfy"
@@ -309,17 +307,7 @@ func TestType(t *testing.T) {
 	srv := ntfyfake.New(t, ntfyfake.Options{Token: token})
 	types := connectors.Types{ntfy.Type}
 	src := "phone: {type: ntfy, base_url: " + srv.URL + ", topic: " + topic + ", token: " + token + ", tags: [robot]}"
-	var node yaml.Node
-	if err := yaml.Unmarshal([]byte(src), &node); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := types.Decode(&node)
-	if err != nil {
-		t.Fatalf("Decode = %v", err)
-	}
-	if err := cs.Validate(); err != nil {
-		t.Fatalf("Validate = %v", err)
-	}
+	cs := connectortest.Decode(t, types, src)
 	if err := connectors.CheckDestination(cs["phone"], "team-b"); err != nil {
 		t.Errorf("CheckDestination(team-b) = %v", err)
 	}
@@ -345,7 +333,7 @@ func TestFakeScript(t *testing.T) {
 	srv := ntfyfake.New(t, ntfyfake.Options{})
 	c := newConnector(t, ntfy.Options{BaseURL: srv.URL, Topic: topic})
 	send := func() error { _, err := c.Send(t.Context(), connectortest.Notification("x")); return err }
-	srv.FailNext(2, connectortest.Fault{Kind: connectortest.Unavailable})
+	srv.FailNext(2, connectortest.Unavailable)
 	for i := range 2 {
 		if err := send(); err == nil {
 			t.Fatalf("FailNext(2): send %d passed", i+1)
@@ -354,7 +342,7 @@ func TestFakeScript(t *testing.T) {
 	if err := send(); err != nil {
 		t.Fatalf("after FailNext(2) the third send = %v", err)
 	}
-	srv.Fail(connectortest.Fault{Kind: connectortest.Unauthorized})
+	srv.Fail(connectortest.Unauthorized)
 	for range 3 {
 		if err := send(); !connectors.IsPermanent(err) {
 			t.Fatalf("Fail(unauthorized): send = %v, want permanent", err)
@@ -368,7 +356,7 @@ func TestFakeScript(t *testing.T) {
 		t.Errorf("server holds %d messages, want 2", got)
 	}
 	var re *connectors.RetryableError
-	srv.FailNext(1, connectortest.Fault{Kind: connectortest.RateLimited})
+	srv.FailNext(1, connectortest.RateLimited)
 	if err := send(); !errors.As(err, &re) {
 		t.Errorf("FailNext(rate limited): send = %v, want retryable", err)
 	}

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentwork/agentwork/connectors"
-	"github.com/agentwork/agentwork/internal/secret"
+	"github.com/agentwork/agentwork/connectors/internal/httpapi"
 )
 
 // DefaultBaseURL is the root of Slack's Web API.
@@ -79,8 +79,8 @@ func (c Config) Validate() error {
 		} else if err := checkChannel(c.Channel); err != nil {
 			errs = append(errs, fmt.Errorf("channel: %w", err))
 		}
-		if err := checkBaseURL(c.BaseURL); err != nil {
-			errs = append(errs, err)
+		if err := httpapi.CheckBaseURL(c.BaseURL, DefaultBaseURL, "bot_token"); err != nil {
+			errs = append(errs, fmt.Errorf("base_url: %w", err))
 		}
 	}
 	if _, err := mention(c.MentionOnImportant); err != nil {
@@ -118,17 +118,6 @@ func checkToken(s string) error {
 		return !(r == '-' || r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)))
 	}) >= 0 {
 		return errors.New("bot_token: not a Slack token (want xoxb-…, the Bot User OAuth Token under OAuth & Permissions of your Slack app; write ${SLACK_BOT_TOKEN})")
-	}
-	return nil
-}
-
-func checkBaseURL(s string) error {
-	if s == "" {
-		return nil
-	}
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" {
-		return fmt.Errorf("base_url: %q is not an http(s) URL without a query (default %s)", secret.URL(s), DefaultBaseURL)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package slack_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,21 +9,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/connectortest"
 	"github.com/agentwork/agentwork/connectors/slack"
 	"github.com/agentwork/agentwork/connectors/slack/slackfake"
 )
-
-// client is an HTTP client whose connections close when the test ends
-// (goleak would see them).
-func client(t *testing.T) *http.Client {
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
-}
 
 // apiConfig is a bot_token connector's config for api, changed by mod.
 func apiConfig(api *slackfake.Server, mod ...func(*slack.Config)) slack.Config {
@@ -46,7 +35,7 @@ func hookConfig(api *slackfake.Server, mod ...func(*slack.Config)) slack.Config 
 
 func newConnector(t *testing.T, c slack.Config) *slack.Connector {
 	t.Helper()
-	conn, err := slack.New(c, slack.Options{Client: client(t)})
+	conn, err := slack.New(c, slack.Options{Client: connectortest.HTTPClient(t)})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -93,53 +82,31 @@ func send(t *testing.T, conn *slack.Connector, text, urgency string) (connectors
 	return conn.Send(t.Context(), n)
 }
 
-// wantClass checks err's class: "permanent", "retryable" (not permanent,
-// After 0) or a retry-after.
-func wantClass(t *testing.T, what string, err error, class string, after time.Duration) {
-	t.Helper()
-	var re *connectors.RetryableError
-	switch {
-	case err == nil:
-		t.Errorf("%s: Send = nil, want a %s error", what, class)
-	case class == "permanent":
-		if !connectors.IsPermanent(err) || errors.As(err, &re) {
-			t.Errorf("%s: Send = %v, want a permanent error", what, err)
-		}
-	case connectors.IsPermanent(err):
-		t.Errorf("%s: Send = %v, a permanent error; want a retryable one", what, err)
-	case after > 0 && (!errors.As(err, &re) || re.After != after):
-		t.Errorf("%s: Send = %v, want a retry after %s", what, err, after)
-	case after == 0 && connectors.RetryAfter(err) != 0:
-		t.Errorf("%s: Send = %v, want a retry with backoff (After 0)", what, err)
-	}
-}
-
 // TestAPIErrors: chat.postMessage answers HTTP 200 with ok false for most
 // errors; each code is retried or not as Slack documents it.
 func TestAPIErrors(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		code  string
-		class string
-		after time.Duration
+		class connectortest.Class
 		says  string
 	}{
-		{"ratelimited", "retry", time.Second, "rate limited"},
-		{"internal_error", "retry", 0, "retrying"},
-		{"fatal_error", "retry", 0, "retrying"},
-		{"service_unavailable", "retry", 0, "retrying"},
-		{"request_timeout", "retry", 0, "retrying"},
-		{"invalid_auth", "permanent", 0, "bot_token"},
-		{"not_authed", "permanent", 0, "bot_token"},
-		{"account_inactive", "permanent", 0, "bot_token"},
-		{"token_revoked", "permanent", 0, "bot_token"},
-		{"missing_scope", "permanent", 0, "chat:write"},
-		{"channel_not_found", "permanent", 0, "check channel"},
-		{"not_in_channel", "permanent", 0, "/invite"},
-		{"is_archived", "permanent", 0, "archived"},
-		{"msg_too_long", "permanent", 0, "too long"},
-		{"no_text", "permanent", 0, "empty"},
-		{"a_code_from_the_future", "permanent", 0, "rejected"},
+		{"ratelimited", connectortest.Retry(time.Second), "rate limited"},
+		{"internal_error", connectortest.Retry(0), "retrying"},
+		{"fatal_error", connectortest.Retry(0), "retrying"},
+		{"service_unavailable", connectortest.Retry(0), "retrying"},
+		{"request_timeout", connectortest.Retry(0), "retrying"},
+		{"invalid_auth", connectortest.Permanent, "bot_token"},
+		{"not_authed", connectortest.Permanent, "bot_token"},
+		{"account_inactive", connectortest.Permanent, "bot_token"},
+		{"token_revoked", connectortest.Permanent, "bot_token"},
+		{"missing_scope", connectortest.Permanent, "chat:write"},
+		{"channel_not_found", connectortest.Permanent, "check channel"},
+		{"not_in_channel", connectortest.Permanent, "/invite"},
+		{"is_archived", connectortest.Permanent, "archived"},
+		{"msg_too_long", connectortest.Permanent, "too long"},
+		{"no_text", connectortest.Permanent, "empty"},
+		{"a_code_from_the_future", connectortest.Permanent, "rejected"},
 	} {
 		t.Run(tc.code, func(t *testing.T) {
 			t.Parallel()
@@ -147,7 +114,7 @@ func TestAPIErrors(t *testing.T) {
 			conn := newConnector(t, apiConfig(api))
 			api.ErrorNext(1, tc.code)
 			_, err := send(t, conn, "hello", "info")
-			wantClass(t, tc.code, err, tc.class, tc.after)
+			connectortest.CheckClass(t, tc.code, err, tc.class)
 			if err != nil && (!strings.Contains(err.Error(), tc.code) || !strings.Contains(err.Error(), tc.says)) {
 				t.Errorf("Send answered %s = %q, want the code and %q in it", tc.code, err, tc.says)
 			}
@@ -168,16 +135,16 @@ func TestWebhookErrors(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		code  string
-		class string
+		class connectortest.Class
 		says  string
 	}{
-		{"invalid_payload", "permanent", "could not read"},
-		{"action_prohibited", "permanent", "restriction"},
-		{"channel_not_found", "permanent", "no longer exists"},
-		{"channel_is_archived", "permanent", "archived"},
-		{"invalid_token", "permanent", "check webhook_url"},
-		{"no_service", "permanent", "check webhook_url"},
-		{"rollup_error", "retry", "retrying"},
+		{"invalid_payload", connectortest.Permanent, "could not read"},
+		{"action_prohibited", connectortest.Permanent, "restriction"},
+		{"channel_not_found", connectortest.Permanent, "no longer exists"},
+		{"channel_is_archived", connectortest.Permanent, "archived"},
+		{"invalid_token", connectortest.Permanent, "check webhook_url"},
+		{"no_service", connectortest.Permanent, "check webhook_url"},
+		{"rollup_error", connectortest.Retry(0), "retrying"},
 	} {
 		t.Run(tc.code, func(t *testing.T) {
 			t.Parallel()
@@ -185,7 +152,7 @@ func TestWebhookErrors(t *testing.T) {
 			conn := newConnector(t, hookConfig(api))
 			api.ErrorNext(1, tc.code)
 			_, err := send(t, conn, "hello", "info")
-			wantClass(t, tc.code, err, tc.class, 0)
+			connectortest.CheckClass(t, tc.code, err, tc.class)
 			if err != nil && (!strings.Contains(err.Error(), tc.code) || !strings.Contains(err.Error(), tc.says)) {
 				t.Errorf("Send answered %s = %q, want the code and %q in it", tc.code, err, tc.says)
 			}
@@ -198,7 +165,7 @@ func TestWebhookErrors(t *testing.T) {
 		api.RateLimit(2, 3*time.Second)
 		for i := range 2 {
 			_, err := send(t, conn, "hello", "info")
-			wantClass(t, "429", err, "retry", 3*time.Second)
+			connectortest.CheckClass(t, "429", err, connectortest.Retry(3*time.Second))
 			if i == 0 && err != nil && !strings.Contains(err.Error(), "429") {
 				t.Errorf("Send answered 429 = %q, want the status in it", err)
 			}
@@ -218,7 +185,7 @@ func TestScripts(t *testing.T) {
 	api.Fail(connectortest.Unavailable)
 	for range 3 {
 		_, err := send(t, conn, "down", "info")
-		wantClass(t, "Fail(Unavailable)", err, "retry", 0)
+		connectortest.CheckClass(t, "Fail(Unavailable)", err, connectortest.Retry(0))
 	}
 	api.Recover()
 	if _, err := send(t, conn, "up", "info"); err != nil {
@@ -226,10 +193,10 @@ func TestScripts(t *testing.T) {
 	}
 	api.FailNext(1, connectortest.Unauthorized)
 	_, err := send(t, conn, "bad token", "info")
-	wantClass(t, "FailNext(Unauthorized)", err, "permanent", 0)
+	connectortest.CheckClass(t, "FailNext(Unauthorized)", err, connectortest.Permanent)
 	api.SetToken("xoxb-another-token")
 	_, err = send(t, conn, "revoked", "info")
-	wantClass(t, "SetToken", err, "permanent", 0)
+	connectortest.CheckClass(t, "SetToken", err, connectortest.Permanent)
 	if err != nil && !strings.Contains(err.Error(), "invalid_auth") {
 		t.Errorf("Send with a token the server no longer takes = %v, want invalid_auth", err)
 	}
@@ -409,12 +376,12 @@ func TestDestination(t *testing.T) {
 	}
 	n.Target = "team:#Not-Valid"
 	_, err := conn.Send(t.Context(), n)
-	wantClass(t, "invalid destination", err, "permanent", 0)
+	connectortest.CheckClass(t, "invalid destination", err, connectortest.Permanent)
 
 	hook := newConnector(t, hookConfig(api))
 	n.Target = "team:#alerts"
 	_, err = hook.Send(t.Context(), n)
-	wantClass(t, "webhook with a destination", err, "permanent", 0)
+	connectortest.CheckClass(t, "webhook with a destination", err, connectortest.Permanent)
 	if err != nil && !strings.Contains(err.Error(), "bot_token") {
 		t.Errorf("webhook with a destination = %v, want it to say bot_token names channels", err)
 	}
@@ -467,7 +434,7 @@ func TestRedirect(t *testing.T) {
 	defer redirect.Close()
 	conn := newConnector(t, slack.Config{BotToken: "xoxb-1-2-3", Channel: "#ops", BaseURL: redirect.URL})
 	_, err := send(t, conn, "hello", "info")
-	wantClass(t, "redirect", err, "permanent", 0)
+	connectortest.CheckClass(t, "redirect", err, connectortest.Permanent)
 	select {
 	case a := <-got:
 		t.Errorf("the redirect was followed (Authorization %q)", a)
@@ -506,15 +473,7 @@ func TestConfigValidate(t *testing.T) {
 		{"bad base_url", slack.Config{BotToken: "xoxb-1", Channel: "C0123", BaseURL: "ftp://x"}, "base_url:"},
 		{"bad mention", slack.Config{WebhookURL: hook, MentionOnImportant: "@everyone"}, "mention_on_important:"},
 	} {
-		err := tc.c.Validate()
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%s: Validate() = %v, want nil", tc.name, err)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%s: Validate() = %v, want an error with %q", tc.name, err, tc.want)
-		case err != nil && (strings.Contains(err.Error(), "SECRET")):
-			t.Errorf("%s: Validate() = %v, shows the secret", tc.name, err)
-		}
+		connectortest.CheckError(t, tc.name+": Validate()", tc.c.Validate(), tc.want, "SECRET")
 	}
 }
 
@@ -538,17 +497,7 @@ func TestType(t *testing.T) {
 	api := slackfake.New(t)
 	types := connectors.Types{slack.Type}
 	src := "team: {type: slack, bot_token: " + api.Token() + ", channel: '#ops', base_url: " + api.BaseURL() + ", mention_on_important: here}"
-	var node yaml.Node
-	if err := yaml.Unmarshal([]byte(src), &node); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := types.Decode(&node)
-	if err != nil {
-		t.Fatalf("Decode = %v", err)
-	}
-	if err := cs.Validate(); err != nil {
-		t.Fatalf("Validate = %v", err)
-	}
+	cs := connectortest.Decode(t, types, src)
 	if err := connectors.CheckDestination(cs["team"], "#alerts"); err != nil {
 		t.Errorf("CheckDestination(#alerts) = %v", err)
 	}

@@ -3,7 +3,6 @@ package telegram
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,7 +10,7 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/agentwork/agentwork/connectors"
-	"github.com/agentwork/agentwork/internal/secret"
+	"github.com/agentwork/agentwork/connectors/internal/httpapi"
 )
 
 // DefaultBaseURL is the Bot API's root.
@@ -88,10 +87,8 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("parse_mode: %q: want HTML, or leave it out for plain text", c.ParseMode))
 	}
-	if c.BaseURL != "" {
-		if err := checkBaseURL(c.BaseURL); err != nil {
-			errs = append(errs, fmt.Errorf("base_url: %w", err))
-		}
+	if err := httpapi.CheckBaseURL(c.BaseURL, DefaultBaseURL, "bot_token"); err != nil {
+		errs = append(errs, fmt.Errorf("base_url: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -122,17 +119,6 @@ func (Config) JSONSchemaExtend(s *jsonschema.Schema) {
 			{Type: "string", Pattern: `^(-?[1-9][0-9]{0,18}|@[A-Za-z][A-Za-z0-9_]{3,31})$`, Description: "a chat id or a channel's @username"},
 		}
 	}
-}
-
-func checkBaseURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q: want an http or https URL such as %s", secret.URL(s), DefaultBaseURL)
-	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("%q: want the API root alone, without user info, query or fragment (the connector adds /bot<token>/sendMessage)", secret.URL(s))
-	}
-	return nil
 }
 
 // CheckDestination checks a target's destination (no I/O): another chat,

@@ -49,17 +49,7 @@ func TestConfigValidate(t *testing.T) {
 		{"base_url scheme", with(func(c *telegram.Config) { c.BaseURL = "api.telegram.org" }), "base_url:"},
 		{"base_url with a query", with(func(c *telegram.Config) { c.BaseURL = "https://proxy.example/?key=s3cret" }), "without user info, query"},
 	} {
-		err := tc.c.Validate()
-		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("%s: Validate() = %v, want %q", tc.name, err, tc.want)
-		}
-		if err != nil {
-			for _, secret := range []string{token, "AAFakeTokenForAgentworkTests", "s3cret"} {
-				if strings.Contains(err.Error(), secret) {
-					t.Errorf("%s: Validate() = %q quotes a secret", tc.name, err)
-				}
-			}
-		}
+		connectortest.CheckError(t, tc.name+": Validate()", tc.c.Validate(), tc.want, token, "AAFakeTokenForAgentworkTests", "s3cret")
 	}
 }
 
@@ -117,14 +107,7 @@ func TestType(t *testing.T) {
 	api := telegramfake.New(t)
 	types := connectors.Types{console.Type, telegram.Type}
 	src := fmt.Sprintf("tg:\n  type: telegram\n  bot_token: %q\n  chat_id: -1001234567890\n  base_url: %s\n", token, api.URL)
-	var n yaml.Node
-	if err := yaml.Unmarshal([]byte(src), &n); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := types.Decode(&n)
-	if err != nil {
-		t.Fatalf("Decode = %v", err)
-	}
+	cs := connectortest.Decode(t, types, src)
 	want := telegram.Config{BotToken: token, ChatID: "-1001234567890", BaseURL: api.URL}
 	if cs["tg"] != want {
 		t.Fatalf("Decode: tg = %v, want %v", cs["tg"], want)
@@ -142,6 +125,7 @@ func TestType(t *testing.T) {
 	}
 
 	// A key of no telegram config is an error with its line.
+	var n yaml.Node
 	if err := yaml.Unmarshal([]byte("tg: {type: telegram, bot_token: x, chat: -1}\n"), &n); err != nil {
 		t.Fatal(err)
 	}

@@ -25,20 +25,19 @@
 package telegram
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/connectors/internal/httpapi"
+	"github.com/agentwork/agentwork/internal/retryafter"
 	"github.com/agentwork/agentwork/internal/secret"
 )
 
@@ -57,13 +56,11 @@ const (
 	TruncatedMarker = "\n\n[cut short by the model's token limit]"
 )
 
-// maxReply bounds the reply body read.
-const maxReply = 1 << 20
-
 // Options configures a Connector beyond its Config.
 type Options struct {
-	// Client sends the requests. Default: a client with a transport of its
-	// own that follows no redirects (a redirected POST would become a GET).
+	// Client sends the requests; it is used with redirects off (a
+	// redirected POST would become a GET, and the token would go
+	// elsewhere). Default: a client with a transport of its own.
 	Client *http.Client
 }
 
@@ -74,12 +71,11 @@ type Connector struct {
 	name     string
 	endpoint string // the sendMessage URL, token and all: never printed
 	where    string // the same with the token redacted, for errors
-	token    string
 	chat     string
 	thread   int64
 	html     bool
 	preview  bool
-	client   *http.Client
+	api      *httpapi.Client
 
 	mu    sync.Mutex
 	moved map[string]string // chat id → the supergroup it became
@@ -97,32 +93,22 @@ func New(name string, c Config, opts Options) (*Connector, error) {
 	if base == "" {
 		base = DefaultBaseURL
 	}
-	client := opts.Client
-	if client == nil {
-		client = &http.Client{
-			Transport: http.DefaultTransport.(*http.Transport).Clone(),
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse
-			},
-		}
-	}
 	return &Connector{
 		name:     name,
 		endpoint: base + "/bot" + c.BotToken + "/sendMessage",
 		where:    secret.URL(base) + "/bot[redacted]/sendMessage",
-		token:    c.BotToken,
 		chat:     c.ChatID,
 		thread:   c.MessageThreadID,
 		html:     c.ParseMode == ParseModeHTML,
 		preview:  c.LinkPreview,
-		client:   client,
+		api:      httpapi.New(opts.Client, c.BotToken),
 		moved:    map[string]string{},
 	}, nil
 }
 
 // CloseIdleConnections closes the idle connections of the connector's
 // HTTP client.
-func (c *Connector) CloseIdleConnections() { c.client.CloseIdleConnections() }
+func (c *Connector) CloseIdleConnections() { c.api.CloseIdleConnections() }
 
 // Parts returns the messages n is sent as: its text, after ImportantPrefix
 // for an "important" one and before TruncatedMarker for a truncated one,
@@ -171,18 +157,10 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 		return connectors.Receipt{}, connectors.Permanent(errors.New("telegram: the text is empty or white space, which Telegram does not send"))
 	}
 	parts := Parts(n)
-	rec := connectors.Receipt{Parts: min(max(n.SentParts, 0), len(parts))}
 	s := &sending{c: c, n: n, route: r, fromTarget: fromTarget, silent: n.Urgency != "important", total: len(parts)}
-	for i := rec.Parts; i < len(parts); i++ {
-		id, err := s.part(ctx, i, parts[i])
-		rec.Notes = s.notes
-		if err != nil {
-			return rec, err
-		}
-		rec.Parts++
-		rec.MessageIDs = append(rec.MessageIDs, id)
-	}
-	return rec, nil
+	rec, err := connectors.SendParts(parts, n.SentParts, func(i int, part string) (string, error) { return s.part(ctx, i, part) })
+	rec.Notes = s.notes
+	return rec, err
 }
 
 // sending is the state of one Send.
@@ -354,33 +332,23 @@ func (c *Connector) post(ctx context.Context, chat string, body request) (msgID 
 	if err != nil {
 		return 0, "", connectors.Permanent(fmt.Errorf("telegram: encode the request: %w", err))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(raw))
+	r, err := c.api.Post(ctx, c.endpoint, http.Header{"Content-Type": {"application/json"}}, raw)
 	if err != nil {
-		return 0, "", connectors.Permanent(errors.New("telegram: base_url does not make a valid request URL"))
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return 0, "", c.transportError(ctx, chat, "", err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxReply))
-	if err != nil {
-		return 0, "", c.transportError(ctx, chat, "reading the reply: ", err)
+		return 0, "", fmt.Errorf("telegram: send to chat %s: POST %s: %w", chat, c.where, err)
 	}
 	var rep reply
-	jsonErr := json.Unmarshal(data, &rep)
-	if jsonErr == nil && rep.OK && resp.StatusCode/100 == 2 {
+	jsonErr := json.Unmarshal(r.Body, &rep)
+	if jsonErr == nil && rep.OK && r.OK() {
 		var m message
 		_ = json.Unmarshal(rep.Result, &m)
 		return m.MessageID, m.Chat.ID.String(), nil
 	}
-	e := &Error{Status: resp.StatusCode, Code: resp.StatusCode, Chat: chat}
+	e := &Error{Status: r.StatusCode, Code: r.StatusCode, Chat: chat}
 	if jsonErr == nil && !rep.OK && rep.ErrorCode != 0 {
 		e.Code = rep.ErrorCode
-		e.Description = clip(c.redact(rep.Description))
+		e.Description = c.api.Snippet(rep.Description)
 		if p := rep.Parameters; p != nil {
-			e.RetryAfter = time.Duration(max(p.RetryAfter, 0)) * time.Second
+			e.RetryAfter = retryafter.Seconds(float64(p.RetryAfter))
 			if id, err := p.MigrateToChatID.Int64(); err == nil && id != 0 {
 				e.MigrateTo = strconv.FormatInt(id, 10)
 			}
@@ -388,52 +356,17 @@ func (c *Connector) post(ctx context.Context, chat string, body request) (msgID 
 	} else {
 		// Not the API's JSON: a proxy's or load balancer's page (Telegram's
 		// own 502 is nginx HTML). Its status is all that is said.
-		e.Description = http.StatusText(resp.StatusCode)
+		e.Description = http.StatusText(r.StatusCode)
 		if e.Description == "" {
 			e.Description = "unexpected reply"
 		}
-		if resp.StatusCode/100 == 3 {
-			e.Description += " to " + secret.URL(c.redact(resp.Header.Get("Location")))
-		} else if resp.StatusCode/100 == 2 {
+		if r.StatusCode/100 == 3 {
+			e.Description += " to " + secret.URL(c.api.Redact(r.Header.Get("Location")))
+		} else if r.OK() {
 			e.Description = "a reply that is not the Bot API's (a proxy?); the message may have been sent"
 		}
 	}
 	return 0, "", e
-}
-
-// transportError is a failure to get a reply: ctx's error when ctx is
-// done, else retryable. The *url.Error, which quotes the URL and so the
-// token, is dropped.
-func (c *Connector) transportError(ctx context.Context, chat, doing string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("telegram: send to chat %s: %w", chat, ctxErr)
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return &redacted{msg: fmt.Sprintf("telegram: send to chat %s: POST %s: %s%s", chat, c.where, doing, c.redact(err.Error())), err: err}
-}
-
-func (c *Connector) redact(s string) string { return secret.Redact(s, []string{c.token}) }
-
-// redacted is an error whose message was redacted; it unwraps to the
-// error it describes, so errors.Is still finds a net.Error or io.EOF.
-type redacted struct {
-	msg string
-	err error
-}
-
-func (e *redacted) Error() string { return e.msg }
-func (e *redacted) Unwrap() error { return e.err }
-
-// clip cuts a server's description to a length fit for a log line.
-func clip(s string) string {
-	const most = 300
-	if r := []rune(s); len(r) > most {
-		return string(r[:most]) + "…"
-	}
-	return s
 }
 
 // Error is an answer of the Bot API other than ok: its status, error_code,
@@ -495,15 +428,15 @@ func (e *Error) hint() string {
 	return ""
 }
 
-// classify wraps e as what it means for another attempt.
+// classify wraps e as what it means for another attempt: a reply that is
+// not the API's is retried, the others as their code says (a 429 after
+// its retry_after).
 func classify(e *Error) error {
 	switch {
-	case e.Code == http.StatusTooManyRequests:
-		return connectors.Retry(e, e.RetryAfter)
-	case e.Code >= 500, e.Code == http.StatusRequestTimeout, e.Status/100 == 2:
+	case e.Status/100 == 2:
 		return connectors.Retry(e, 0)
 	case e.Code >= 300:
-		return connectors.Permanent(e)
+		return httpapi.Classify(e, e.Code, e.RetryAfter)
 	}
 	return e
 }

@@ -189,9 +189,9 @@ func TestErrors(t *testing.T) {
 	}{
 		{"rate limited", func(api *telegramfake.Server) { api.RateLimit(1, 3*time.Second) }, telegram.Config{},
 			false, 3 * time.Second, 429, "Too Many Requests: retry after 3"},
-		{"internal error", func(api *telegramfake.Server) { api.Fail(http.StatusInternalServerError) }, telegram.Config{},
+		{"internal error", func(api *telegramfake.Server) { api.FailStatus(-1, http.StatusInternalServerError) }, telegram.Config{},
 			false, 0, 500, "500 Internal Server Error"},
-		{"bad gateway page", func(api *telegramfake.Server) { api.Fail(http.StatusBadGateway) }, telegram.Config{},
+		{"bad gateway page", func(api *telegramfake.Server) { api.Fail(connectortest.Unavailable) }, telegram.Config{},
 			false, 0, 502, "502 Bad Gateway"},
 		{"chat not found", func(api *telegramfake.Server) { api.ChatNotFound(chat) }, telegram.Config{},
 			true, 0, 400, "Bad Request: chat not found (check chat_id"},
@@ -235,7 +235,7 @@ func TestErrors(t *testing.T) {
 func TestOutageThenRecover(t *testing.T) {
 	t.Parallel()
 	c, api := newPair(t, telegram.Config{})
-	api.Fail(http.StatusBadGateway)
+	api.Fail(connectortest.Unavailable)
 	n := connectortest.Notification("after the outage")
 	for range 3 {
 		if _, err := c.Send(t.Context(), n); err == nil || connectors.IsPermanent(err) {

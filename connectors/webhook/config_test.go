@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentwork/agentwork/connectors/connectortest"
 	"github.com/agentwork/agentwork/connectors/webhook"
 )
 
@@ -32,21 +33,6 @@ func TestConfigValidate(t *testing.T) {
 		{"bad name", webhook.Config{URL: u, Headers: map[string]string{"X Key": "v"}}, `headers: "X Key" is not a header name`},
 		{"line break", webhook.Config{URL: u, Headers: map[string]string{"X-Key": "hdr-secret-123\r\nX-Evil: 1"}}, "headers.X-Key: the value contains a line break"},
 	} {
-		err := tc.c.Validate()
-		if tc.want == "" {
-			if err != nil {
-				t.Errorf("%s: Validate() = %v, want nil", tc.name, err)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: Validate() = %v, want an error with %q", tc.name, err, tc.want)
-			continue
-		}
-		for _, s := range []string{urlToken, "hdr-secret-123", strings.TrimPrefix(secretNew, "whsec_")} {
-			if strings.Contains(err.Error(), s) {
-				t.Errorf("%s: Validate() = %v, which quotes %q", tc.name, err, s)
-			}
-		}
+		connectortest.CheckError(t, tc.name+": Validate()", tc.c.Validate(), tc.want, urlToken, "hdr-secret-123", strings.TrimPrefix(secretNew, "whsec_"))
 	}
 }

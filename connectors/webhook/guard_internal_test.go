@@ -94,7 +94,7 @@ func TestDialRefusesResolvedAddress(t *testing.T) {
 			if err != nil {
 				t.Fatalf("New = %v", err)
 			}
-			t.Cleanup(c.client.CloseIdleConnections)
+			t.Cleanup(c.api.CloseIdleConnections)
 			var queries atomic.Int32
 			c.dialer.Resolver = &net.Resolver{PreferGo: true, Dial: dnsServer(t, tc.addr, &queries)}
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)

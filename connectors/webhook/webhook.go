@@ -31,33 +31,28 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
-	"github.com/agentwork/agentwork/internal/secret"
+	"github.com/agentwork/agentwork/connectors/internal/httpapi"
+	"github.com/agentwork/agentwork/internal/retryafter"
 	"github.com/agentwork/agentwork/internal/stdwebhook"
 )
 
 // Timeout bounds one request, as the Standard Webhooks spec suggests
 // (15-30 s); the dispatcher's delivery.send_timeout bounds it too.
 const Timeout = 30 * time.Second
-
-// maxRetryAfter caps the delay a receiver's Retry-After may ask for.
-const maxRetryAfter = time.Hour
 
 // Payload is the data of the event a webhook receives: the notification.
 type Payload struct {
@@ -100,10 +95,9 @@ type Connector struct {
 	shown   string // scheme://host, for errors
 	keys    [][]byte
 	headers http.Header
-	client  *http.Client
+	api     *httpapi.Client
 	dialer  *net.Dialer
 	now     func() time.Time
-	secrets []string
 }
 
 var _ connectors.Connector = (*Connector)(nil)
@@ -121,36 +115,30 @@ func New(name string, opts Options) (*Connector, error) {
 		c.now = time.Now
 	}
 	// Everything of the URL but scheme and host may be a token.
-	c.secrets = append(c.secrets, opts.URL, u.String(), u.EscapedPath(), u.Path, u.RawQuery)
+	secrets := []string{opts.URL, u.String(), u.EscapedPath(), u.Path, u.RawQuery}
 	if pw, ok := u.User.Password(); ok {
-		c.secrets = append(c.secrets, pw, u.User.String())
+		secrets = append(secrets, pw, u.User.String())
 	}
 	for _, vs := range u.Query() {
-		c.secrets = append(c.secrets, vs...)
+		secrets = append(secrets, vs...)
 	}
 	for _, s := range opts.Secrets {
 		k, _ := stdwebhook.DecodeSecret(s) // validated above
 		c.keys = append(c.keys, k)
-		c.secrets = append(c.secrets, s, strings.TrimPrefix(s, "whsec_"))
+		secrets = append(secrets, s, strings.TrimPrefix(s, "whsec_"))
 	}
 	for k, v := range opts.Headers {
 		c.headers.Set(k, v)
-		c.secrets = append(c.secrets, v)
+		secrets = append(secrets, v)
 	}
-	c.secrets = longEnough(c.secrets)
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	c.dialer = &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	if !opts.AllowPrivate {
-		dialer.Control = control
+		c.dialer.Control = control
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.Proxy = nil
-	transport.DialContext = dialer.DialContext
-	c.dialer = dialer
-	c.client = &http.Client{
-		Transport:     transport,
-		Timeout:       Timeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	transport.DialContext = c.dialer.DialContext
+	c.api = httpapi.New(&http.Client{Transport: transport, Timeout: Timeout}, longEnough(secrets)...)
 	return c, nil
 }
 
@@ -208,29 +196,23 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 	if id == "" {
 		id = bus.NewID()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
-	if err != nil {
-		return connectors.Receipt{}, connectors.Permanent(fmt.Errorf("webhook: POST %s: %s", c.shown, c.redact(err.Error())))
-	}
-	req.Header = c.headers.Clone()
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "agentwork-webhook")
+	h := c.headers.Clone()
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", "agentwork-webhook")
 	ts := stdwebhook.Timestamp(c.now())
-	req.Header.Set(stdwebhook.HeaderID, ID(id))
-	req.Header.Set(stdwebhook.HeaderTimestamp, ts)
+	h.Set(stdwebhook.HeaderID, ID(id))
+	h.Set(stdwebhook.HeaderTimestamp, ts)
 	if len(c.keys) > 0 {
-		req.Header.Set(stdwebhook.HeaderSignature, stdwebhook.Sign(c.keys, ID(id), ts, body))
+		h.Set(stdwebhook.HeaderSignature, stdwebhook.Sign(c.keys, ID(id), ts, body))
 	}
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return connectors.Receipt{}, c.transportError(ctx, err)
-	}
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode/100 == 2 {
+	r, err := c.api.Post(ctx, c.url, h, body)
+	switch {
+	case r.OK(): // the receiver took it, whatever became of the rest of its answer
 		return connectors.Receipt{Parts: 1, MessageIDs: []string{id}}, nil
+	case err != nil:
+		return connectors.Receipt{}, c.transportError(err)
 	}
-	return connectors.Receipt{}, c.classify(resp, answer)
+	return connectors.Receipt{}, c.classify(r)
 }
 
 // body is the CloudEvents envelope of n.
@@ -266,81 +248,36 @@ func (c *Connector) body(n connectors.Notification) ([]byte, error) {
 	return b, nil
 }
 
-// transportError names a failed request without its URL (a *url.Error
-// quotes it): ctx's own error as it is, a refused address as permanent,
-// anything else retryable.
-func (c *Connector) transportError(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("webhook: POST %s: %w", c.shown, ctx.Err())
-	}
+// transportError names a failed request: a refused address as permanent,
+// anything else (ctx's error, a network failure) as it is.
+func (c *Connector) transportError(err error) error {
 	if errors.Is(err, ErrBlocked) {
-		// The dialer's error, without the *url.Error around it: it names
-		// the address, which is no secret.
+		// The dialer's error, without what is around it: it names the
+		// address, which is no secret.
 		var op *net.OpError
 		if errors.As(err, &op) && op.Err != nil {
 			err = op.Err
 		}
 		return connectors.Permanent(fmt.Errorf("webhook: POST %s: %w", c.shown, err))
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return fmt.Errorf("webhook: POST %s: %s", c.shown, c.redact(err.Error()))
+	return fmt.Errorf("webhook: POST %s: %w", c.shown, err)
 }
 
 // classify maps a receiver's answer other than 2xx.
-func (c *Connector) classify(resp *http.Response, answer []byte) error {
-	msg := resp.Status
-	if s := snippet(answer); s != "" {
+func (c *Connector) classify(r httpapi.Reply) error {
+	msg := r.Status
+	if s := c.api.Snippet(string(r.Body)); s != "" {
 		msg += ": " + s
 	}
-	err := fmt.Errorf("webhook: POST %s: %s", c.shown, c.redact(msg))
-	switch code := resp.StatusCode; {
-	case code == http.StatusTooManyRequests, code == http.StatusRequestTimeout, code >= 500:
-		return connectors.Retry(err, retryAfter(resp.Header, c.now()))
+	err := fmt.Errorf("webhook: POST %s: %s", c.shown, c.api.Redact(msg))
+	switch code := r.StatusCode; {
 	case code == http.StatusGone:
-		return connectors.Permanent(fmt.Errorf("%w; the receiver says the endpoint is gone: update url or remove the connector", err))
+		err = fmt.Errorf("%w; the receiver says the endpoint is gone: update url or remove the connector", err)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return connectors.Permanent(fmt.Errorf("%w; check that the receiver has one of the connector's secrets (and headers)", err))
+		err = fmt.Errorf("%w; check that the receiver has one of the connector's secrets (and headers)", err)
 	case code/100 == 3:
-		return connectors.Permanent(fmt.Errorf("%w; webhooks follow no redirects: set url to the address it redirects to", err))
+		err = fmt.Errorf("%w; webhooks follow no redirects: set url to the address it redirects to", err)
 	}
-	return connectors.Permanent(err)
-}
-
-func (c *Connector) redact(s string) string { return secret.Redact(s, c.secrets) }
-
-// snippet is the start of an answer's body, one line.
-func snippet(body []byte) string {
-	s := strings.Join(strings.Fields(strings.ToValidUTF8(string(body), "")), " ")
-	if len(s) > 200 {
-		s = strings.ToValidUTF8(s[:200], "") + "…"
-	}
-	return s
-}
-
-// retryAfter reads Retry-After (seconds or an HTTP date, rounded up to
-// whole seconds); 0 when absent.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	var d time.Duration
-	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		if secs != secs || secs <= 0 { // NaN or not positive
-			return 0
-		}
-		if secs >= maxRetryAfter.Seconds() {
-			return maxRetryAfter
-		}
-		d = time.Duration(secs * float64(time.Second))
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = t.Sub(now)
-		if r := d % time.Second; r > 0 {
-			d += time.Second - r
-		}
-	}
-	return max(0, min(d, maxRetryAfter))
+	after, _ := retryafter.Header(r.Header, c.now())
+	return httpapi.Classify(err, r.StatusCode, after)
 }

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/connectortest"
 	"github.com/agentwork/agentwork/connectors/webhook"
@@ -187,7 +185,7 @@ func TestIdempotency(t *testing.T) {
 	srv := webhookfake.New(t, webhookfake.Options{Secrets: []string{secretNew}})
 	c := newConnector(t, webhook.Options{URL: srv.URL, Secrets: []string{secretNew}})
 	n := connectortest.Notification("once")
-	srv.FailNext(1, connectortest.Fault{Kind: connectortest.Unavailable})
+	srv.FailNext(1, connectortest.Unavailable)
 	if _, err := c.Send(t.Context(), n); err == nil || connectors.IsPermanent(err) {
 		t.Fatalf("Send during a 500 = %v, want retryable", err)
 	}
@@ -360,14 +358,7 @@ func TestType(t *testing.T) {
 	srv := webhookfake.New(t, webhookfake.Options{Secrets: []string{secretNew}})
 	types := connectors.Types{webhook.Type}
 	src := "hook: {type: webhook, url: '" + srv.URL + "', secrets: ['" + secretNew + "'], headers: {X-Team: ops}}"
-	var node yaml.Node
-	if err := yaml.Unmarshal([]byte(src), &node); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := types.Decode(&node)
-	if err != nil {
-		t.Fatalf("Decode = %v", err)
-	}
+	cs := connectortest.Decode(t, types, src)
 	if err := connectors.CheckDestination(cs["hook"], "elsewhere"); err == nil {
 		t.Error("CheckDestination(elsewhere) = nil; a webhook target names no destination")
 	}
@@ -396,7 +387,7 @@ func TestFakeScript(t *testing.T) {
 		_, err := c.Send(t.Context(), n)
 		return err
 	}
-	srv.Fail(connectortest.Fault{Kind: connectortest.Unavailable})
+	srv.Fail(connectortest.Unavailable)
 	for i := range 3 {
 		if err := send(strconv.Itoa(i)); err == nil || connectors.IsPermanent(err) {
 			t.Fatalf("Fail(unavailable): send = %v, want retryable", err)
@@ -406,7 +397,7 @@ func TestFakeScript(t *testing.T) {
 	if err := send("a"); err != nil {
 		t.Fatalf("after Recover: send = %v", err)
 	}
-	srv.FailNext(1, connectortest.Fault{Kind: connectortest.RateLimited, RetryAfter: 3 * time.Second})
+	srv.RateLimit(1, 3*time.Second)
 	if err := send("b"); connectors.RetryAfter(err) != 3*time.Second {
 		t.Fatalf("FailNext(rate limited 3s): send = %v, want retry after 3s", err)
 	}

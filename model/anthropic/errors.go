@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentwork/agentwork/internal/retryafter"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/internal/httperr"
 )
@@ -57,7 +58,7 @@ func (c *Client) statusError(status int, errType string, h http.Header, body []b
 // rateLimitReset returns the wait until the latest of Anthropic's exhausted
 // anthropic-ratelimit-* buckets refills; its reset headers are RFC 3339
 // times (a time in whole seconds is waited for to its end: see
-// httperr.Until). 0 if no bucket is exhausted.
+// retryafter.Until). 0 if no bucket is exhausted.
 func rateLimitReset(h http.Header, now time.Time) time.Duration {
 	var d time.Duration
 	for _, bucket := range []string{"requests", "tokens", "input-tokens", "output-tokens"} {
@@ -68,7 +69,7 @@ func rateLimitReset(h http.Header, now time.Time) time.Duration {
 		if err != nil {
 			continue
 		}
-		d = max(d, httperr.Until(t, now))
+		d = max(d, retryafter.Until(t, now))
 	}
 	return d
 }

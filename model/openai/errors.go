@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentwork/agentwork/internal/retryafter"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/internal/httperr"
 )
@@ -53,7 +54,7 @@ func rateLimitReset(h http.Header, _ time.Time) time.Duration {
 			continue
 		}
 		if r, err := time.ParseDuration(strings.TrimSpace(h.Get("x-ratelimit-reset-" + bucket))); err == nil {
-			d = max(d, httperr.Delay(r.Seconds()))
+			d = max(d, retryafter.Seconds(r.Seconds()))
 		}
 	}
 	return d

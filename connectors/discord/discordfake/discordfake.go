@@ -34,7 +34,7 @@
 package discordfake
 
 import (
-	"context"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -107,20 +107,23 @@ type Post struct {
 	Header http.Header
 }
 
-// Server is the fake. Its methods are safe for concurrent use.
+// Server is the fake. Its Script fails requests as Discord does:
+// Unavailable is 500, Unauthorized 401 {"message": "401: Unauthorized",
+// "code": 0}, BadRequest 400 Invalid Form Body, Stall no answer,
+// RateLimited a 429 with retry_after the fault's wait (1s when it names
+// none), Retry-After those seconds rounded up, global false. Its methods
+// are safe for concurrent use.
 type Server struct {
 	connectortest.Recorder
+	*connectortest.Script[failure]
 	// URL is the server's root.
 	URL string
 
 	opts Options
-	quit chan struct{}
 
 	mu          sync.Mutex
 	token       string
 	deleted     bool
-	script      script
-	requests    int
 	rateLimited int
 	seq         int
 	window      time.Time // the bucket's window started then
@@ -147,11 +150,11 @@ func New(t testing.TB, opts ...Options) *Server {
 	if o.Window <= 0 {
 		o.Window = 2 * time.Second
 	}
-	s := &Server{opts: o, token: DefaultToken, quit: make(chan struct{})}
+	s := &Server{Script: connectortest.NewScript(faultFailure), opts: o, token: DefaultToken}
 	srv := httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = srv.URL
 	t.Cleanup(func() {
-		close(s.quit)
+		s.Release()
 		srv.Close()
 	})
 	return s
@@ -188,13 +191,6 @@ func (s *Server) Posts() []Post {
 	return slices.Clone(s.posts)
 }
 
-// Requests returns how many requests the server got, failed ones included.
-func (s *Server) Requests() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.requests
-}
-
 // RateLimited returns how many requests the bucket (Options.Bucket)
 // answered with 429; scripted 429s do not count.
 func (s *Server) RateLimited() int {
@@ -213,84 +209,31 @@ type failure struct {
 	body       string
 }
 
-// script is the fake's scripted failure: after pass requests answered
-// normally, the next left requests (-1: all) fail with f.
-type script struct {
-	pass int
-	left int
-	f    *failure
+// faultFailure is the fake's failure for f (see Server).
+func faultFailure(f connectortest.Fault) failure {
+	return failure{kind: f.Kind, retryAfter: cmp.Or(f.RetryAfter, time.Second)}
 }
 
-func (s *Server) setScript(sc script) {
-	s.mu.Lock()
-	s.script = sc
-	s.mu.Unlock()
-}
-
-// Inject implements connectortest.FaultInjector: after f.After requests
-// answered normally, the next one fails with f.
-func (s *Server) Inject(f connectortest.Fault) {
-	s.setScript(script{pass: f.After, left: 1, f: &failure{kind: f.Kind, retryAfter: f.RetryAfter}})
-}
-
-// FailNext makes the next n requests fail as kind: Unavailable is 500,
-// Unauthorized 401 {"message": "401: Unauthorized", "code": 0}, BadRequest
-// 400 Invalid Form Body, Stall no answer, RateLimited a 429 with
-// retry_after 1 (see RateLimit for another wait).
-func (s *Server) FailNext(n int, kind connectortest.FaultKind) {
-	s.setScript(script{left: n, f: &failure{kind: kind, retryAfter: time.Second}})
-}
-
-// Fail makes every request fail as kind (see FailNext) until Recover.
-func (s *Server) Fail(kind connectortest.FaultKind) { s.FailNext(-1, kind) }
-
-// RateLimit answers the next n requests with 429, retry_after the seconds
-// of after and Retry-After those rounded up, global false.
-func (s *Server) RateLimit(n int, after time.Duration) {
-	s.setScript(script{left: n, f: &failure{kind: connectortest.RateLimited, retryAfter: after}})
-}
-
-// RateLimitGlobal is RateLimit for the global limit: global true,
-// X-RateLimit-Global: true, X-RateLimit-Scope: global.
+// RateLimitGlobal answers the next n requests as RateLimit does, for the
+// global limit: global true, X-RateLimit-Global: true, X-RateLimit-Scope:
+// global.
 func (s *Server) RateLimitGlobal(n int, after time.Duration) {
-	s.setScript(script{left: n, f: &failure{kind: connectortest.RateLimited, retryAfter: after, global: true}})
+	s.AnswerNext(n, failure{kind: connectortest.RateLimited, retryAfter: after, global: true})
 }
 
 // Answer answers the next n requests (-1: all, until Recover) with status,
 // header (may be nil) and body, e.g. 403 {"message": "Missing
 // Permissions", "code": 50013}.
 func (s *Server) Answer(n, status int, header http.Header, body string) {
-	s.setScript(script{left: n, f: &failure{status: status, header: header, body: body}})
+	s.AnswerNext(n, failure{status: status, header: header, body: body})
 }
 
 // Recover ends every scripted failure and undoes Delete.
 func (s *Server) Recover() {
+	s.Script.Recover()
 	s.mu.Lock()
-	s.script, s.deleted = script{}, false
+	s.deleted = false
 	s.mu.Unlock()
-}
-
-// take counts a request and returns its scripted failure, if any.
-func (s *Server) take() *failure {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.requests++
-	sc := &s.script
-	switch {
-	case sc.f == nil:
-		return nil
-	case sc.pass > 0:
-		sc.pass--
-		return nil
-	}
-	f := sc.f
-	if sc.left > 0 {
-		sc.left--
-		if sc.left == 0 {
-			sc.f = nil
-		}
-	}
-	return f
 }
 
 var route = regexp.MustCompile(`^/api(?:/v[0-9]+)?/webhooks/([^/]+)/([^/]+)$`)
@@ -328,7 +271,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"message": "405: Method Not Allowed", "code": 0})
 		return
 	}
-	if f := s.take(); f != nil {
+	if f, ok := s.Next(); ok {
 		s.fail(w, r, f)
 		return
 	}
@@ -424,7 +367,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // fail answers a request with its scripted failure.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, f *failure) {
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, f failure) {
 	switch {
 	case f.body != "":
 		w.Header().Set("Content-Type", "application/json")
@@ -434,10 +377,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, f *failure) {
 		w.WriteHeader(f.status)
 		_, _ = io.WriteString(w, f.body)
 	case f.kind == connectortest.Stall:
-		select {
-		case <-r.Context().Done():
-		case <-s.quit:
-		}
+		s.Stall(r.Context())
 	case f.kind == connectortest.RateLimited:
 		rateLimited(w, f.retryAfter, f.global)
 	case f.kind == connectortest.Unavailable:
@@ -712,13 +652,4 @@ func Render(content string) (string, []string) {
 // nor white space: what a backslash escapes in Discord's markdown.
 func isPunct(c byte) bool {
 	return !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == ' ' || c == '\t' || c == '\n' || c == '\r')
-}
-
-// Wait blocks until the fake holds at least n posts or ctx is done, and
-// returns them.
-func (s *Server) Wait(ctx context.Context, n int) ([]Post, error) {
-	if _, err := s.Messages(ctx, n); err != nil {
-		return s.Posts(), err
-	}
-	return s.Posts(), nil
 }

@@ -4,8 +4,8 @@
 // enhanced status codes of RFC 5321, RFC 3207, RFC 4954 and RFC 3463. It
 // parses each mail it accepts (headers, the text/plain body decoded) and
 // records it (a connectortest.Observer), and can be scripted to answer a
-// stage with a given reply or not at all (connectortest.FaultInjector,
-// FailNext, Fail, Recover).
+// stage with a given reply or not at all (its connectortest.Script:
+// Inject, FailNext, Fail, AnswerNext, Recover).
 //
 // It is as strict as a careful submission server: STARTTLS before
 // anything else when it offers TLS, AUTH only over TLS, a login before
@@ -130,9 +130,14 @@ type Mail struct {
 	User string
 }
 
-// Server is the fake SMTP server. Safe for concurrent use.
+// Server is the fake SMTP server. Its Script answers sessions (Requests
+// counts them) with a Reply: for a fault, Unavailable is 421 at the
+// greeting, RateLimited 421 too (SMTP has no retry-after), Unauthorized
+// 535 at AUTH, BadRequest 554 after the data, Stall no answer after the
+// data. Safe for concurrent use.
 type Server struct {
 	connectortest.Recorder
+	*connectortest.Script[Reply]
 	// Host and Port are where it listens (127.0.0.1); Addr is both.
 	Host string
 	Port int
@@ -147,14 +152,10 @@ type Server struct {
 	quit   chan struct{}
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	conns    map[net.Conn]bool
-	mails    []Mail
-	sessions int
-	fault    *connectortest.Fault
-	script   []Reply
-	failing  *Reply
-	refuse   map[string]Reply // by recipient address
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	mails  []Mail
+	refuse map[string]Reply // by recipient address
 }
 
 var (
@@ -168,7 +169,7 @@ func New(t testing.TB, opts Options) *Server {
 	if opts.MaxSize == 0 {
 		opts.MaxSize = 10 << 20
 	}
-	s := &Server{opts: opts, quit: make(chan struct{}), conns: map[net.Conn]bool{}}
+	s := &Server{Script: connectortest.NewScript(faultReply), opts: opts, quit: make(chan struct{}), conns: map[net.Conn]bool{}}
 	if opts.TLS || opts.Implicit {
 		cert, pool, err := selfSigned()
 		if err != nil {
@@ -240,16 +241,7 @@ func selfSigned() (tls.Certificate, *x509.CertPool, error) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool, nil
 }
 
-// Inject implements connectortest.FaultInjector: the session after
-// f.After successful ones fails with f: Unavailable is 421 at the
-// greeting, RateLimited 421 too (SMTP has no retry-after), Unauthorized 535
-// at AUTH, BadRequest 554 after the data, Stall no answer after the data.
-func (s *Server) Inject(f connectortest.Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fault = &f
-}
-
+// faultReply is the server's Reply to f (see Server).
 func faultReply(f connectortest.Fault) Reply {
 	switch f.Kind {
 	case connectortest.Unavailable:
@@ -266,27 +258,12 @@ func faultReply(f connectortest.Fault) Reply {
 	panic(fmt.Sprintf("smtpfake: unknown fault %s", f.Kind))
 }
 
-// FailNext makes the next n sessions (connections) get r.
-func (s *Server) FailNext(n int, r Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for range n {
-		s.script = append(s.script, r)
-	}
-}
-
-// Fail makes every session get r until Recover.
-func (s *Server) Fail(r Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failing = &r
-}
-
-// Recover ends every scripted failure.
+// Recover ends every scripted reply and Refuse.
 func (s *Server) Recover() {
+	s.Script.Recover()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.fault, s.script, s.failing, s.refuse = nil, nil, nil, nil
+	s.refuse = nil
 }
 
 // Refuse makes RCPT TO addr get r (code 4xx or 5xx) in every session,
@@ -314,36 +291,14 @@ func (s *Server) Mails() []Mail {
 	return slices.Clone(s.mails)
 }
 
-// Sessions returns how many connections the server took.
-func (s *Server) Sessions() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sessions
-}
-
-// nextReply counts a session and returns its scripted reply, if any.
+// nextReply returns the scripted reply of a new session, if any.
 func (s *Server) nextReply() *Reply {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sessions++
-	var r *Reply
-	switch {
-	case s.fault != nil && s.fault.After > 0:
-		s.fault.After--
-	case s.fault != nil:
-		fr := faultReply(*s.fault)
-		s.fault, r = nil, &fr
-	case s.failing != nil:
-		fr := *s.failing
-		r = &fr
-	case len(s.script) > 0:
-		fr := s.script[0]
-		s.script, r = s.script[1:], &fr
+	r, ok := s.Next()
+	if !ok {
+		return nil
 	}
-	if r != nil {
-		*r = r.withDefaults()
-	}
-	return r
+	r = r.withDefaults()
+	return &r
 }
 
 func (s *Server) accept() {

@@ -4,7 +4,7 @@
 // or query parameters) and answers with ntfy's real bodies: the message
 // JSON on success, {"code","http","error","link"} on failure. It records
 // what it accepted (a connectortest.Observer) and can be made to fail
-// (connectortest.FaultInjector, FailNext, Fail, Recover).
+// (its connectortest.Script: Inject, FailNext, Fail, RateLimit, Recover).
 //
 // Wire format followed: https://docs.ntfy.sh/publish/ and the server's
 // source, binwiederhier/ntfy server/server.go (handlePublishInternal,
@@ -16,7 +16,6 @@
 package ntfyfake
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -61,22 +60,21 @@ type Published struct {
 	Tags     []string
 }
 
-// Server is the fake ntfy server. Safe for concurrent use.
+// Server is the fake ntfy server. Its Script fails publishes with ntfy's
+// errors: Unavailable is 500, RateLimited 429 (with a Retry-After only
+// when the fault names a wait: ntfy sends none, a proxy in front may),
+// Unauthorized 401, BadRequest 400 (attachments not allowed), Stall no
+// answer. Safe for concurrent use.
 type Server struct {
 	connectortest.Recorder
+	*connectortest.Script[connectortest.Fault]
 	// URL is the server's base URL, http://127.0.0.1:<port>.
 	URL string
 
 	opts Options
-	quit chan struct{}
 
 	mu        sync.Mutex
 	published []Published
-	requests  int
-	fault     *connectortest.Fault // from Inject: once, after fault.After requests
-	failNext  int                  // FailNext: this many requests get failure
-	failing   bool                 // Fail: every request gets failure
-	failure   connectortest.Fault
 }
 
 var (
@@ -87,41 +85,12 @@ var (
 // New starts a Server, stopped at t's cleanup.
 func New(t testing.TB, opts Options) *Server {
 	t.Helper()
-	s := &Server{opts: opts, quit: make(chan struct{})}
+	s := &Server{opts: opts, Script: connectortest.NewScript(func(f connectortest.Fault) connectortest.Fault { return f })}
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	t.Cleanup(func() { close(s.quit) }) // runs first: releases stalled requests
+	t.Cleanup(s.Release) // runs first: releases stalled requests
 	s.URL = srv.URL
 	return s
-}
-
-// Inject implements connectortest.FaultInjector: the request after f.After
-// successful ones fails with f.
-func (s *Server) Inject(f connectortest.Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fault = &f
-}
-
-// FailNext makes the next n requests fail with f (f.After is ignored).
-func (s *Server) FailNext(n int, f connectortest.Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failNext, s.failure = n, f
-}
-
-// Fail makes every request fail with f until Recover.
-func (s *Server) Fail(f connectortest.Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failing, s.failure = true, f
-}
-
-// Recover ends every scripted failure.
-func (s *Server) Recover() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fault, s.failNext, s.failing = nil, 0, false
 }
 
 // Published returns the messages the server accepted, in order.
@@ -129,36 +98,6 @@ func (s *Server) Published() []Published {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.published)
-}
-
-// Requests returns how many requests the server answered or is answering.
-func (s *Server) Requests() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.requests
-}
-
-// next counts a request and returns the fault it gets, if any.
-func (s *Server) next() *connectortest.Fault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.requests++
-	switch {
-	case s.fault != nil && s.fault.After > 0:
-		s.fault.After--
-	case s.fault != nil:
-		f := *s.fault
-		s.fault = nil
-		return &f
-	case s.failing:
-		f := s.failure
-		return &f
-	case s.failNext > 0:
-		s.failNext--
-		f := s.failure
-		return &f
-	}
-	return nil
 }
 
 // errHTTP is ntfy's error body (server/errors.go).
@@ -201,8 +140,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errNotFound)
 		return
 	}
-	if f := s.next(); f != nil {
-		s.fail(w, r, *f)
+	if f, ok := s.Next(); ok {
+		s.fail(w, r, f)
 		return
 	}
 	topic := r.URL.Path[1:]
@@ -312,10 +251,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, f connectortest.Fa
 		// Read the body first: only then does the server notice the
 		// client hanging up.
 		_, _ = io.Copy(io.Discard, r.Body)
-		select {
-		case <-r.Context().Done():
-		case <-s.quit:
-		}
+		s.Stall(r.Context())
 	default:
 		panic(fmt.Sprintf("ntfyfake: unknown fault %s", f.Kind))
 	}
@@ -371,13 +307,4 @@ func randomID() string {
 		b[i] = alphabet[int(b[i])%len(alphabet)]
 	}
 	return string(b)
-}
-
-// Wait blocks until the server accepted n messages or ctx is done; it is
-// Messages for callers that want the Published records.
-func (s *Server) Wait(ctx context.Context, n int) ([]Published, error) {
-	if _, err := s.Messages(ctx, n); err != nil {
-		return s.Published(), err
-	}
-	return s.Published(), nil
 }

@@ -35,7 +35,7 @@
 package slackfake
 
 import (
-	"context"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -105,21 +105,24 @@ type Post struct {
 	Header http.Header
 }
 
-// Server is the fake. Its methods are safe for concurrent use.
+// Server is the fake. Its Script fails requests as Slack does:
+// Unavailable is 500 (rollup_error, internal_error), Unauthorized a
+// rejected key or token, BadRequest a rejected message, Stall no answer,
+// RateLimited a 429 with Retry-After, the fault's wait in whole seconds
+// rounded up (1 when it names none). Its methods are safe for concurrent
+// use.
 type Server struct {
 	connectortest.Recorder
+	*connectortest.Script[failure]
 	// URL is the server's root.
 	URL string
 
 	opts Options
-	quit chan struct{}
 
-	mu       sync.Mutex
-	token    string
-	script   script
-	requests int
-	seq      int
-	posts    []Post
+	mu    sync.Mutex
+	token string
+	seq   int
+	posts []Post
 }
 
 var (
@@ -141,11 +144,11 @@ func New(t testing.TB, opts ...Options) *Server {
 	if o.MaxText <= 0 {
 		o.MaxText = slack.MaxText
 	}
-	s := &Server{opts: o, token: o.Token, quit: make(chan struct{})}
+	s := &Server{Script: connectortest.NewScript(faultFailure), opts: o, token: o.Token}
 	srv := httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = srv.URL
 	t.Cleanup(func() {
-		close(s.quit)
+		s.Release()
 		srv.Close()
 	})
 	return s
@@ -179,13 +182,6 @@ func (s *Server) Posts() []Post {
 	return slices.Clone(s.posts)
 }
 
-// Requests returns how many requests the server got, failed ones included.
-func (s *Server) Requests() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.requests
-}
-
 // failure is how a scripted request fails: a fault kind, or a Slack error
 // code.
 type failure struct {
@@ -194,41 +190,9 @@ type failure struct {
 	retryAfter time.Duration
 }
 
-// script is the fake's scripted failure: after pass requests answered
-// normally, the next left requests (-1: all) fail with f.
-type script struct {
-	pass int
-	left int
-	f    *failure
-}
-
-func (s *Server) setScript(sc script) {
-	s.mu.Lock()
-	s.script = sc
-	s.mu.Unlock()
-}
-
-// Inject implements connectortest.FaultInjector: after f.After requests
-// answered normally, the next one fails with f.
-func (s *Server) Inject(f connectortest.Fault) {
-	s.setScript(script{pass: f.After, left: 1, f: &failure{kind: f.Kind, retryAfter: f.RetryAfter}})
-}
-
-// FailNext makes the next n requests fail as kind: Unavailable is 500
-// (rollup_error, internal_error), Unauthorized a rejected key or token,
-// BadRequest a rejected message, Stall no answer, RateLimited a 429 with
-// Retry-After: 1 (see RateLimit for another wait).
-func (s *Server) FailNext(n int, kind connectortest.FaultKind) {
-	s.setScript(script{left: n, f: &failure{kind: kind, retryAfter: time.Second}})
-}
-
-// Fail makes every request fail as kind (see FailNext) until Recover.
-func (s *Server) Fail(kind connectortest.FaultKind) { s.FailNext(-1, kind) }
-
-// RateLimit answers the next n requests with 429 and Retry-After: after
-// (whole seconds, rounded up).
-func (s *Server) RateLimit(n int, after time.Duration) {
-	s.setScript(script{left: n, f: &failure{kind: connectortest.RateLimited, retryAfter: after}})
+// faultFailure is the fake's failure for f (see Server).
+func faultFailure(f connectortest.Fault) failure {
+	return failure{kind: f.Kind, retryAfter: cmp.Or(f.RetryAfter, time.Second)}
 }
 
 // ErrorNext answers the next n requests (-1: all, until Recover) with the
@@ -238,33 +202,7 @@ func (s *Server) RateLimit(n int, after time.Duration) {
 // channel_not_found, 410 channel_is_archived, 500 rollup_error; 400 for
 // others).
 func (s *Server) ErrorNext(n int, code string) {
-	s.setScript(script{left: n, f: &failure{code: code, retryAfter: time.Second}})
-}
-
-// Recover ends every scripted failure.
-func (s *Server) Recover() { s.setScript(script{}) }
-
-// take counts a request and returns its scripted failure, if any.
-func (s *Server) take() *failure {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.requests++
-	sc := &s.script
-	switch {
-	case sc.f == nil:
-		return nil
-	case sc.pass > 0:
-		sc.pass--
-		return nil
-	}
-	f := sc.f
-	if sc.left > 0 {
-		sc.left--
-		if sc.left == 0 {
-			sc.f = nil
-		}
-	}
-	return f
+	s.AnswerNext(n, failure{code: code, retryAfter: time.Second})
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -284,7 +222,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		plain(w, http.StatusMethodNotAllowed, "invalid_method")
 		return
 	}
-	if f := s.take(); f != nil {
+	if f, ok := s.Next(); ok {
 		s.fail(w, r, webhook, f)
 		return
 	}
@@ -296,14 +234,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // fail answers a request with its scripted failure.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, webhook bool, f *failure) {
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, webhook bool, f failure) {
 	code := f.code
 	switch f.kind {
 	case connectortest.Stall:
-		select {
-		case <-r.Context().Done():
-		case <-s.quit:
-		}
+		s.Stall(r.Context())
 		return
 	case connectortest.RateLimited:
 		code = "ratelimited"
@@ -609,13 +544,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(raw)
-}
-
-// Wait blocks until the fake holds at least n posts or ctx is done, and
-// returns them.
-func (s *Server) Wait(ctx context.Context, n int) ([]Post, error) {
-	if _, err := s.Messages(ctx, n); err != nil {
-		return s.Posts(), err
-	}
-	return s.Posts(), nil
 }

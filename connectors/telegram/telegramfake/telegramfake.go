@@ -57,32 +57,31 @@ const MaxText = 4096
 // arrived: Text as a reader sees it (HTML parsed), Urgency "info" when
 // sent with disable_notification and "important" otherwise, Destination
 // the chat id as sent ("-1001234567890", "@channel", or the supergroup a
-// migrated group became), with "/<message_thread_id>" for a topic. Safe
-// for concurrent use.
+// migrated group became), with "/<message_thread_id>" for a topic. Its
+// Script fails sends as the API does: Unavailable is nginx's 502 page,
+// RateLimited a 429 with retry_after (whole seconds, at least 1),
+// Unauthorized a 401, BadRequest 400 "chat not found", Stall an answer
+// that never comes (until the client gives up or Close). Safe for
+// concurrent use.
 type Server struct {
 	connectortest.Recorder
+	*connectortest.Script[answer]
 	// URL is the API root to configure as base_url (http://127.0.0.1:port).
 	URL string
 	// Token is the bot token the server accepts; any other is 401.
 	Token string
 
 	srv  *httptest.Server
-	quit chan struct{} // closed by Close: releases stalled requests
 	once sync.Once
 
-	mu         sync.Mutex
-	now        func() time.Time
-	seq        map[string]int64 // the last message id per chat
-	requests   []Request
-	fault      *connectortest.Fault
-	outage     int // status of every send while > 0
-	failNext   []int
-	rateLimits int
-	retryAfter int
-	entities   int
-	blocked    map[string]bool
-	notFound   map[string]bool
-	migrated   map[string]string
+	mu       sync.Mutex
+	now      func() time.Time
+	seq      map[string]int64 // the last message id per chat
+	requests []Request
+	entities int
+	blocked  map[string]bool
+	notFound map[string]bool
+	migrated map[string]string
 }
 
 var (
@@ -122,8 +121,8 @@ func New(t testing.TB) *Server {
 // NewServer starts a fake that accepts token. Close stops it.
 func NewServer(token string) *Server {
 	s := &Server{
+		Script:   connectortest.NewScript(faultAnswer),
 		Token:    token,
-		quit:     make(chan struct{}),
 		now:      time.Now,
 		seq:      map[string]int64{},
 		blocked:  map[string]bool{},
@@ -138,55 +137,23 @@ func NewServer(token string) *Server {
 // Close releases stalled requests and stops the server. Idempotent.
 func (s *Server) Close() {
 	s.once.Do(func() {
-		close(s.quit)
+		s.Release()
 		s.srv.CloseClientConnections()
 		s.srv.Close()
 	})
 }
 
-// Inject implements connectortest.FaultInjector: after f.After sends
-// succeed, the next one fails with f: Unavailable is nginx's 502 page,
-// RateLimited a 429 with retry_after (whole seconds, at least 1),
-// Unauthorized a 401, BadRequest 400 "chat not found", Stall an answer
-// that never comes (until the client gives up or Close).
-func (s *Server) Inject(f connectortest.Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fault = &f
-}
+// FailStatus answers the next n sends (-1: every one, until Recover) with
+// status: 502 as nginx's HTML page in front of the API, any other status
+// as the API's JSON with the status text (500 "Internal Server Error").
+func (s *Server) FailStatus(n, status int) { s.AnswerNext(n, outage(status)) }
 
-// RateLimit answers the next n sends with 429 and retry_after (whole
-// seconds, at least 1).
-func (s *Server) RateLimit(n int, retryAfter time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.rateLimits, s.retryAfter = n, seconds(retryAfter)
-}
-
-// Fail answers every send with status (500: the API's JSON "Internal
-// Server Error"; 502: nginx's HTML page; others the API's JSON with the
-// status text) until Recover.
-func (s *Server) Fail(status int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.outage = status
-}
-
-// FailNext answers the next n sends with status, as Fail does.
-func (s *Server) FailNext(n, status int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for range n {
-		s.failNext = append(s.failNext, status)
-	}
-}
-
-// Recover ends Fail, FailNext, RateLimit, FailEntities and an injected
-// fault not yet hit.
+// Recover ends every scripted failure and FailEntities.
 func (s *Server) Recover() {
+	s.Script.Recover()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.outage, s.failNext, s.rateLimits, s.entities, s.fault = 0, nil, 0, 0, nil
+	s.entities = 0
 }
 
 // Migrate makes chat from a basic group that became the supergroup to:
@@ -287,10 +254,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	a := s.handle(r, raw)
 	if a.stall {
-		select {
-		case <-r.Context().Done():
-		case <-s.quit:
-		}
+		s.Stall(r.Context())
 		return
 	}
 	if a.html != "" {
@@ -348,7 +312,7 @@ func (s *Server) handle(r *http.Request, raw []byte) (a answer) {
 		}
 		s.requests = append(s.requests, *req)
 	}()
-	if f, ok := s.failure(); ok {
+	if f, ok := s.Next(); ok {
 		return f
 	}
 	switch {
@@ -407,41 +371,21 @@ func (s *Server) handle(r *http.Request, raw []byte) (a answer) {
 	return answer{status: http.StatusOK, body: map[string]any{"ok": true, "result": s.message(req, text)}}
 }
 
-// failure returns the scripted failure this request meets, if any. s.mu
-// is held.
-func (s *Server) failure() (answer, bool) {
-	if f := s.fault; f != nil {
-		if f.After > 0 {
-			f.After--
-		} else {
-			s.fault = nil
-			switch f.Kind {
-			case connectortest.Unavailable:
-				return outage(http.StatusBadGateway), true
-			case connectortest.RateLimited:
-				return rateLimited(seconds(f.RetryAfter)), true
-			case connectortest.Unauthorized:
-				return apiError(http.StatusUnauthorized, "Unauthorized"), true
-			case connectortest.BadRequest:
-				return apiError(http.StatusBadRequest, "Bad Request: chat not found"), true
-			case connectortest.Stall:
-				return answer{stall: true}, true
-			}
-		}
+// faultAnswer is the API's answer to f (see Server).
+func faultAnswer(f connectortest.Fault) answer {
+	switch f.Kind {
+	case connectortest.Unavailable:
+		return outage(http.StatusBadGateway)
+	case connectortest.RateLimited:
+		return rateLimited(seconds(f.RetryAfter))
+	case connectortest.Unauthorized:
+		return apiError(http.StatusUnauthorized, "Unauthorized")
+	case connectortest.BadRequest:
+		return apiError(http.StatusBadRequest, "Bad Request: chat not found")
+	case connectortest.Stall:
+		return answer{stall: true}
 	}
-	if s.outage > 0 {
-		return outage(s.outage), true
-	}
-	if len(s.failNext) > 0 {
-		status := s.failNext[0]
-		s.failNext = s.failNext[1:]
-		return outage(status), true
-	}
-	if s.rateLimits > 0 {
-		s.rateLimits--
-		return rateLimited(s.retryAfter), true
-	}
-	return answer{}, false
+	panic(fmt.Sprintf("telegramfake: unknown fault %s", f.Kind))
 }
 
 // outage is the answer of a server in trouble.

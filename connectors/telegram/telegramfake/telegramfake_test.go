@@ -116,18 +116,18 @@ func TestScripts(t *testing.T) {
 		t.Errorf("after RateLimit(2): %v, want 429 then 200", got)
 	}
 
-	api.Fail(502)
+	api.Fail(connectortest.Unavailable)
 	status, got = send(t, api, ok)
 	if status != 502 || !strings.Contains(got["page"].(string), "<center>nginx") {
-		t.Errorf("Fail(502): %d %v, want nginx's page", status, got)
+		t.Errorf("Fail(Unavailable): %d %v, want nginx's 502 page", status, got)
 	}
 	if got := statuses(2); got[0] != 502 || got[1] != 502 {
-		t.Errorf("Fail(502) for ever: %v", got)
+		t.Errorf("Fail(Unavailable) for ever: %v", got)
 	}
 	api.Recover()
-	api.FailNext(1, 500)
+	api.FailStatus(1, 500)
 	if got := statuses(2); got[0] != 500 || got[1] != 200 {
-		t.Errorf("FailNext(1, 500): %v, want 500 then 200", got)
+		t.Errorf("FailStatus(1, 500): %v, want 500 then 200", got)
 	}
 
 	api.FailEntities(1)

@@ -3,8 +3,8 @@
 // internal/stdwebhook, the code the inbound trigger uses) and rejects a
 // bad one with 401, deduplicates on webhook-id as the spec asks receivers
 // to, and records what it accepted (a connectortest.Observer). It can be
-// made to fail (connectortest.FaultInjector, FailNext, Fail, Recover,
-// RespondNext).
+// made to fail (its connectortest.Script: Inject, FailNext, Fail,
+// RateLimit, Recover; and RespondNext).
 //
 // Spec followed: standard-webhooks spec/standard-webhooks.md, "Verifying
 // webhooks" (signed content, tolerance, constant-time compare, webhook-id
@@ -79,25 +79,25 @@ type Event struct {
 	} `json:"data"`
 }
 
-// Server is the fake receiver. Safe for concurrent use.
+// Server is the fake receiver. Its Script fails deliveries:
+// Unavailable is 500, RateLimited 429 with the fault's wait as
+// Retry-After (in whole seconds), Unauthorized 401, BadRequest 400, Stall
+// no answer. Safe for concurrent use.
 type Server struct {
 	connectortest.Recorder
+	*connectortest.Script[answer]
 	// URL is the receiver's URL, http://127.0.0.1:<port>/hook.
 	URL string
 
 	keys      [][]byte
 	tolerance time.Duration
 	now       func() time.Time
-	quit      chan struct{}
 
 	mu       sync.Mutex
 	attempts []Attempt
 	events   []Event
 	seen     map[string]bool // webhook-ids accepted
 	dups     int
-	fault    *connectortest.Fault // from Inject: once, after fault.After requests
-	script   []answer             // RespondNext / FailNext, in order
-	failing  *answer              // Fail: every request
 }
 
 // answer is a scripted response.
@@ -116,7 +116,7 @@ var (
 // is not whsec_<base64>.
 func New(t testing.TB, opts Options) *Server {
 	t.Helper()
-	s := &Server{tolerance: opts.Tolerance, now: opts.Now, quit: make(chan struct{}), seen: map[string]bool{}}
+	s := &Server{Script: connectortest.NewScript(faultAnswer), tolerance: opts.Tolerance, now: opts.Now, seen: map[string]bool{}}
 	if s.tolerance == 0 {
 		s.tolerance = 5 * time.Minute
 	}
@@ -132,7 +132,7 @@ func New(t testing.TB, opts Options) *Server {
 	}
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	t.Cleanup(func() { close(s.quit) }) // runs first: releases stalled requests
+	t.Cleanup(s.Release) // runs first: releases stalled requests
 	s.URL = srv.URL + "/hook"
 	return s
 }
@@ -154,43 +154,11 @@ func faultAnswer(f connectortest.Fault) answer {
 	panic(fmt.Sprintf("webhookfake: unknown fault %s", f.Kind))
 }
 
-// Inject implements connectortest.FaultInjector: the request after f.After
-// successful ones fails with f.
-func (s *Server) Inject(f connectortest.Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fault = &f
-}
-
-// FailNext makes the next n requests fail with f (f.After is ignored).
-func (s *Server) FailNext(n int, f connectortest.Fault) {
-	for range n {
-		s.RespondNext(faultAnswer(f).status, f.RetryAfter)
-	}
-}
-
 // RespondNext makes the next request (after those scripted before it) get
 // status, with a Retry-After of retryAfter in whole seconds when it is
-// positive: 410 Gone, 503 with Retry-After, 302.
+// positive: 410 Gone, 503 with Retry-After, 302. Status 0 is no answer.
 func (s *Server) RespondNext(status int, retryAfter time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.script = append(s.script, answer{status: status, retryAfter: retryAfter, stall: status == 0})
-}
-
-// Fail makes every request fail with f until Recover.
-func (s *Server) Fail(f connectortest.Fault) {
-	a := faultAnswer(f)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failing = &a
-}
-
-// Recover ends every scripted failure.
-func (s *Server) Recover() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fault, s.script, s.failing = nil, nil, nil
+	s.AnswerNext(1, answer{status: status, retryAfter: retryAfter, stall: status == 0})
 }
 
 // Attempts returns every request the receiver got, in order.
@@ -214,28 +182,6 @@ func (s *Server) Duplicates() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.dups
-}
-
-// next returns the scripted answer of the next request, if any.
-func (s *Server) next() *answer {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.fault != nil && s.fault.After > 0:
-		s.fault.After--
-	case s.fault != nil:
-		a := faultAnswer(*s.fault)
-		s.fault = nil
-		return &a
-	case s.failing != nil:
-		a := *s.failing
-		return &a
-	case len(s.script) > 0:
-		a := s.script[0]
-		s.script = s.script[1:]
-		return &a
-	}
-	return nil
 }
 
 func (s *Server) record(a Attempt) {
@@ -279,13 +225,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answerWith(http.StatusRequestEntityTooLarge, problem{"body too large"})
 		return
 	}
-	if sc := s.next(); sc != nil {
+	if sc, ok := s.Next(); ok {
 		if sc.stall {
 			s.record(a)
-			select {
-			case <-r.Context().Done():
-			case <-s.quit:
-			}
+			s.Stall(r.Context())
 			return
 		}
 		if sc.retryAfter > 0 {

@@ -1,7 +1,6 @@
 package httperr_test
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -31,26 +30,6 @@ func FuzzServerMessage(f *testing.F) {
 		}
 		if len(s) > 300+len(" ...") {
 			t.Fatalf("ServerMessage() is %d bytes, want at most 304", len(s))
-		}
-	})
-}
-
-// FuzzRetryAfter: any header values give a wait between 0 and
-// MaxRetryAfter, never a panic.
-func FuzzRetryAfter(f *testing.F) {
-	for _, seed := range [][2]string{
-		{"", "3"}, {"250", ""}, {"", "1.5"}, {"", "Sat, 14 Mar 2026 09:31:30 GMT"}, {"", "Monday, 02-Jan-06 15:04:05 MST"},
-		{"NaN", "-Inf"}, {"1e309", "1e300"}, {"-1", "-5"}, {"0x10", "soon"},
-	} {
-		f.Add(seed[0], seed[1])
-	}
-	f.Fuzz(func(t *testing.T, ms, after string) {
-		h := http.Header{}
-		h.Set("retry-after-ms", ms)
-		h.Set("Retry-After", after)
-		d, ok := httperr.RetryAfter(h, now)
-		if d < 0 || d > httperr.MaxRetryAfter || (!ok && d != 0) {
-			t.Fatalf("RetryAfter(ms %q, Retry-After %q) = %s, %v; want 0..%s", ms, after, d, ok, httperr.MaxRetryAfter)
 		}
 	})
 }

@@ -1,10 +1,10 @@
 // Package httperr turns the failures of a model provider's HTTP call into
 // classified *model.Error values whose messages say what to fix. It is the
 // part the openai and anthropic clients share: the class of a status (and
-// the server's x-should-retry), the wait a server asks for (retry-after-ms,
-// Retry-After in seconds or as an HTTP date), the server's own explanation
-// taken from an error body, transport failures (timeouts, refused or cut
-// connections, TLS), and the redaction of the API key and header values.
+// the server's x-should-retry), the wait a server asks for (read with
+// internal/retryafter), the server's own explanation taken from an error
+// body, transport failures (timeouts, refused or cut connections, TLS),
+// and the redaction of the API key and header values.
 // Each client adds its own hints and rate-limit headers through Endpoint.
 package httperr
 
@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -24,12 +23,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentwork/agentwork/internal/retryafter"
 	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/model"
 )
-
-// MaxRetryAfter caps a server-requested delay.
-const MaxRetryAfter = 24 * time.Hour
 
 // StatusOverloaded is Anthropic's "overloaded" status, which net/http has no
 // text for.
@@ -121,11 +118,11 @@ func (e Endpoint) retryAfter(h http.Header) time.Duration {
 		now = e.Now
 	}
 	t := now()
-	if d, ok := RetryAfter(h, t); ok {
+	if d, ok := retryafter.Header(h, t); ok {
 		return d
 	}
 	if e.Reset != nil {
-		return Delay(e.Reset(h, t).Seconds())
+		return retryafter.Seconds(e.Reset(h, t).Seconds())
 	}
 	return 0
 }
@@ -210,51 +207,6 @@ func StatusText(status int) string {
 		return strconv.Itoa(status)
 	}
 	return strconv.Itoa(status) + " " + t
-}
-
-// RetryAfter returns the delay a server asked for in the standard headers:
-// retry-after-ms (OpenAI's and Anthropic's, milliseconds), then Retry-After
-// (seconds, or an HTTP date: see Until), capped at MaxRetryAfter.
-// ok is false when neither header holds a value it can read.
-func RetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
-	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			return Delay(f / 1000), true
-		}
-	}
-	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			return Delay(f), true
-		}
-		if t, err := http.ParseTime(v); err == nil {
-			return Until(t, now), true
-		}
-	}
-	return 0, false
-}
-
-// Until returns the wait from now until t, as Delay does. A time in whole
-// seconds (an HTTP date, an RFC 3339 time without a fraction) may stand for
-// any instant of that second, so the wait is rounded up to a whole number of
-// seconds: a retry never comes before the time the server meant.
-func Until(t, now time.Time) time.Duration {
-	wait := t.Sub(now)
-	if r := wait % time.Second; t.Nanosecond() == 0 && r > 0 {
-		wait += time.Second - r
-	}
-	return Delay(wait.Seconds())
-}
-
-// Delay turns a wait in seconds into a duration rounded to the millisecond:
-// 0 for NaN and waits that are not positive, at most MaxRetryAfter.
-func Delay(seconds float64) time.Duration {
-	switch {
-	case math.IsNaN(seconds) || seconds <= 0:
-		return 0
-	case seconds >= MaxRetryAfter.Seconds():
-		return MaxRetryAfter
-	}
-	return time.Duration(seconds * float64(time.Second)).Round(time.Millisecond)
 }
 
 // ServerMessage extracts the server's explanation from an error body:

@@ -75,56 +75,6 @@ func TestClass(t *testing.T) {
 	}
 }
 
-func TestRetryAfter(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name   string
-		header http.Header
-		want   time.Duration
-		ok     bool
-	}{
-		{"none", nil, 0, false},
-		{"seconds", http.Header{"Retry-After": {"3"}}, 3 * time.Second, true},
-		{"fraction", http.Header{"Retry-After": {" 1.5 "}}, 1500 * time.Millisecond, true},
-		{"zero", http.Header{"Retry-After": {"0"}}, 0, true},
-		{"ms wins", http.Header{"Retry-After-Ms": {"250"}, "Retry-After": {"3"}}, 250 * time.Millisecond, true},
-		{"bad ms falls back", http.Header{"Retry-After-Ms": {"soon"}, "Retry-After": {"3"}}, 3 * time.Second, true},
-		// now is 09:30:00.25; a date in whole seconds is waited for to its end.
-		{"http date", http.Header{"Retry-After": {"Sat, 14 Mar 2026 09:31:30 GMT"}}, 90 * time.Second, true},
-		{"past date", http.Header{"Retry-After": {"Mon, 01 Jan 2001 00:00:00 GMT"}}, 0, true},
-		{"garbage", http.Header{"Retry-After": {"soon"}}, 0, false},
-		{"negative", http.Header{"Retry-After": {"-5"}}, 0, true},
-		{"NaN", http.Header{"Retry-After": {"NaN"}}, 0, true},
-		{"huge", http.Header{"Retry-After": {"1e300"}}, httperr.MaxRetryAfter, true},
-		{"infinite ms", http.Header{"Retry-After-Ms": {"+Inf"}}, httperr.MaxRetryAfter, true},
-	}
-	for _, tt := range tests {
-		got, ok := httperr.RetryAfter(tt.header, now)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("%s: RetryAfter(%v) = %s, %v; want %s, %v", tt.name, tt.header, got, ok, tt.want, tt.ok)
-		}
-	}
-}
-
-func TestUntil(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		t    time.Time
-		want time.Duration
-	}{
-		{"whole second rounds up", now.Truncate(time.Second).Add(40 * time.Second), 40 * time.Second},
-		{"fraction kept", now.Add(1500 * time.Millisecond), 1500 * time.Millisecond},
-		{"past", now.Add(-time.Hour), 0},
-		{"far", now.Add(48 * time.Hour), httperr.MaxRetryAfter},
-	}
-	for _, tt := range tests {
-		if got := httperr.Until(tt.t, now); got != tt.want {
-			t.Errorf("%s: Until(%s, %s) = %s, want %s", tt.name, tt.t, now, got, tt.want)
-		}
-	}
-}
-
 func TestServerMessage(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("x", 400)
