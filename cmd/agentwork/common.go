@@ -185,3 +185,35 @@ func oneLine(s string, n int) string {
 	}
 	return s
 }
+
+// group is a command with subcommands (cron, heartbeat, deliveries): its
+// name and usage text.
+type group struct{ name, usage string }
+
+// groupFlags are the flags every subcommand of a group takes: where the
+// server is, --json and --timeout.
+type groupFlags struct {
+	conn    connFlags
+	json    *bool
+	timeout *time.Duration
+}
+
+// verb handles `agentwork <group>` without a subcommand or with -h (done:
+// the usage was printed, return err), and otherwise returns the
+// subcommand and its flag set with the group's flags registered.
+func (g group) verb(e *env, args []string) (verb string, fs *flag.FlagSet, gf *groupFlags, done bool, err error) {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(e.stdout, g.usage)
+		if len(args) == 0 {
+			return "", nil, nil, true, usageError{g.name + ": no command given"}
+		}
+		return "", nil, nil, true, nil
+	}
+	verb = args[0]
+	fs = newFlagSet(g.name+" "+verb, e)
+	gf = &groupFlags{}
+	gf.conn.register(fs)
+	gf.json = fs.Bool("json", false, "print JSON")
+	gf.timeout = fs.Duration("timeout", 30*time.Second, "how long to wait for the server")
+	return verb, fs, gf, false, nil
+}

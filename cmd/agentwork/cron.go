@@ -37,19 +37,11 @@ Every command takes --data-dir / --url / --config to find the server, and --json
 // cmdCron implements `agentwork cron ...` over the cron NATS service of a
 // running server.
 func cmdCron(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(e.stdout, cronUsage)
-		if len(args) == 0 {
-			return usageError{"cron: no command given"}
-		}
-		return nil
+	verb, fs, gf, done, err := group{"cron", cronUsage}.verb(e, args)
+	if done {
+		return err
 	}
-	verb := args[0]
-	fs := newFlagSet("cron "+verb, e)
-	var cf connFlags
-	cf.register(fs)
-	asJSON := fs.Bool("json", false, "print JSON")
-	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the server")
+	cf, asJSON, timeout := &gf.conn, gf.json, gf.timeout
 	var run func(c *cron.Client, pos []string) error
 	needID := true
 	switch verb {

@@ -27,19 +27,11 @@ Every command takes --data-dir / --url / --config to find the server, and --json
 // cmdDeliveries implements `agentwork deliveries list|show|retry` on the
 // bus of a running server.
 func cmdDeliveries(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(e.stdout, deliveriesUsage)
-		if len(args) == 0 {
-			return usageError{"deliveries: no command given"}
-		}
-		return nil
+	verb, fs, gf, done, err := group{"deliveries", deliveriesUsage}.verb(e, args)
+	if done {
+		return err
 	}
-	verb := args[0]
-	fs := newFlagSet("deliveries "+verb, e)
-	var cf connFlags
-	cf.register(fs)
-	asJSON := fs.Bool("json", false, "print JSON")
-	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the server")
+	cf, asJSON, timeout := &gf.conn, gf.json, gf.timeout
 	var connector *string
 	var all *bool
 	switch verb {

@@ -31,20 +31,12 @@ to find the server, and --json.`
 // cmdHeartbeat implements `agentwork heartbeat status|wake|history` over the
 // heartbeat NATS service of a running server.
 func cmdHeartbeat(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(e.stdout, heartbeatUsage)
-		if len(args) == 0 {
-			return usageError{"heartbeat: no command given"}
-		}
-		return nil
+	verb, fs, gf, done, err := group{"heartbeat", heartbeatUsage}.verb(e, args)
+	if done {
+		return err
 	}
-	verb := args[0]
-	fs := newFlagSet("heartbeat "+verb, e)
-	var cf connFlags
-	cf.register(fs)
+	cf, asJSON, timeout := &gf.conn, gf.json, gf.timeout
 	name := fs.String("name", heartbeat.DefaultName, "the heartbeat's name (heartbeat.name)")
-	asJSON := fs.Bool("json", false, "print JSON")
-	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the server")
 	var run func(ctx context.Context, b *bus.Bus, c *heartbeat.Client) error
 	switch verb {
 	case "status":
