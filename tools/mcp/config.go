@@ -107,6 +107,21 @@ func (c ServerConfig) WithDefaults() ServerConfig {
 	return c
 }
 
+// Transport names, as Status reports them.
+const (
+	TransportStdio     = "stdio"
+	TransportHTTP      = "http"
+	TransportInProcess = "inprocess"
+)
+
+// transport is the kind of server c configures.
+func (c ServerConfig) transport() string {
+	if c.URL != "" {
+		return TransportHTTP
+	}
+	return TransportStdio
+}
+
 var serverNameRE = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
 
 // CheckServerName reports whether name may name a server.
@@ -265,3 +280,36 @@ func validHeaderValue(v string) bool {
 	}
 	return true
 }
+
+// secrets returns the values c says are secret: env and header values and
+// the URL's query values, those of at least minSecret bytes (a shorter
+// one would cut words out of every message and guards little).
+func (c ServerConfig) secrets() []string {
+	var out []string
+	add := func(v string) {
+		if v = strings.TrimSpace(v); len(v) >= minSecret {
+			out = append(out, v)
+		}
+	}
+	for _, v := range c.Env {
+		add(v)
+	}
+	for _, v := range c.Headers {
+		add(v)
+		// "Bearer xyz": the token alone may be quoted too.
+		if _, tok, ok := strings.Cut(v, " "); ok {
+			add(tok)
+		}
+	}
+	if u, err := url.Parse(c.URL); err == nil {
+		for _, vs := range u.Query() {
+			for _, v := range vs {
+				add(v)
+			}
+		}
+	}
+	return out
+}
+
+// minSecret is the shortest value secrets redacts.
+const minSecret = 6
