@@ -1,0 +1,315 @@
+package mcp
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentwork/agentwork/internal/secret"
+)
+
+// Defaults of ServerConfig.
+const (
+	// DefaultTimeout bounds one tool call.
+	DefaultTimeout = 60 * time.Second
+	// DefaultMaxOutput is how many bytes of a call's result reach the model.
+	DefaultMaxOutput = 64 << 10
+	// MinStartTimeout is the least time a server gets to start: to answer
+	// the handshake and list its tools. A server's Timeout, if longer,
+	// bounds the start instead (a first `npx` run downloads the package).
+	MinStartTimeout = 60 * time.Second
+)
+
+// Limits of ServerConfig.
+const (
+	// MinMaxOutput and MaxMaxOutput bound max_output.
+	MinMaxOutput = 1 << 10
+	MaxMaxOutput = 1 << 20
+	// MaxTimeout bounds timeout.
+	MaxTimeout = time.Hour
+)
+
+// Config is the mcp section of agentwork.yaml:
+//
+//	mcp:
+//	  servers:
+//	    fs:
+//	      command: npx
+//	      args: ["-y", "@modelcontextprotocol/server-filesystem", "/srv/reports"]
+//	    search:
+//	      url: https://mcp.example.com/mcp
+//	      headers:
+//	        Authorization: Bearer ${SEARCH_TOKEN}
+//
+// Secrets come in resolved: the config loader expands ${VAR} references.
+// Env values and header values are treated as secrets: never logged, and
+// cut out of every error and status that could quote them.
+type Config struct {
+	// Servers are the MCP servers by name. A name is 1-32 characters of
+	// a-z, 0-9, _ and -, without "__" and not ending in "_": the server's
+	// tools are offered to the model as <name>__<tool>.
+	Servers map[string]ServerConfig `yaml:"servers" json:"servers,omitempty"`
+}
+
+// ServerConfig is one MCP server: a stdio server (Command) or a streamable
+// HTTP server (URL), and the limits of its calls.
+type ServerConfig struct {
+	// Command starts a stdio server: the program, found in PATH unless it
+	// has a slash. agentwork talks to it over its stdin and stdout (its
+	// stderr is kept to explain a failed start) and restarts it when it
+	// exits.
+	Command string `yaml:"command,omitempty" json:"command,omitempty"`
+	// Args are the program's arguments.
+	Args []string `yaml:"args,omitempty" json:"args,omitempty"`
+	// Env are environment variables of the program, added to the few it
+	// inherits from agentwork (HOME, LOGNAME, PATH, SHELL, TERM, USER,
+	// TMPDIR, LANG, LC_ALL, TZ): the rest of agentwork's environment, with
+	// its API keys, is not passed on. Values are secret: write ${VAR}.
+	Env map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	// Cwd is the program's working directory. Default: agentwork's.
+	Cwd string `yaml:"cwd,omitempty" json:"cwd,omitempty"`
+
+	// URL is a streamable HTTP server's endpoint, e.g.
+	// https://mcp.example.com/mcp.
+	URL string `yaml:"url,omitempty" json:"url,omitempty"`
+	// Headers are sent with every HTTP request, e.g. Authorization.
+	// Values are secret: write ${VAR}.
+	Headers map[string]string `yaml:"headers,omitempty" json:"headers,omitempty"`
+
+	// Timeout bounds one tool call; a call still running then is cancelled
+	// and the model is told. Default 60s, at most 1h.
+	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty" jsonschema:"default=60s"`
+	// MaxOutput is how many bytes of a call's result reach the model; a
+	// longer result is cut, and the model is told it was. Default 65536
+	// (64 KiB), 1024 to 1048576.
+	MaxOutput int `yaml:"max_output,omitempty" json:"max_output,omitempty" jsonschema:"default=65536"`
+	// IdempotentTools are the server's tools (by the server's own names)
+	// that may be called again with the same arguments without harm, such
+	// as a read: a call interrupted by a crash of agentwork may be made
+	// again. The servers' own idempotentHint annotations are not trusted.
+	IdempotentTools []string `yaml:"idempotent_tools,omitempty" json:"idempotent_tools,omitempty"`
+}
+
+// WithDefaults returns c with zero limits set to their defaults.
+func (c ServerConfig) WithDefaults() ServerConfig {
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.MaxOutput <= 0 {
+		c.MaxOutput = DefaultMaxOutput
+	}
+	return c
+}
+
+// Transport names, as Status reports them.
+const (
+	TransportStdio     = "stdio"
+	TransportHTTP      = "http"
+	TransportInProcess = "inprocess"
+)
+
+// transport is the kind of server c configures.
+func (c ServerConfig) transport() string {
+	if c.URL != "" {
+		return TransportHTTP
+	}
+	return TransportStdio
+}
+
+var serverNameRE = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
+
+// CheckServerName reports whether name may name a server.
+func CheckServerName(name string) error {
+	switch {
+	case !serverNameRE.MatchString(name):
+		return errors.New("the name must be 1-32 characters of a-z, 0-9, _ and - (the server's tools are offered as <name>__<tool>)")
+	case strings.Contains(name, Separator) || strings.HasSuffix(name, "_"):
+		return fmt.Errorf("the name may not contain %q or end in _: %q separates the server from the tool in the names the model sees", Separator, Separator)
+	}
+	return nil
+}
+
+// Validate checks c without I/O. Errors read "mcp.servers.<name>.<field>:
+// ..." and never quote an env or header value.
+func (c Config) Validate() error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(c.Servers)) {
+		p := "mcp.servers." + name
+		if err := CheckServerName(name); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
+			continue
+		}
+		errs = append(errs, c.Servers[name].validate(p)...)
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks one server's config; errors are prefixed with "mcp.servers.<name>."
+// by Config.Validate, and read "<field>: ..." here.
+func (c ServerConfig) Validate() error { return errors.Join(c.validate("")...) }
+
+func (c ServerConfig) validate(p string) []error {
+	var errs []error
+	fail := func(field, format string, args ...any) {
+		if p != "" {
+			field = p + "." + field
+		}
+		errs = append(errs, fmt.Errorf(field+": "+format, args...))
+	}
+	switch {
+	case c.Command != "" && c.URL != "":
+		fail("command", "set command (a stdio server) or url (a streamable HTTP server), not both")
+	case c.Command == "" && c.URL == "":
+		fail("command", "required: set command (a stdio server, e.g. npx) or url (a streamable HTTP server)")
+	}
+	if c.URL != "" {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"args", len(c.Args) > 0}, {"env", len(c.Env) > 0}, {"cwd", c.Cwd != ""}} {
+			if f.set {
+				fail(f.name, "only for a stdio server (command); an HTTP server (url) takes headers")
+			}
+		}
+		if err := checkURL(c.URL); err != nil {
+			fail("url", "%v", err)
+		}
+	}
+	if c.Command != "" {
+		if len(c.Headers) > 0 {
+			fail("headers", "only for an HTTP server (url); a stdio server (command) takes env")
+		}
+		if strings.ContainsRune(c.Command, 0) || strings.TrimSpace(c.Command) != c.Command {
+			fail("command", "%q: want a program name or path, without spaces around it (arguments go in args)", c.Command)
+		}
+		for i, a := range c.Args {
+			if strings.ContainsRune(a, 0) {
+				fail(fmt.Sprintf("args[%d]", i), "contains a NUL byte")
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(c.Env)) {
+			if !envNameRE.MatchString(k) {
+				fail("env", "%q is not an environment variable name (want letters, digits and _, not starting with a digit)", k)
+			} else if strings.ContainsRune(c.Env[k], 0) {
+				fail("env."+k, "the value contains a NUL byte (check the ${...} reference)")
+			}
+		}
+		if strings.ContainsRune(c.Cwd, 0) {
+			fail("cwd", "contains a NUL byte")
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Headers)) {
+		switch {
+		case !validHeaderName(k):
+			fail("headers", "%q is not a header name", k)
+		case reservedHeaders[http.CanonicalHeaderKey(k)]:
+			fail("headers", "%q is set by the MCP client itself; remove it", k)
+		case !validHeaderValue(c.Headers[k]):
+			fail("headers."+k, "the value contains a control character (check the ${...} reference or the file it reads)")
+		}
+	}
+	switch {
+	case c.Timeout < 0:
+		fail("timeout", "%s is negative (want e.g. 30s; 0 for the default %s)", c.Timeout, DefaultTimeout)
+	case c.Timeout > MaxTimeout:
+		fail("timeout", "%s is longer than %s", c.Timeout, MaxTimeout)
+	}
+	if c.MaxOutput != 0 && (c.MaxOutput < MinMaxOutput || c.MaxOutput > MaxMaxOutput) {
+		fail("max_output", "%d: want %d to %d bytes (0 for the default %d)", c.MaxOutput, MinMaxOutput, MaxMaxOutput, DefaultMaxOutput)
+	}
+	seen := map[string]bool{}
+	for i, n := range c.IdempotentTools {
+		switch {
+		case strings.TrimSpace(n) == "":
+			fail(fmt.Sprintf("idempotent_tools[%d]", i), "empty; want a tool name as the server lists it")
+		case seen[n]:
+			fail(fmt.Sprintf("idempotent_tools[%d]", i), "%q is listed twice", n)
+		}
+		seen[n] = true
+	}
+	return errs
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// reservedHeaders are set by the SDK's streamable HTTP transport.
+var reservedHeaders = map[string]bool{
+	"Accept": true, "Content-Type": true, "Mcp-Session-Id": true, "Mcp-Protocol-Version": true, "Last-Event-Id": true,
+}
+
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q: want an http(s) URL such as https://mcp.example.com/mcp", secret.URL(s))
+	}
+	if u.User != nil {
+		return fmt.Errorf("%q: put credentials in headers (e.g. Authorization: Bearer ${TOKEN}), not in the URL", secret.URL(s))
+	}
+	if u.Fragment != "" {
+		return fmt.Errorf("%q: want no fragment", secret.URL(s))
+	}
+	return nil
+}
+
+// validHeaderName reports whether k is an HTTP field name: one or more
+// token characters (RFC 9110 section 5.6.2).
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func validHeaderValue(v string) bool {
+	for _, r := range v {
+		if (r < ' ' && r != '\t') || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// secrets returns the values c says are secret: env and header values and
+// the URL's query values, those of at least minSecret bytes (a shorter
+// one would cut words out of every message and guards little).
+func (c ServerConfig) secrets() []string {
+	var out []string
+	add := func(v string) {
+		if v = strings.TrimSpace(v); len(v) >= minSecret {
+			out = append(out, v)
+		}
+	}
+	for _, v := range c.Env {
+		add(v)
+	}
+	for _, v := range c.Headers {
+		add(v)
+		// "Bearer xyz": the token alone may be quoted too.
+		if _, tok, ok := strings.Cut(v, " "); ok {
+			add(tok)
+		}
+	}
+	if u, err := url.Parse(c.URL); err == nil {
+		for _, vs := range u.Query() {
+			for _, v := range vs {
+				add(v)
+			}
+		}
+	}
+	return out
+}
+
+// minSecret is the shortest value secrets redacts.
+const minSecret = 6

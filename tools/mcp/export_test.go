@@ -1,0 +1,16 @@
+package mcp
+
+import sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+// Environ, Render, CapOutput and InputSchema expose the pieces of a call
+// for unit tests.
+func Environ(base []string, extra map[string]string) []string { return environ(base, extra) }
+
+func Render(res *sdk.CallToolResult) string { return render(res) }
+
+func CapOutput(s string, max int) string { return capOutput(s, max, "max_output") }
+
+func InputSchema(v any) (string, error) {
+	b, err := inputSchema(v)
+	return string(b), err
+}
