@@ -14,7 +14,8 @@ import (
 //
 //	GET  /v1/deliveries[?connector=<name>]  the notifications that failed for good, newest first
 //	GET  /v1/deliveries/{id}                one, by notification id
-//	POST /v1/deliveries/{id}/retry          queue it again (202); 409 while a retry is queued
+//	POST /v1/deliveries/{id}/retry          queue it again (202); 409 while a retry is queued,
+//	                                        unless ?force=true
 func (s *Server) deliveryRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/deliveries", s.deliveries)
 	mux.HandleFunc("GET /v1/deliveries/{id}", s.delivery)
@@ -53,7 +54,7 @@ func (s *Server) delivery(w http.ResponseWriter, r *http.Request) {
 func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	d, err := s.deadLetters().Retry(ctx, r.PathValue("id"))
+	d, err := s.deadLetters().Retry(ctx, r.PathValue("id"), r.URL.Query().Get("force") == "true")
 	if err != nil {
 		deliveryProblem(w, err)
 		return

@@ -31,13 +31,15 @@ type DeadLetter struct {
 	Receipt  *Receipt  `json:"receipt,omitempty"`
 	FailedAt time.Time `json:"failed_at"`
 	// Retries counts the times a user sent it again; RetriedAt is the last
-	// (zero: never). While a retry is queued RetriedAt is after FailedAt.
-	Retries   int       `json:"retries,omitempty"`
-	RetriedAt time.Time `json:"retried_at,omitzero"`
+	// (zero: never). FailedRetry is the retry whose failure this records
+	// (0: the first delivery).
+	Retries     int       `json:"retries,omitempty"`
+	RetriedAt   time.Time `json:"retried_at,omitzero"`
+	FailedRetry int       `json:"failed_retry,omitempty"`
 }
 
 // Pending reports whether a retry of d is queued and has not failed yet.
-func (d DeadLetter) Pending() bool { return d.RetriedAt.After(d.FailedAt) }
+func (d DeadLetter) Pending() bool { return d.Retries > d.FailedRetry }
 
 // ErrNoDeadLetter is returned for a notification id with no dead letter:
 // never failed, delivered on a retry, or expired.
@@ -59,13 +61,24 @@ func deadLetterKey(id string) string {
 	return key
 }
 
-// put records d, replacing a dead letter of the same notification.
-func (s *DeadLetters) put(ctx context.Context, d DeadLetter) error {
-	raw, err := json.Marshal(d)
-	if err != nil {
-		return err
+// record records the failure d, replacing the dead letter of the same
+// notification but keeping its count of retries, which only grows.
+func (s *DeadLetters) record(ctx context.Context, d DeadLetter) error {
+	d.Notification.SentParts = 0 // the receipt holds what was sent
+	d.Retries = d.FailedRetry
+	_, _, err := bus.Update(ctx, s.bus.DeadLetters, deadLetterKey(d.Notification.ID), func(cur *DeadLetter, found bool) (bool, error) {
+		next := d
+		if found {
+			next.Retries, next.RetriedAt = max(cur.Retries, d.FailedRetry), cur.RetriedAt
+		}
+		*cur = next
+		return true, nil
+	})
+	var corrupt *bus.CorruptError
+	if errors.As(err, &corrupt) {
+		raw, _ := json.Marshal(d) // strings, times and ints
+		_, err = s.bus.DeadLetters.Put(ctx, deadLetterKey(d.Notification.ID), raw)
 	}
-	_, err = s.bus.DeadLetters.Put(ctx, deadLetterKey(d.Notification.ID), raw)
 	return err
 }
 
@@ -142,38 +155,57 @@ func (s *DeadLetters) Count(ctx context.Context) (int, error) {
 // same notification id (the platform's idempotency key, the webhook-id),
 // resuming after the parts of a split text that were delivered. It returns
 // the dead letter as updated. A retry that is still queued is not queued
-// twice: Retry then returns the dead letter unchanged with ErrRetryPending.
-// Once delivered the dead letter is removed; if it fails again, it is
-// replaced with the new failure.
-func (s *DeadLetters) Retry(ctx context.Context, id string) (DeadLetter, error) {
+// twice unless force is set: Retry then returns the dead letter unchanged
+// with ErrRetryPending. (A forced retry of one that is in fact delivered is
+// not sent again: its send claim says it was sent.) Once delivered the dead
+// letter is removed; if it fails again, it is replaced with the new
+// failure. A connector the running server does not have is refused.
+func (s *DeadLetters) Retry(ctx context.Context, id string, force bool) (DeadLetter, error) {
 	key := deadLetterKey(id)
-	for {
-		d, rev, err := s.get(ctx, key)
-		if err != nil {
-			return DeadLetter{}, err
-		}
-		if d.Pending() {
-			return d, ErrRetryPending
-		}
-		d.Retries++
-		d.RetriedAt = s.now()
-		raw, _ := json.Marshal(d) // strings, times and ints
-		if _, err := s.bus.DeadLetters.Update(ctx, key, raw, rev); err != nil {
-			if bus.IsConflict(err) {
-				continue // another retry or a new failure came first: look again
-			}
-			return DeadLetter{}, fmt.Errorf("connectors: mark the retry: %w", err)
-		}
-		n := d.Notification
-		n.Retry = d.Retries
-		if d.Receipt != nil {
-			n.SentParts = d.Receipt.Parts
-		}
-		if err := enqueue(ctx, s.bus, n, n.ID+".retry."+strconv.Itoa(d.Retries)); err != nil {
-			return DeadLetter{}, err
-		}
-		return d, nil
+	d, rev, err := s.get(ctx, key)
+	if err != nil {
+		return DeadLetter{}, err
 	}
+	if d.Pending() && !force {
+		return d, ErrRetryPending
+	}
+	if _, err := s.bus.JetStream().Consumer(ctx, bus.StreamDeliveries, ConsumerName(d.Connector)); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return d, fmt.Errorf("connector %s does not run in the server (it has no consumer %s): add it back to agentwork.yaml and restart agentwork serve, then retry", d.Connector, ConsumerName(d.Connector))
+	} else if err != nil {
+		return d, fmt.Errorf("connectors: look up connector %s: %w", d.Connector, err)
+	}
+	// Queue first, then mark: a retry that could not be queued is not
+	// left marked as queued. Two retries at once pick the same number,
+	// and the stream stores one of them.
+	next := d.Retries + 1
+	n := d.Notification
+	n.Retry = next
+	if d.Receipt != nil {
+		n.SentParts = d.Receipt.Parts
+	}
+	if err := enqueue(ctx, s.bus, n, n.ID+".retry."+strconv.Itoa(next)); err != nil {
+		return d, fmt.Errorf("connectors: queue the retry: %w", err)
+	}
+	for range 5 {
+		if d.Retries < next {
+			d.Retries, d.RetriedAt = next, s.now()
+		}
+		raw, _ := json.Marshal(d) // strings, times and ints
+		if _, err = s.bus.DeadLetters.Update(ctx, key, raw, rev); !bus.IsConflict(err) {
+			break
+		}
+		// A new failure or another retry came first: mark on top of it.
+		if d, rev, err = s.get(ctx, key); err != nil {
+			break
+		}
+	}
+	if errors.Is(err, ErrNoDeadLetter) {
+		return d, nil // delivered already
+	}
+	if err != nil {
+		return d, fmt.Errorf("connectors: the retry is queued, but marking it failed: %w", err)
+	}
+	return d, nil
 }
 
 // ErrRetryPending is returned by Retry for a notification whose last retry

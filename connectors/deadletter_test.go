@@ -3,6 +3,7 @@ package connectors_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -53,7 +54,7 @@ func TestDeadLetters(t *testing.T) {
 	}
 
 	// Still down: the retry fails and replaces the dead letter.
-	if d, err := dl.Retry(t.Context(), n.ID); err != nil || d.Retries != 1 || !d.Pending() {
+	if d, err := dl.Retry(t.Context(), n.ID, false); err != nil || d.Retries != 1 || !d.Pending() {
 		t.Fatalf("Retry = %+v, %v; want retries 1, pending", d, err)
 	}
 	if d := next(t, events); d.outcome != connectors.OutcomeFailed || d.res.Notification.ID != n.ID || d.res.Notification.Retry != 1 {
@@ -66,10 +67,10 @@ func TestDeadLetters(t *testing.T) {
 
 	// Up again: the retry is delivered once and the dead letter goes.
 	down.Store(false)
-	if _, err := dl.Retry(t.Context(), n.ID); err != nil {
+	if _, err := dl.Retry(t.Context(), n.ID, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dl.Retry(t.Context(), n.ID); !errors.Is(err, connectors.ErrRetryPending) {
+	if _, err := dl.Retry(t.Context(), n.ID, false); !errors.Is(err, connectors.ErrRetryPending) {
 		// Either still pending, or delivered and gone already.
 		if !errors.Is(err, connectors.ErrNoDeadLetter) {
 			t.Fatalf("second Retry while the first is queued = %v, want ErrRetryPending", err)
@@ -91,5 +92,71 @@ func TestDeadLetters(t *testing.T) {
 	}
 	if sent != 3 {
 		t.Fatalf("chat got %s %d times, want 3 (the failure and two retries, all with the same id)", n.ID, sent)
+	}
+}
+
+// TestDeadLetterRetryEdges: a retry for a connector the server does not
+// run is refused and leaves nothing marked; a forced retry queues again
+// while one is pending; the retry count never goes down, so every retry
+// is a new message the stream stores.
+func TestDeadLetterRetryEdges(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watch(t, b)
+	var sends atomic.Int32
+	chat := &fake{fn: func(context.Context, connectors.Notification, int) error {
+		sends.Add(1)
+		return connectors.Permanent(errors.New("400 Bad Request: chat not found"))
+	}}
+	n, gone := note("1", "chat", "Disk full"), note("2", "gone", "for a removed connector")
+	enqueue(t, b, n, gone)
+	// "gone" has no dispatcher: its dead letter comes from a dispatcher
+	// that ran it once, then it left the config.
+	stopGone := run(t, b, connectors.Registry{"gone": &fake{fn: func(context.Context, connectors.Notification, int) error {
+		return connectors.Permanent(errors.New("401"))
+	}}}, fastRetries)
+	if d := next(t, events); d.outcome != connectors.OutcomeFailed {
+		t.Fatalf("gone: %s, want failed", d.outcome)
+	}
+	stopped(t, stopGone)
+	if err := b.JetStream().DeleteConsumer(t.Context(), "AGENTWORK_DELIVERIES", connectors.ConsumerName("gone")); err != nil {
+		t.Fatal(err)
+	}
+	dl := connectors.NewDeadLetters(b)
+	if _, err := dl.Retry(t.Context(), gone.ID, false); err == nil || !strings.Contains(err.Error(), "add it back to agentwork.yaml") {
+		t.Fatalf("Retry for a connector without a consumer = %v, want an error that says to add it back", err)
+	}
+	if d, _ := dl.Get(t.Context(), gone.ID); d.Pending() {
+		t.Fatal("a refused retry left the dead letter marked as queued")
+	}
+
+	stop := run(t, b, connectors.Registry{"chat": chat}, fastRetries)
+	defer stopped(t, stop)
+	if d := next(t, events); d.outcome != connectors.OutcomeFailed {
+		t.Fatalf("chat: %s, want failed", d.outcome)
+	}
+	for i := 1; i <= 3; i++ {
+		d, err := dl.Retry(t.Context(), n.ID, i == 3)
+		if err != nil || d.Retries != i {
+			t.Fatalf("retry %d = %+v, %v; want retries %d", i, d, err, i)
+		}
+		if i == 2 {
+			// Queued and not failed yet? Then only a forced retry goes.
+			if d, err := dl.Get(t.Context(), n.ID); err == nil && d.Pending() {
+				if _, err := dl.Retry(t.Context(), n.ID, false); !errors.Is(err, connectors.ErrRetryPending) {
+					t.Fatalf("unforced retry while pending = %v, want ErrRetryPending", err)
+				}
+			}
+		}
+		if d := next(t, events); d.outcome != connectors.OutcomeFailed || d.res.Notification.Retry != i {
+			t.Fatalf("event after retry %d = %s for retry %d", i, d.outcome, d.res.Notification.Retry)
+		}
+		eventually(t, "the failure recorded", func() bool {
+			d, err := dl.Get(t.Context(), n.ID)
+			return err == nil && !d.Pending() && d.Retries == i && !d.RetriedAt.IsZero()
+		})
+	}
+	if got := sends.Load(); got != 4 {
+		t.Fatalf("chat got %d sends, want 4 (the delivery and three retries)", got)
 	}
 }

@@ -508,7 +508,7 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 	if claim != nil && attempt > d.cfg.MaxAttempts {
 		// Only takeovers get here: the last attempts' instances stopped
 		// without an outcome.
-		return d.fail(ctx, log, name, n, claim, attempt-1, fmt.Errorf("connectors: gave up after %d attempts; the last ended without an outcome (the instance sending it stopped)", attempt-1), false, Receipt{Parts: claim.Parts, MessageIDs: claim.MessageIDs})
+		return d.fail(ctx, log, name, n, claim, attempt-1, fmt.Errorf("connectors: gave up after %d attempts; the last ended without an outcome (the instance sending it stopped)", attempt-1), false, Receipt{Parts: max(claim.Parts, n.SentParts), MessageIDs: claim.MessageIDs})
 	}
 	sctx, cancel := context.WithTimeout(sends, d.cfg.SendTimeout)
 	release := d.hold(ctx, log, claim, cancel)
@@ -518,8 +518,10 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 	if claim != nil {
 		// The parts sent before, then this attempt's.
 		rec.MessageIDs = append(slices.Clone(claim.MessageIDs), rec.MessageIDs...)
-		rec.Parts = max(rec.Parts, claim.Parts)
 	}
+	// A Send that failed before it reached the platform reports no parts:
+	// those sent before still count.
+	rec.Parts = max(rec.Parts, n.SentParts)
 	if err == nil {
 		if claim != nil {
 			if _, perr := d.settle(ctx, claim, sendSent, rec); perr != nil {
@@ -571,6 +573,21 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 // event, and the notification terminated. When another instance took the
 // claim over meanwhile, the notification is that one's: it is left alone.
 func (d *Dispatcher) fail(ctx context.Context, log *zap.Logger, name string, n Notification, claim *sendClaim, attempts int, err error, perm bool, rec Receipt) bus.Verdict {
+	// The failed delivery is recorded first: a notification is given up
+	// only once a user can find it and send it again.
+	if perr := d.dead.record(ctx, DeadLetter{
+		Notification: n, Connector: name, Attempts: attempts, Error: err.Error(), Permanent: perm,
+		Receipt: receipt(rec), FailedAt: d.now(), FailedRetry: n.Retry,
+	}); perr != nil {
+		delay := d.backoff(attempts)
+		log.Warn("delivery failed, and recording it for a retry failed too; trying the delivery again", zap.Duration("retry_in", delay), zap.Error(err), zap.NamedError("record_error", perr))
+		if claim != nil {
+			if owned, _ := d.settle(ctx, claim, sendRetry, rec); !owned {
+				return bus.Leave()
+			}
+		}
+		return bus.Retry(delay)
+	}
 	if claim != nil {
 		if owned, serr := d.settle(ctx, claim, "", Receipt{}); !owned {
 			log.Info("send failed after another instance took it over; leaving it to that one", zap.Error(err))
@@ -581,14 +598,6 @@ func (d *Dispatcher) fail(ctx context.Context, log *zap.Logger, name string, n N
 	}
 	log.Error("delivery failed; kept for a retry (agentwork deliveries retry)", zap.Int("attempts", attempts), zap.Bool("permanent", perm), zap.Error(err))
 	d.releaseDedup(ctx, n)
-	dead := DeadLetter{
-		Notification: n, Connector: name, Attempts: attempts, Error: err.Error(), Permanent: perm,
-		Receipt: receipt(rec), FailedAt: d.now(), Retries: n.Retry,
-	}
-	dead.Notification.SentParts = 0
-	if perr := d.dead.put(ctx, dead); perr != nil {
-		log.Error("record the failed delivery for a retry", zap.Error(perr))
-	}
 	d.report(ctx, log, OutcomeFailed, Result{Notification: n, Connector: name, Attempts: attempts, Error: err.Error(), Permanent: perm, Receipt: receipt(rec)})
 	return bus.Terminate()
 }

@@ -20,6 +20,7 @@ commands:
   retry <id>...               send them again (same notification id, so a platform
                               with an idempotency key drops a repeat)
   retry --all [--connector c] send every listed one again
+  retry --force ...           also those whose retry is queued already (it was lost)
 
 A failed delivery is kept for 30 days, until a retry delivers it.
 Every command takes --data-dir / --url / --config to find the server, and --json.`
@@ -33,7 +34,7 @@ func cmdDeliveries(ctx context.Context, e *env, args []string) error {
 	}
 	cf, asJSON, timeout := &gf.conn, gf.json, gf.timeout
 	var connector *string
-	var all *bool
+	var all, force *bool
 	switch verb {
 	case "list":
 		connector = fs.String("connector", "", "only this connector's")
@@ -41,6 +42,7 @@ func cmdDeliveries(ctx context.Context, e *env, args []string) error {
 	case "retry":
 		connector = fs.String("connector", "", "with --all: only this connector's")
 		all = fs.Bool("all", false, "retry every failed delivery (of --connector)")
+		force = fs.Bool("force", false, "retry even if a retry is queued already (one that was lost)")
 	default:
 		fmt.Fprintln(e.stderr, deliveriesUsage)
 		return usageError{fmt.Sprintf("deliveries: unknown command %q (want list, show or retry)", verb)}
@@ -98,7 +100,7 @@ func cmdDeliveries(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		for _, d := range list {
-			if !d.Pending() {
+			if !d.Pending() || *force {
 				ids = append(ids, d.Notification.ID)
 			}
 		}
@@ -110,7 +112,7 @@ func cmdDeliveries(ctx context.Context, e *env, args []string) error {
 	var errs []error
 	var queued []connectors.DeadLetter
 	for _, id := range ids {
-		d, err := dl.Retry(dctx, id)
+		d, err := dl.Retry(dctx, id, *force)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", id, err))
 			continue

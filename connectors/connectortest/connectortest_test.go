@@ -214,7 +214,7 @@ func TestSuiteCatchesDefects(t *testing.T) {
 		{"4xx-retryable", "BadRequest", "want a *connectors.PermanentError"},
 		{"5xx-permanent", "Outage", "a permanent error; want a retryable one"},
 		{"ignores-ctx", "StallDeadline", "after ctx was done, want <"},
-		{"leaks-secret", "StallCancelled", "contains the connector's secret"},
+		{"leaks-secret", "StallCancelled", "contains a secret of the connector"},
 		{"restarts-split", "SplitResumed", "want the"},
 		{"ignores-destination", "Destination", "want \"team-b\""},
 	} {

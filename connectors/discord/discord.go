@@ -288,7 +288,9 @@ func (c *Connector) execute(ctx context.Context, thread string, p payload) (stri
 	u.RawQuery = q.Encode()
 	h := http.Header{"Content-Type": {"application/json"}, "User-Agent": {UserAgent}}
 	r, err := c.api.Post(ctx, u.String(), h, raw)
-	if err != nil {
+	if err != nil && !r.OK() {
+		// A 2xx whose body was cut short is posted: a retry would post it
+		// twice. It goes on below without the message id.
 		return "", fmt.Errorf("discord: POST %s (webhook %s): %w", c.endpoint.Host, c.id, err)
 	}
 	c.noteBucket(r.Header)

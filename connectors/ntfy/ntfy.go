@@ -200,7 +200,10 @@ type apiError struct {
 // the endpoint in errors (the configured topic is left out).
 func (c *Connector) publish(ctx context.Context, topic, where string, h http.Header, text string) (string, error) {
 	r, err := c.api.Post(ctx, c.base+"/"+url.PathEscape(topic), h, []byte(text))
-	if err != nil {
+	switch {
+	case err != nil && r.OK():
+		return "", nil // published; only the reply was cut short: a retry would publish it twice
+	case err != nil:
 		return "", fmt.Errorf("ntfy: POST %s: %w", where, err)
 	}
 	if r.OK() {

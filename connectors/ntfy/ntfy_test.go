@@ -36,7 +36,8 @@ func TestConformance(t *testing.T) {
 			srv := ntfyfake.New(t, ntfyfake.Options{Token: token})
 			return newConnector(t, ntfy.Options{BaseURL: srv.URL, Topic: topic, Token: token}), srv
 		},
-		Secret: token,
+		Secret:  token,
+		Secrets: []string{topic},
 		Features: connectortest.Features{
 			Concurrent: true, MaxText: ntfy.MaxMessage, Length: ntfy.Bytes, MessageIDs: true, Destination: "team-b",
 			Outages: true, RateLimits: true, AuthErrors: true, BadRequests: true, Stalls: true,

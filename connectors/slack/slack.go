@@ -165,7 +165,10 @@ func Escape(s string) string { return escaper.Replace(s) }
 // (https://api.slack.com/changelog/2016-05-17-changes-to-errors-for-incoming-webhooks).
 func (c *Connector) postWebhook(ctx context.Context, text string) error {
 	r, err := c.do(ctx, c.webhook, map[string]any{"text": text, "mrkdwn": false}, "")
-	if err != nil || r.OK() {
+	switch {
+	case r.OK():
+		return nil // posted, even if the "ok" body was cut short: a retry would post it twice
+	case err != nil:
 		return err
 	}
 	code := c.api.Snippet(string(r.Body))

@@ -2,6 +2,7 @@ package slack_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -534,4 +535,27 @@ func FuzzEscape(f *testing.F) {
 			t.Errorf("Render(Escape(%q)) = %q, mentions %q", s, got, mentions)
 		}
 	})
+}
+
+// TestWebhookOKCutShort: a 200 whose "ok" body was cut short is posted
+// (Slack answers 200 only once it has the message): a retry would post it
+// twice, so Send reports it delivered.
+func TestWebhookOKCutShort(t *testing.T) {
+	t.Parallel()
+	posts := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		posts++
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("o")) // then the connection ends
+	}))
+	t.Cleanup(srv.Close)
+	conn := newConnector(t, slack.Config{WebhookURL: srv.URL + "/services/T0/B0/secretkey0123456789"})
+	if _, err := conn.Send(t.Context(), connectortest.Notification("posted once")); err != nil {
+		t.Fatalf("Send answered by a cut-short 200 = %v, want delivered", err)
+	}
+	if posts != 1 {
+		t.Fatalf("the webhook got %d posts, want 1", posts)
+	}
 }

@@ -100,6 +100,10 @@ type Connector struct {
 	now     func() time.Time
 }
 
+// minHeaderSecret is the shortest word of a header value kept out of
+// errors on its own ("Bearer" and "Basic" are words too, but no secret).
+const minHeaderSecret = 8
+
 var _ connectors.Connector = (*Connector)(nil)
 
 // New returns a Connector named name (the source of its events). It does
@@ -129,7 +133,14 @@ func New(name string, opts Options) (*Connector, error) {
 	}
 	for k, v := range opts.Headers {
 		c.headers.Set(k, v)
+		// The whole value, and each word of it: a receiver that quotes
+		// the credential after "Bearer " must not put it in an error.
 		secrets = append(secrets, v)
+		for _, f := range strings.Fields(v) {
+			if len(f) >= minHeaderSecret {
+				secrets = append(secrets, f)
+			}
+		}
 	}
 	c.dialer = &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	if !opts.AllowPrivate {
@@ -155,7 +166,9 @@ func longEnough(ss []string) []string {
 }
 
 // ID returns the webhook-id of a notification id: the id with '%', '.'
-// (which the signature scheme reserves) and bytes outside printable ASCII
+// (which agentwork's verifier and some receivers refuse in an id, as the
+// signed content joins id, timestamp and body with dots) and bytes outside
+// printable ASCII
 // percent-encoded, so distinct ids stay distinct; an id that would be
 // longer than stdwebhook.MaxIDLen becomes "sha256-<hex>".
 func ID(notificationID string) string {

@@ -45,7 +45,8 @@ func TestConformance(t *testing.T) {
 			srv := webhookfake.New(t, webhookfake.Options{Secrets: []string{secretNew}})
 			return newConnector(t, webhook.Options{URL: srv.URL + "?token=" + urlToken, Secrets: []string{secretNew}}), srv
 		},
-		Secret: urlToken,
+		Secret:  urlToken,
+		Secrets: []string{secretNew, strings.TrimPrefix(secretNew, "whsec_")},
 		Features: connectortest.Features{
 			Concurrent: true, MessageIDs: true, KeepsID: true,
 			Outages: true, RateLimits: true, AuthErrors: true, BadRequests: true, Stalls: true,
@@ -299,6 +300,22 @@ func TestErrorBodyRedacted(t *testing.T) {
 	_, err := c.Send(t.Context(), connectortest.Notification("x"))
 	if err == nil || strings.Contains(err.Error(), urlToken) || strings.Contains(err.Error(), "hdr-secret-123") || !strings.Contains(err.Error(), "[redacted]") {
 		t.Fatalf("Send = %v, want the echoed token and header redacted", err)
+	}
+}
+
+// A receiver that quotes the credential of an Authorization header
+// without its scheme does not get it into the error.
+func TestBearerTokenRedacted(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		http.Error(w, `{"error":"token `+tok+` is expired"}`, http.StatusUnauthorized)
+	}))
+	t.Cleanup(srv.Close)
+	c := newConnector(t, webhook.Options{URL: srv.URL + "/hook", Headers: map[string]string{"Authorization": "Bearer hooktoken-SECRET-42"}})
+	_, err := c.Send(t.Context(), connectortest.Notification("x"))
+	if err == nil || strings.Contains(err.Error(), "hooktoken-SECRET-42") {
+		t.Fatalf("Send = %v, want the quoted bearer token redacted", err)
 	}
 }
 
