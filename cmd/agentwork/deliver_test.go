@@ -326,7 +326,7 @@ func TestKilledAfterTheReceiverTookItShowsItOnce(t *testing.T) {
 	}
 	const (
 		signing = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-		tasks  = 5
+		tasks   = 5
 	)
 	fake := webhookfake.New(t, webhookfake.Options{Secrets: []string{signing}})
 	// The receiver stores each notification (the fake's handler runs),
