@@ -39,7 +39,7 @@ func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, timeout ti
 	}
 	// notify_user answers the model with what this run will do with it.
 	tctx := tools.WithDelivery(mctx, &tools.Delivery{Mode: r.delivers(run, pol)})
-	res, err := tools.Loop(tctx, r.provider, ts.reg, req, steps)
+	res, err := tools.Loop(tctx, r.provider, ts.reg, req, tools.Limits{MaxSteps: steps})
 	// The run's own deadline, not one inside the provider (model.timeout
 	// per call): only then is the whole run too long.
 	if err != nil && errors.Is(mctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
