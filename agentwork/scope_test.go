@@ -205,3 +205,41 @@ func TestCallTool(t *testing.T) {
 		t.Errorf("CallTool(unknown) = %v, want ErrUnknownTool listing the tools", err)
 	}
 }
+
+// `agentwork tools list|call` reach a running runner through the tools
+// service on NATS.
+func TestToolService(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	echo := tools.Func("fs__echo", "Echo the text.", func(_ context.Context, a struct {
+		Text string `json:"text"`
+	}) (string, error) {
+		return "echo: " + a.Text, nil
+	})
+	r := agentwork.NewRunner(b, model.ProviderFunc(nil), must(tools.NewRegistry(tools.Notify(), echo)), testConfig())
+	r.Handle("heartbeat", agentwork.Policy{Tools: []string{"fs__*"}, Output: []agentwork.OutputGate{agentwork.NotifyGate{}}})
+	stop, err := b.StartService(agentwork.NewToolAdmin(r, nil).Service())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stop() })
+	c := agentwork.NewToolClient(bustest.Client(t, b))
+
+	l, err := c.List(t.Context(), "heartbeat", "default")
+	if err != nil || len(l.Tools) != 2 || l.Tools[0].Name != "fs__echo" || !l.Notify || l.Servers == nil {
+		t.Fatalf("List(heartbeat) = %+v, %v; want fs__echo and notify_user (added), no servers", l, err)
+	}
+	if _, err := c.List(t.Context(), "", "default"); !errors.Is(err, agentwork.ErrToolRequest) {
+		t.Errorf("List(a name without a source) = %v, want ErrToolRequest", err)
+	}
+	call, err := c.Call(t.Context(), "fs__echo", []byte(`{"text":"hi"}`))
+	if err != nil || call.Result != "echo: hi" || call.Outcome != tools.OutcomeOK {
+		t.Errorf("Call(fs__echo) = %+v, %v; want ok", call, err)
+	}
+	if _, err := c.Call(t.Context(), "fs__nope", nil); !errors.Is(err, agentwork.ErrNoTool) {
+		t.Errorf("Call(unknown) = %v, want ErrNoTool", err)
+	}
+	if _, err := c.Call(t.Context(), "fs__echo", []byte(`"text"`)); !errors.Is(err, agentwork.ErrToolRequest) {
+		t.Errorf("Call(arguments not an object) = %v, want ErrToolRequest", err)
+	}
+}
