@@ -59,8 +59,8 @@ const (
 
 // Errors of the tools service, for errors.Is on the client's side.
 var (
-	ErrToolRequest = &bus.ServiceError{Status: http.StatusBadRequest, Code: "bad_request"}
-	ErrNoTool      = &bus.ServiceError{Status: http.StatusNotFound, Code: "not_found"}
+	ErrToolRequest = &bus.ServiceError{Status: http.StatusBadRequest, Code: "bad_request", Detail: "bad request"}
+	ErrNoTool      = &bus.ServiceError{Status: http.StatusNotFound, Code: "not_found", Detail: "no such tool"}
 )
 
 // ToolAdmin answers what an operator asks about the tools: what the runs
