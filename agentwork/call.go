@@ -1,21 +1,25 @@
 package agentwork
 
-// The model call of a run: the tools its policy offers, what notify_user
-// will do with its messages, and the tool loop under the run's deadline.
+// The model call of a run: the tools in its scope, what notify_user will
+// do with its messages, and the tool loop under the run's deadline.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/tools"
 )
 
-// callModel runs the tool loop. The worker signals progress on the
-// request meanwhile, so a slow model does not get it redelivered.
-func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, timeout time.Duration) (Output, error) {
+// callModel runs the tool loop with the tools of ts. The worker signals
+// progress on the request meanwhile, so a slow model does not get it
+// redelivered.
+func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, ts Toolset, timeout time.Duration) (Output, error) {
 	mctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -23,23 +27,23 @@ func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, timeout ti
 	if run.Request.System != "" {
 		system = run.Request.System
 	}
-	ts := run.toolset
-	if ts.err != nil {
-		return Output{}, &model.Error{Class: model.ClassPermanent, Message: ts.err.Error()}
-	}
 	steps := r.cfg.MaxSteps
 	if pol.MaxSteps > 0 {
 		steps = pol.MaxSteps
 	}
+	specs, err := ts.reg.Tools()
+	if err != nil {
+		return Output{}, &model.Error{Class: model.ClassPermanent, Message: err.Error()}
+	}
 	req := model.Request{
 		System:   system,
 		Messages: []model.Message{{Role: model.RoleUser, Content: run.Request.Prompt}},
-		Tools:    ts.specs,
+		Tools:    specs,
 		Meta:     map[string]string{"source": run.Request.Source, "name": run.Request.Name},
 	}
 	// notify_user answers the model with what this run will do with it.
 	tctx := tools.WithDelivery(mctx, &tools.Delivery{Mode: r.delivers(run, pol)})
-	res, err := tools.Loop(tctx, r.provider, ts.reg, req, steps)
+	res, err := tools.Loop(tctx, r.provider, ts.reg, req, tools.Limits{MaxSteps: steps, MaxCalls: r.cfg.MaxToolCalls})
 	// The run's own deadline, not one inside the provider (model.timeout
 	// per call): only then is the whole run too long.
 	if err != nil && errors.Is(mctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
@@ -70,40 +74,115 @@ func (r *Runner) delivers(run *Run, pol Policy) string {
 	return tools.DeliveryNotify
 }
 
-// toolset is what a policy offers the model: the registry its calls run
-// in and the tools as the model sees them.
-type toolset struct {
-	reg   *tools.Registry
-	specs []model.Tool
-	err   error // a tool the policy names does not exist
+// Where a run's scope comes from (Toolset.From).
+const (
+	// ScopeRunner: runner.tools.
+	ScopeRunner = "runner"
+	// ScopeSource: the source's policy (heartbeat.tools).
+	ScopeSource = "source"
+	// ScopeName: the policy's answer for the name (a cron job's tools,
+	// tasks.<name>.tools).
+	ScopeName = "name"
+)
+
+// Toolset is what the runs of one source and name may use.
+type Toolset struct {
+	// Scope is the globs that apply, and From says whose they are
+	// (ScopeRunner, ScopeSource or ScopeName).
+	Scope tools.Scope `json:"scope"`
+	From  string      `json:"from"`
+	// Notify says notify_user is offered although Scope does not name it:
+	// the run delivers what the model passes to it.
+	Notify bool `json:"notify,omitempty"`
+
+	reg *tools.Registry // the tools offered: those in scope, and notify_user if Notify
 }
 
-// toolsetOf returns the toolset Handle computed for source.
-func (r *Runner) toolsetOf(source string) toolset {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.toolsets[source]
+// Specs returns the tools offered, sorted by name.
+func (ts Toolset) Specs() []tools.Spec { return ts.reg.Specs() }
+
+// ErrUnknownSource is returned by Toolset for a source without a policy.
+var ErrUnknownSource = errors.New("runner: unknown source")
+
+// Toolset returns the tools the runs of source and name are offered, as a
+// run with the request's default delivery sees them now: the tools in its
+// scope, and notify_user when the run delivers what the model passes to it.
+// A source without a policy is ErrUnknownSource.
+func (r *Runner) Toolset(ctx context.Context, source, name string) (Toolset, error) {
+	pol, ok := r.policy(source)
+	if !ok {
+		return Toolset{}, fmt.Errorf("%w %q: no trigger handles it", ErrUnknownSource, source)
+	}
+	return r.toolset(ctx, &Run{Request: Request{Source: source, Name: name}}, pol)
 }
 
-// toolsetFor limits the runner's registry to the policy's tools (all of
-// them when it names none).
-func (r *Runner) toolsetFor(pol Policy) toolset {
-	specs, err := r.tools.Tools(pol.Tools...)
-	if err != nil {
-		return toolset{reg: r.tools, err: err}
-	}
-	if len(pol.Tools) == 0 {
-		return toolset{reg: r.tools, specs: specs}
-	}
-	var picked []tools.Spec
-	for _, n := range pol.Tools {
-		if s, ok := r.tools.Lookup(n); ok {
-			picked = append(picked, s)
+// toolset is the Toolset of run: its scope (the name's, the source's or
+// the runner's, the first that is not empty) applied to every tool the
+// runner has now (the registry's and those of its sources).
+func (r *Runner) toolset(ctx context.Context, run *Run, pol Policy) (Toolset, error) {
+	ts := Toolset{Scope: pol.Tools, From: ScopeSource}
+	if pol.ToolsFor != nil {
+		globs, err := pol.ToolsFor(ctx, run.Request.Source, run.Request.Name)
+		if err != nil {
+			return Toolset{}, fmt.Errorf("the tools of %s %q: %w", run.Request.Source, run.Request.Name, err)
+		}
+		if len(globs) > 0 {
+			ts.Scope, ts.From = globs, ScopeName
 		}
 	}
-	reg, err := tools.NewRegistry(picked...)
-	if err != nil {
-		return toolset{reg: r.tools, err: err}
+	if len(ts.Scope) == 0 {
+		ts.Scope, ts.From = r.cfg.Tools, ScopeRunner
 	}
-	return toolset{reg: reg, specs: specs}
+	all := r.allTools()
+	picked := ts.Scope.Select(all.Specs())
+	if !ts.Scope.Allows(tools.NotifyName) && r.delivers(run, pol) == tools.DeliveryNotify {
+		// The run reaches the user through notify_user: without it, its
+		// scope would make it mute.
+		if s, ok := all.Lookup(tools.NotifyName); ok {
+			picked = append(picked, s)
+			ts.Notify = true
+		}
+	}
+	reg, err := tools.NewRegistry(picked...) // picked from one registry: no duplicates
+	if err != nil {
+		return Toolset{}, err
+	}
+	ts.reg = reg
+	return ts, nil
 }
+
+// allTools returns every tool the runner has now: its registry's, then
+// those of its sources (a name already taken is left out).
+func (r *Runner) allTools() *tools.Registry {
+	if len(r.sources) == 0 {
+		return r.tools
+	}
+	reg, errs := tools.Collect(append([]tools.Source{r.tools}, r.sources...)...)
+	for _, err := range errs {
+		r.log.Debug("tool left out", zap.Error(err))
+	}
+	return reg
+}
+
+// CallTool runs the tool called name with args (a JSON object) as a run
+// would, outside any run and scope: for an operator trying a tool by hand
+// (`agentwork tools call`). The result and error are redacted of the
+// runner's secrets (WithSecrets) but not cut. notify_user, which sends
+// only at the end of a run, is refused.
+// A name the runner has no tool by is ErrUnknownTool.
+func (r *Runner) CallTool(ctx context.Context, name, args string) (tools.Call, error) {
+	all := r.allTools()
+	if _, ok := all.Lookup(name); !ok {
+		return tools.Call{}, fmt.Errorf("%w %q (the tools now: %s)", ErrUnknownTool, name, strings.Join(all.Names(), ", "))
+	}
+	if name == tools.NotifyName {
+		return tools.Call{Name: name, Arguments: args, Outcome: tools.OutcomeRefused, ArgumentsBytes: len(args),
+			Error: "notify_user sends only at the end of a run; try it with: agentwork task send \"...\" --wait"}, nil
+	}
+	c := all.Call(ctx, "", name, args)
+	r.log.Info("tool called by hand", zap.String("tool", name), zap.String("outcome", c.Outcome), zap.Float64("duration_ms", c.DurationMS))
+	return c.Record(0, r.secrets), nil
+}
+
+// ErrUnknownTool is returned by CallTool for a name that is no tool.
+var ErrUnknownTool = errors.New("runner: no tool")

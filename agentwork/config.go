@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/tools"
 )
 
 // Config configures a Runner. Zero fields take the documented defaults.
@@ -40,7 +41,22 @@ type Config struct {
 	// source, name, targets) is not sent again within it. A request's
 	// dedup_window wins. Default 0: every notification is sent.
 	DedupWindow time.Duration `yaml:"dedup_window" json:"dedup_window,omitempty"`
+	// Tools are the tools every run may use: tool names and globs over
+	// them in path.Match syntax ("fs__*": every tool of the MCP server fs;
+	// "*": every tool). heartbeat.tools, a cron job's tools and
+	// tasks.<name>.tools replace them for their runs. A run that delivers
+	// what the model passes to notify_user has notify_user whatever its
+	// tools say. A call of any other tool is refused and runs nothing.
+	// Default [notify_user].
+	Tools []string `yaml:"tools" json:"tools,omitempty"`
+	// MaxToolCalls bounds the tool calls of one run, notify_user aside (it
+	// has its own bound of 5 messages): a call beyond is refused, and the
+	// model is told so. Default 20, at most 1000.
+	MaxToolCalls int `yaml:"max_tool_calls" json:"max_tool_calls,omitempty"`
 }
+
+// DefaultMaxToolCalls is the default of Config.MaxToolCalls.
+const DefaultMaxToolCalls = 20
 
 func (c Config) withDefaults() Config {
 	if c.Concurrency <= 0 {
@@ -67,6 +83,12 @@ func (c Config) withDefaults() Config {
 	if c.AlertWindow == 0 {
 		c.AlertWindow = 6 * time.Hour
 	}
+	if len(c.Tools) == 0 {
+		c.Tools = tools.DefaultScope
+	}
+	if c.MaxToolCalls <= 0 {
+		c.MaxToolCalls = DefaultMaxToolCalls
+	}
 	return c
 }
 
@@ -89,5 +111,8 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	return nil
+	if c.MaxToolCalls < 0 || c.MaxToolCalls > 1000 {
+		return fmt.Errorf("runner.max_tool_calls: %d: want 1-1000 (0 for the default %d)", c.MaxToolCalls, DefaultMaxToolCalls)
+	}
+	return tools.Scope(c.Tools).Check("runner.tools")
 }

@@ -1,6 +1,7 @@
 // Package agentwork runs AgentWork: a request on the bus (from the heartbeat,
 // a cron job or a webhook task) goes through one Runner that, in this order,
-// applies the source's input gates, calls the model with its tools, passes
+// applies the source's input gates, calls the model with the tools in the
+// run's scope (runner.tools, or the source's, job's or task's own), passes
 // the reply through output gates (notify_user inspection, dedup), queues the
 // notification for each target connector, and emits exactly one done, skip
 // or error event.

@@ -1,6 +1,7 @@
 package agentwork
 
 import (
+	"context"
 	"time"
 )
 
@@ -12,8 +13,15 @@ type Policy struct {
 	Output []OutputGate
 	// Targets are the default connector names. Empty: the runner's defaults.
 	Targets []string
-	// Tools are the tool names in scope. Empty: every registered tool.
+	// Tools are the tools its runs may use: names and globs (see
+	// tools.Scope). Empty: the runner's (runner.tools).
 	Tools []string
+	// ToolsFor, if set, gives the tools of the runs of one source and name
+	// (a cron job's, a task's): a non-empty answer replaces Tools for those
+	// runs. It is asked after the input gates of every run, and by
+	// Runner.Toolset; it must honour ctx. An error is one the run is tried
+	// again for, as for a gate that cannot answer.
+	ToolsFor func(ctx context.Context, source, name string) ([]string, error)
 	// System is the system prompt. A request's own System wins.
 	System string
 	// MaxSteps bounds the tool loop. 0: the runner's default.

@@ -34,9 +34,8 @@ type Run struct {
 	// Result is the data of the run's event, once it ended.
 	Result *Result
 
-	release func()  // frees input-gate leases; called once, before the event
-	emitErr error   // the event could not be published
-	toolset toolset // the tools the run's policy offers
+	release func() // frees input-gate leases; called once, before the event
+	emitErr error  // the event could not be published
 }
 
 // Result is the data of every run event (agentwork.<source>.done|skip|error).
@@ -69,7 +68,11 @@ type Result struct {
 	ReplyTruncated bool         `json:"reply_truncated,omitempty"`
 	Model          string       `json:"model,omitempty"`
 	Usage          *model.Usage `json:"usage,omitempty"`
-	ToolCalls      []tools.Call `json:"tool_calls,omitempty"`
+	// ToolCalls are the run's tool calls, in order, each with its outcome,
+	// duration and sizes; arguments, results and errors redacted of the
+	// runner's secrets and cut to RecordMax bytes. On every outcome after
+	// the model ran.
+	ToolCalls []tools.Call `json:"tool_calls,omitempty"`
 
 	Attempt     int               `json:"attempt,omitempty"`
 	DurationMS  int64             `json:"duration_ms"`

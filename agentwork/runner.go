@@ -32,14 +32,15 @@ type Runner struct {
 	bus      *bus.Bus
 	provider model.Provider
 	tools    *tools.Registry
+	sources  []tools.Source // tools that change while running (MCP servers)
+	secrets  []string       // cut out of the tool calls on record
 	cfg      Config
 	log      *zap.Logger
 	now      func() time.Time
 
 	mu       sync.RWMutex
 	policies map[string]Policy
-	toolsets map[string]toolset // per source, computed once by Handle
-	targets  []string           // all connector names, for validation and the default
+	targets  []string // all connector names, for validation and the default
 
 	inflight sync.Map // request id -> struct{}
 
@@ -74,9 +75,26 @@ func WithConnectors(names ...string) Option {
 	return func(r *Runner) { r.targets = append([]string(nil), names...) }
 }
 
-// NewRunner returns a runner. It does no I/O.
+// WithToolSource adds tools that may change while the runner runs, such
+// as those of MCP servers (an mcp.Manager): every run looks at what src
+// offers as it starts. A name the registry or an earlier source has is
+// left out.
+func WithToolSource(src tools.Source) Option {
+	return func(r *Runner) { r.sources = append(r.sources, src) }
+}
+
+// WithSecrets sets values that are cut out of the tool calls on record
+// (the arguments, results and errors in run events), such as the API
+// keys and tokens of the config.
+func WithSecrets(secrets ...string) Option {
+	return func(r *Runner) { r.secrets = append(r.secrets, secrets...) }
+}
+
+// NewRunner returns a runner whose runs may use the tools of reg (and of
+// the sources added by WithToolSource), each run those in its scope. It
+// does no I/O.
 func NewRunner(b *bus.Bus, p model.Provider, reg *tools.Registry, cfg Config, opts ...Option) *Runner {
-	r := &Runner{bus: b, provider: p, tools: reg, cfg: cfg.withDefaults(), log: zap.NewNop(), now: time.Now, policies: map[string]Policy{}, toolsets: map[string]toolset{}}
+	r := &Runner{bus: b, provider: p, tools: reg, cfg: cfg.withDefaults(), log: zap.NewNop(), now: time.Now, policies: map[string]Policy{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -87,7 +105,6 @@ func NewRunner(b *bus.Bus, p model.Provider, reg *tools.Registry, cfg Config, op
 func (r *Runner) Handle(source string, p Policy) {
 	r.mu.Lock()
 	r.policies[source] = p
-	r.toolsets[source] = r.toolsetFor(p)
 	r.mu.Unlock()
 }
 
@@ -193,7 +210,6 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) (v bus.Verdict) {
 	}
 	run := &Run{ID: cr.claim.RunID, Request: req, Envelope: ev, Attempt: cr.claim.Attempts, Started: r.now()}
 	run.Targets = r.targetsFor(req, pol)
-	run.toolset = r.toolsetOf(req.Source)
 	run.Overlap = pol.Overlap.Mode
 	held := r.holdClaim(ctx, req.ID, cr.claim, lease)
 	if run.Attempt > r.cfg.MaxAttempts && cr.claim.Checkpoint == nil {
@@ -335,8 +351,13 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, run *Run, pol Pol
 		return bus.Done()
 	}
 
-	// 2. Model and tools, with progress signals so JetStream does not redeliver.
-	out, err := r.callModel(ctx, run, pol, timeout)
+	// 2. Model and tools, with progress signals so JetStream does not
+	// redeliver: the tools in the run's scope, as they are now.
+	ts, err := r.toolset(ctx, run, pol)
+	if err != nil {
+		return r.gateFailed(ctx, log, run, pol, err)
+	}
+	out, err := r.callModel(ctx, run, pol, ts, timeout)
 	run.Output = &out // also on error: the tokens spent are reported
 	if err != nil {
 		if ctx.Err() != nil {
@@ -377,7 +398,7 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, run *Run, pol Pol
 	// the claim before anything is queued, so a retry (a target that could
 	// not be queued, a crash) queues and reports exactly this.
 	res := r.result(run, bus.OutcomeDone)
-	res.Reply, res.ToolCalls = out.Text, out.Calls
+	res.Reply = out.Text
 	res.StopReason, res.ReplyTruncated = out.StopReason, out.Truncated
 	if run.Notice != nil {
 		known := r.knownTargets(run)
@@ -535,6 +556,10 @@ func (r *Runner) releaseDedup(ctx context.Context, run *Run) {
 	run.Notice.DedupKey = ""
 }
 
+// RecordMax is how many bytes of a tool call's arguments, result and
+// error a run's event keeps; the model got them whole.
+const RecordMax = 1024
+
 // claimLease is how long a run claim lasts without renewal: two ack waits
 // (60s by default), renewed every third of it.
 func (r *Runner) claimLease() time.Duration { return 2 * r.cfg.AckWait }
@@ -545,12 +570,18 @@ func (r *Runner) result(run *Run, outcome string) *Result {
 		Attempt: run.Attempt, DurationMS: r.now().Sub(run.Started).Milliseconds(),
 		ScheduledAt: run.Request.ScheduledAt, Manual: run.Request.Manual, Metadata: run.Request.Metadata,
 	}
-	// Every outcome after a model call says what it cost, so skipped
-	// heartbeats and failed runs count in the token metrics too.
+	// Every outcome after a model call says what it cost and what its
+	// tools did, so skipped heartbeats and failed runs count in the token
+	// and tool metrics too.
 	if out := run.Output; out != nil && (out.Model != "" || out.Usage != (model.Usage{})) {
 		res.Model = out.Model
 		usage := out.Usage
 		res.Usage = &usage
+	}
+	if out := run.Output; out != nil {
+		for _, c := range out.Calls {
+			res.ToolCalls = append(res.ToolCalls, c.Record(RecordMax, r.secrets))
+		}
 	}
 	return res
 }

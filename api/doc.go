@@ -1,5 +1,6 @@
 // Package api is agentwork's HTTP server (DESIGN.md §4): the event stream
-// as Server-Sent Events (GET /v1/events), recent runs (GET /v1/runs),
+// as Server-Sent Events (GET /v1/events), recent runs (GET /v1/runs), the
+// tools and their MCP servers (GET /v1/tools, POST /v1/tools/{tool}/call),
 // health and readiness probes, Prometheus metrics, and the routes of other
 // parts, which it finds through small capability interfaces it owns:
 // Router (admin routes: cron jobs, heartbeat), PublicRouter (routes that

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,12 +21,21 @@ import (
 	"github.com/agentwork/agentwork/api/problem"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/tools"
 )
 
 // maxModels bounds the model label: names past this many distinct ones are
 // counted as "other", so a server that reports a new name per reply cannot
 // grow /metrics without end.
 const maxModels = 100
+
+// maxTools bounds the tool label the same way: a model may call names it
+// invents (refused, but counted).
+const maxTools = 200
+
+// toolBuckets are the upper bounds, in seconds, of the tool call duration
+// histogram: from an in-process tool to an MCP server's 60s timeout.
+var toolBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
 // metrics holds the counters of /metrics, written in the Prometheus text
 // exposition format (version 0.0.4) by hand: a handful of counters do not
@@ -42,6 +52,9 @@ type metrics struct {
 	modelErrors map[string]uint64    // class
 	truncated   map[string]uint64    // source
 	models      map[string]bool      // model labels in use
+	toolCalls   map[[2]string]uint64 // tool, outcome
+	toolTimes   map[string]*histogram
+	tools       map[string]bool // tool labels in use
 
 	streams atomic.Int64 // open event streams
 }
@@ -50,6 +63,7 @@ func newMetrics(version string) *metrics {
 	return &metrics{
 		version: version, requests: map[[2]string]uint64{}, runs: map[[2]string]uint64{}, deliveries: map[string]uint64{},
 		tokens: map[[2]string]uint64{}, modelRuns: map[[2]string]uint64{}, modelErrors: map[string]uint64{}, models: map[string]bool{}, truncated: map[string]uint64{},
+		toolCalls: map[[2]string]uint64{}, toolTimes: map[string]*histogram{}, tools: map[string]bool{},
 	}
 }
 
@@ -81,6 +95,12 @@ type modelFacts struct {
 	Class string       `json:"class"`
 	// ReplyTruncated: the token limit cut the model's last reply short.
 	ReplyTruncated bool `json:"reply_truncated"`
+	// ToolCalls are the run's tool calls (agentwork.Result.ToolCalls).
+	ToolCalls []struct {
+		Name       string  `json:"name"`
+		Outcome    string  `json:"outcome"`
+		DurationMS float64 `json:"duration_ms"`
+	} `json:"tool_calls"`
 }
 
 // count counts one event on <prefix>.event.<rest>, data being its envelope.
@@ -89,8 +109,10 @@ type modelFacts struct {
 // the event's data (agentwork.Result): a done event counts as a model run
 // and adds its token usage; a skip or error event counts as a model run only
 // when it names the model (a skip after the model answered), and adds its
-// usage when it carries one; every error event counts its class. An event
-// whose data cannot be read still counts as a run outcome.
+// usage when it carries one; every error event counts its class. Every
+// tool call a run event lists counts by tool and outcome, and the calls
+// that ran (all but the refused) add their duration to the histogram. An
+// event whose data cannot be read still counts as a run outcome.
 func (m *metrics) count(rest string, data []byte) {
 	source, outcome, ok := strings.Cut(rest, ".")
 	if !ok || strings.Contains(outcome, ".") {
@@ -112,6 +134,19 @@ func (m *metrics) count(rest string, data []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.runs[[2]string{source, outcome}]++
+	for _, c := range facts.ToolCalls {
+		tool := m.toolLabel(c.Name)
+		m.toolCalls[[2]string{tool, c.Outcome}]++
+		if c.Outcome == tools.OutcomeRefused {
+			continue // nothing ran
+		}
+		h := m.toolTimes[tool]
+		if h == nil {
+			h = &histogram{counts: make([]uint64, len(toolBuckets))}
+			m.toolTimes[tool] = h
+		}
+		h.observe(max(c.DurationMS, 0) / 1000)
+	}
 	if facts.ReplyTruncated {
 		m.truncated[source]++
 	}
@@ -147,6 +182,36 @@ func (m *metrics) modelLabel(name string) string {
 	}
 	m.models[name] = true
 	return name
+}
+
+// toolLabel is modelLabel for tool names. Call with m.mu held.
+func (m *metrics) toolLabel(name string) string {
+	if m.tools[name] {
+		return name
+	}
+	if len(m.tools) >= maxTools {
+		return "other"
+	}
+	m.tools[name] = true
+	return name
+}
+
+// histogram is a Prometheus histogram over toolBuckets.
+type histogram struct {
+	counts []uint64 // per bucket, not cumulative
+	count  uint64
+	sum    float64
+}
+
+func (h *histogram) observe(v float64) {
+	for i, le := range toolBuckets {
+		if v <= le {
+			h.counts[i]++
+			break
+		}
+	}
+	h.count++
+	h.sum += v
 }
 
 func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request) {
@@ -217,8 +282,27 @@ func (m *metrics) expose(busReady, storeFull float64, deadLetters int) []byte {
 	series(&b, "agentwork_model_truncated_total", "source", m.truncated)
 	family("agentwork_model_errors_total", "counter", "Failed runs by error class (transient, timeout, permanent), from the error events seen on the bus, from every instance.")
 	series(&b, "agentwork_model_errors_total", "class", m.modelErrors)
+	family("agentwork_tool_calls_total", "counter", "Tool calls of runs by tool and outcome (ok, error, timeout, refused), from the run events seen on the bus, from every instance.")
+	for _, k := range sortedPairs(m.toolCalls) {
+		fmt.Fprintf(&b, "agentwork_tool_calls_total{tool=\"%s\",outcome=\"%s\"} %d\n", escape(k[0]), escape(k[1]), m.toolCalls[k])
+	}
+	family("agentwork_tool_call_duration_seconds", "histogram", "How long the tool calls of runs took, by tool (refused calls, which run nothing, left out), from the run events seen on the bus, from every instance.")
+	for _, tool := range slices.Sorted(maps.Keys(m.toolTimes)) {
+		h, t := m.toolTimes[tool], escape(tool)
+		var cum uint64
+		for i, le := range toolBuckets {
+			cum += h.counts[i]
+			fmt.Fprintf(&b, "agentwork_tool_call_duration_seconds_bucket{tool=\"%s\",le=\"%s\"} %d\n", t, num(le), cum)
+		}
+		fmt.Fprintf(&b, "agentwork_tool_call_duration_seconds_bucket{tool=\"%s\",le=\"+Inf\"} %d\n", t, h.count)
+		fmt.Fprintf(&b, "agentwork_tool_call_duration_seconds_sum{tool=\"%s\"} %s\n", t, num(h.sum))
+		fmt.Fprintf(&b, "agentwork_tool_call_duration_seconds_count{tool=\"%s\"} %d\n", t, h.count)
+	}
 	return b.Bytes()
 }
+
+// num writes a float without an exponent.
+func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // series writes the samples of a counter with one label, sorted by value.
 func series(b *bytes.Buffer, name, label string, m map[string]uint64) {

@@ -11,6 +11,7 @@ import (
 	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/tools"
 )
 
 // emitResult publishes a run event with res as its data, as the runner does.
@@ -162,4 +163,45 @@ func TestModelMetricsUnreadableEvent(t *testing.T) {
 		`agentwork_model_errors_total{class="unknown"} 1`,
 	)
 	checkExposition(t, body)
+}
+
+// TestToolMetrics: every tool call a run event lists counts by tool and
+// outcome; those that ran add their duration to the histogram.
+func TestToolMetrics(t *testing.T) {
+	t.Parallel()
+	f := liveMetrics(t)
+	call := func(name, outcome string, ms float64) tools.Call {
+		return tools.Call{Name: name, Outcome: outcome, DurationMS: ms}
+	}
+	for _, res := range []agentwork.Result{
+		{Source: "heartbeat", Name: "default", Outcome: bus.OutcomeDone, ToolCalls: []tools.Call{
+			call("fs__read_text_file", tools.OutcomeOK, 3), call("fs__read_text_file", tools.OutcomeOK, 40), call("notify_user", tools.OutcomeOK, 0.02),
+		}},
+		// A skip after the model and an error carry their calls too.
+		{Source: "heartbeat", Name: "default", Outcome: bus.OutcomeSkip, Reason: "ack", ToolCalls: []tools.Call{call("fs__read_text_file", tools.OutcomeTimeout, 30000)}},
+		{Source: "task", Name: "t", Outcome: bus.OutcomeError, Class: "permanent", ToolCalls: []tools.Call{
+			call("rm_rf", tools.OutcomeRefused, 0), call("fs__read_text_file", tools.OutcomeError, 1),
+		}},
+	} {
+		emitResult(t, f.b, res)
+	}
+	body := waitMetrics(t, f,
+		`agentwork_tool_calls_total{tool="fs__read_text_file",outcome="ok"} 2`,
+		`agentwork_tool_calls_total{tool="fs__read_text_file",outcome="timeout"} 1`,
+		`agentwork_tool_calls_total{tool="fs__read_text_file",outcome="error"} 1`,
+		`agentwork_tool_calls_total{tool="notify_user",outcome="ok"} 1`,
+		`agentwork_tool_calls_total{tool="rm_rf",outcome="refused"} 1`,
+		"# TYPE agentwork_tool_call_duration_seconds histogram",
+		`agentwork_tool_call_duration_seconds_bucket{tool="fs__read_text_file",le="0.005"} 2`,
+		`agentwork_tool_call_duration_seconds_bucket{tool="fs__read_text_file",le="0.05"} 3`,
+		`agentwork_tool_call_duration_seconds_bucket{tool="fs__read_text_file",le="30"} 4`,
+		`agentwork_tool_call_duration_seconds_bucket{tool="fs__read_text_file",le="+Inf"} 4`,
+		`agentwork_tool_call_duration_seconds_sum{tool="fs__read_text_file"} 30.044`,
+		`agentwork_tool_call_duration_seconds_count{tool="fs__read_text_file"} 4`,
+		`agentwork_tool_call_duration_seconds_count{tool="notify_user"} 1`,
+	)
+	checkExposition(t, body)
+	if strings.Contains(body, `agentwork_tool_call_duration_seconds_count{tool="rm_rf"}`) {
+		t.Error("a refused call, which ran nothing, is in the duration histogram")
+	}
 }

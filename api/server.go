@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/api/problem"
 	"github.com/agentwork/agentwork/bus"
 )
@@ -68,6 +69,9 @@ type Deps struct {
 	Ready []Readier
 	// DataDir holds the generated admin token. Default: the bus's data dir.
 	DataDir string
+	// Tools, if set, serves /v1/tools: the tools in scope, the MCP
+	// servers, a call by hand.
+	Tools *agentwork.ToolAdmin
 }
 
 // Server is agentwork's HTTP API. Safe for concurrent use.
@@ -286,13 +290,14 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 //	GET  /metrics            open from loopback, else admin
 //	the PublicRoutes         their own auth (POST /v1/tasks: webhook
 //	                         credentials, or the admin token)
-//	/v1/...                  admin: events, runs, failed deliveries, and
-//	                         the mounted Routes
+//	/v1/...                  admin: events, runs, failed deliveries, tools,
+//	                         and the mounted Routes
 func (s *Server) routes() http.Handler {
 	admin := http.NewServeMux()
 	admin.HandleFunc("GET /v1/events", s.events)
 	admin.HandleFunc("GET /v1/runs", s.runs)
 	s.deliveryRoutes(admin)
+	s.toolRoutes(admin)
 	for _, r := range s.deps.Routes {
 		r.Routes(admin)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/agentwork/agentwork/internal/yamlstrict"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/script"
+	"github.com/agentwork/agentwork/tools/mcp"
 	"github.com/agentwork/agentwork/triggers/cron"
 	"github.com/agentwork/agentwork/triggers/heartbeat"
 	"github.com/agentwork/agentwork/triggers/webhook"
@@ -48,6 +49,10 @@ type File struct {
 	Cron cron.Config `yaml:"cron" json:"cron,omitempty"`
 	// Webhook: who may request tasks through POST /v1/tasks.
 	Webhook webhook.Config `yaml:"webhook" json:"webhook,omitempty"`
+	// Tasks: the settings of the tasks of a name (their tools), by name.
+	Tasks webhook.Tasks `yaml:"tasks" json:"tasks,omitempty"`
+	// MCP: the Model Context Protocol servers whose tools runs may use.
+	MCP mcp.Config `yaml:"mcp" json:"mcp,omitempty"`
 	// HTTP: the API server.
 	HTTP api.Config `yaml:"http" json:"http,omitempty"`
 	// Log: level and format of the service's own log.
@@ -55,6 +60,8 @@ type File struct {
 
 	// path and dir of the file, for relative paths (checklists).
 	path string
+	// secrets are the values of the file's ${VAR} references.
+	secrets []string
 }
 
 // Model is the model section: the shared provider fields plus the script
@@ -83,6 +90,15 @@ func (f *File) Dir() string {
 	}
 	return filepath.Dir(f.path)
 }
+
+// Secrets returns the values the file took from the environment (its
+// ${VAR} references) of at least MinSecret bytes: the API keys and tokens
+// that must not show in what agentwork records, such as tool calls.
+func (f *File) Secrets() []string { return slices.Clone(f.secrets) }
+
+// MinSecret is the shortest value Secrets returns: a shorter one would cut
+// words out of every record and guards little.
+const MinSecret = 8
 
 // Resolve returns p relative to the config file's directory (absolute p as is).
 func (f *File) Resolve(p string) string {
@@ -119,9 +135,12 @@ func (f *File) Validate() error {
 	add(f.Heartbeat.Validate())
 	add(f.Cron.Validate())
 	add(f.Webhook.Validate())
+	add(f.Tasks.Validate())
+	add(f.MCP.Validate())
 	add(f.HTTP.Validate())
 	add(f.validateTargets())
 	add(f.validateWebhookSources())
+	add(f.validateTools())
 	return errors.Join(errs...)
 }
 
@@ -178,7 +197,8 @@ func Parse(name string, raw []byte, lookup func(string) (string, bool), types co
 		return nil, inFile(name, errors.Join(yamlstrict.Errors(err)...))
 	}
 	keyEnv := envName(lookupNode(&root, "model", "api_key"))
-	if err := expandEnv(name, &root, lookup); err != nil {
+	secrets, err := expandEnv(name, &root, lookup)
+	if err != nil {
 		return nil, err
 	}
 	// The connectors section is decoded by the connector types, the rest
@@ -197,10 +217,22 @@ func Parse(name string, raw []byte, lookup func(string) (string, bool), types co
 	if err := errors.Join(errRest, errConn); err != nil {
 		return nil, inFile(name, err)
 	}
-	f.path = name
+	f.path, f.secrets = name, secrets
 	f.Model.APIKeyEnv = keyEnv
+	f.resolvePaths()
 	f.applyDefaults(types)
 	return f, nil
+}
+
+// resolvePaths makes the relative paths of the file relative to its
+// directory: the working directories of MCP servers.
+func (f *File) resolvePaths() {
+	for name, s := range f.MCP.Servers {
+		if s.Cwd != "" {
+			s.Cwd = f.Resolve(s.Cwd)
+			f.MCP.Servers[name] = s
+		}
+	}
 }
 
 // LoadClient reads what a client command needs to reach the server: the
@@ -229,7 +261,7 @@ func LoadClient(path string) (*File, error) {
 		return f, nil
 	}
 	doc := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: "bus"}, busNode}}
-	if err := expandEnv(path, doc, os.LookupEnv); err != nil {
+	if _, err := expandEnv(path, doc, os.LookupEnv); err != nil {
 		return nil, err
 	}
 	if err := yamlstrict.Decode(doc, f, ""); err != nil {
@@ -333,10 +365,12 @@ func inFile(name string, err error) error {
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// expandEnv replaces ${VAR} in every scalar. A reference to an unset
-// variable is an error naming the line: a secret must never silently be "".
-func expandEnv(name string, n *yaml.Node, lookup func(string) (string, bool)) error {
+// expandEnv replaces ${VAR} in every scalar and returns the values of at
+// least MinSecret bytes it put in. A reference to an unset variable is an
+// error naming the line: a secret must never silently be "".
+func expandEnv(name string, n *yaml.Node, lookup func(string) (string, bool)) ([]string, error) {
 	var errs []error
+	var values []string
 	var walk func(n *yaml.Node)
 	walk = func(n *yaml.Node) {
 		if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
@@ -345,6 +379,9 @@ func expandEnv(name string, n *yaml.Node, lookup func(string) (string, bool)) er
 				val, ok := lookup(v)
 				if !ok {
 					errs = append(errs, &Error{File: name, Line: n.Line, Msg: fmt.Sprintf("environment variable %s is not set (referenced as ${%s})", v, v)})
+				}
+				if len(strings.TrimSpace(val)) >= MinSecret && !slices.Contains(values, val) {
+					values = append(values, val)
 				}
 				return val
 			})
@@ -357,7 +394,7 @@ func expandEnv(name string, n *yaml.Node, lookup func(string) (string, bool)) er
 		}
 	}
 	walk(n)
-	return errors.Join(errs...)
+	return values, errors.Join(errs...)
 }
 
 // DefaultConnector is the connector of a file without a connectors

@@ -115,7 +115,7 @@ func TestSchemaNamesSections(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Keys of every section: each package's Config has a definition of its own.
-	for _, want := range []string{`"bus"`, `"model"`, `"runner"`, `"api_key"`, `"data_dir"`, `"checklist"`, `"schedule"`, `"tokens"`, `"max_steps"`,
+	for _, want := range []string{`"bus"`, `"model"`, `"runner"`, `"api_key"`, `"data_dir"`, `"checklist"`, `"schedule"`, `"tokens"`, `"max_steps"`, `"max_tool_calls"`, `"tasks"`, `"mcp"`, `"idempotent_tools"`,
 		`"jetstream"`, `"subject"`, `"format"`} { // the connector types' keys
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("schema lacks %s", want)

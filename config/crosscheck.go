@@ -3,10 +3,14 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"path"
 	"slices"
 	"strings"
 
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/tools"
+	"github.com/agentwork/agentwork/tools/mcp"
 )
 
 // validateTargets checks that every target names a configured connector: a
@@ -58,6 +62,48 @@ func (f *File) validateWebhookSources() error {
 	}
 	for i, s := range f.Webhook.Secrets {
 		check(fmt.Sprintf("webhook.secrets[%d]", i), s.Sources)
+	}
+	return errors.Join(errs...)
+}
+
+// validateTools checks that every glob of every scope can match a tool:
+// notify_user, or a tool of a configured MCP server (<server>__<tool>). A
+// typo would otherwise leave the tool out of every run, silently. Which
+// tools a server has is known only once it runs: a glob that names a
+// server is taken to match some of them.
+func (f *File) validateTools() error {
+	servers := slices.Sorted(maps.Keys(f.MCP.Servers))
+	have := "mcp.servers has none"
+	if len(servers) > 0 {
+		have = "mcp.servers has " + strings.Join(servers, ", ")
+	}
+	var errs []error
+	check := func(field string, globs []string) {
+		for i, g := range globs {
+			if err := (tools.Scope{g}).Check(field); err != nil {
+				continue // the section's Validate says so
+			}
+			if (tools.Scope{g}).Allows(tools.NotifyName) {
+				continue
+			}
+			server, _, named := strings.Cut(g, mcp.Separator)
+			switch {
+			case !named && strings.Contains(g, "*") && len(servers) > 0:
+				// "fs*", "*_read_*": may match the names of a server's tools.
+			case !named:
+				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: want notify_user, or <server>__<tool> for a tool of an MCP server (%s)", field, i, g, have))
+			case !slices.ContainsFunc(servers, func(s string) bool { ok, _ := path.Match(server, s); return ok }):
+				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: no MCP server is called %q (%s)", field, i, g, server, have))
+			}
+		}
+	}
+	check("runner.tools", f.Runner.Tools)
+	check("heartbeat.tools", f.Heartbeat.Tools)
+	for i, j := range f.Cron.Jobs {
+		check(fmt.Sprintf("cron.jobs[%d].tools", i), j.Tools)
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.Tasks)) {
+		check("tasks."+name+".tools", f.Tasks[name].Tools)
 	}
 	return errors.Join(errs...)
 }

@@ -245,8 +245,8 @@ func TestHeartbeatUnknownTool(t *testing.T) {
 						if err != nil {
 							return err
 						}
-						if m.ToolCallID != "call_shell" || !strings.Contains(m.Content, `unknown tool "run_shell"`) || !strings.Contains(m.Content, tools.NotifyName) {
-							return fmt.Errorf("tool result = %+v, want call_shell: unknown tool, naming notify_user", m)
+						if m.ToolCallID != "call_shell" || !strings.Contains(m.Content, `"run_shell" is not a tool of this run`) || !strings.Contains(m.Content, tools.NotifyName) {
+							return fmt.Errorf("tool result = %+v, want call_shell: not a tool of this run, naming notify_user", m)
 						}
 						if a.name == "anthropic" && !m.IsError {
 							return fmt.Errorf("tool result = %+v, want is_error", m)
@@ -262,7 +262,7 @@ func TestHeartbeatUnknownTool(t *testing.T) {
 			s.stop()
 
 			r := done.result(t)
-			if r.Text != diskFull || len(r.ToolCalls) != 2 || !strings.Contains(r.ToolCalls[0].Error, "unknown tool") {
+			if r.Text != diskFull || len(r.ToolCalls) != 2 || r.ToolCalls[0].Outcome != tools.OutcomeRefused || !strings.Contains(r.ToolCalls[0].Error, "is not a tool of this run") {
 				t.Errorf("done event = {text %q calls %+v}, want %q after an unknown tool", r.Text, r.ToolCalls, diskFull)
 			}
 			wantDelivered(t, s, diskFull)

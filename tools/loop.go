@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+	"unicode/utf8"
 
+	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/model"
 )
 
@@ -34,26 +37,69 @@ type Result struct {
 	Messages []model.Message
 }
 
-// Call is one executed tool call.
+// Call is one tool call the model asked for, with its outcome.
 type Call struct {
 	ID        string `json:"id"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
 	Result    string `json:"result,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// Outcome is OutcomeOK, OutcomeError, OutcomeTimeout or OutcomeRefused.
+	Outcome string `json:"outcome,omitempty"`
+	// DurationMS is how long the tool ran, in milliseconds (0 when refused).
+	DurationMS float64 `json:"duration_ms"`
+	// ArgumentsBytes and ResultBytes are the sizes of the arguments and of
+	// what the model got back (the result, or the error), whole: a record
+	// may hold them cut (see Record).
+	ArgumentsBytes int `json:"arguments_bytes"`
+	ResultBytes    int `json:"result_bytes"`
+}
+
+// Outcomes of a call.
+const (
+	// OutcomeOK: the tool ran and returned a result.
+	OutcomeOK = "ok"
+	// OutcomeError: the tool ran and failed (or reported an error).
+	OutcomeError = "error"
+	// OutcomeTimeout: the tool did not answer in time (ErrTimeout).
+	OutcomeTimeout = "timeout"
+	// OutcomeRefused: nothing ran: the name is not a tool of the run (unknown,
+	// or outside its scope), the arguments are not a JSON object, or the
+	// run has made its Limits.MaxCalls calls.
+	OutcomeRefused = "refused"
+)
+
+// ErrTimeout is the kind of a handler error that means the tool did not
+// answer within its time limit (errors.Is); such a call's outcome is
+// OutcomeTimeout.
+var ErrTimeout = errors.New("tools: call timed out")
+
+// Limits bound one Loop.
+type Limits struct {
+	// MaxSteps bounds the model calls. <= 0: 8.
+	MaxSteps int
+	// MaxCalls bounds the calls of every tool but notify_user, which has
+	// its own bound (MaxNotify) and must stay usable to report: a call
+	// beyond is refused, and the model is told so. <= 0: no bound.
+	MaxCalls int
 }
 
 // Loop calls p with req, runs every tool call in each reply through reg and
-// feeds the results back, until a reply has no tool calls or maxSteps model
-// calls were made (ErrMaxSteps; the result so far is returned with it).
-// A tool error (unknown tool, arguments that are not a JSON object, a handler
-// error) goes back to the model as a tool result marked as an error; only
-// provider errors and ctx end the loop early. maxSteps <= 0 means 8.
-func Loop(ctx context.Context, p model.Provider, reg *Registry, req model.Request, maxSteps int) (Result, error) {
+// feeds the results back, until a reply has no tool calls or
+// lim.MaxSteps model calls were made (ErrMaxSteps; the result so far is
+// returned with it). reg holds the tools the run may use, and req.Tools
+// should describe the same: a call to a name reg does not have runs
+// nothing. Every failed call (a name reg does not have, arguments that are
+// not a JSON object, a call past lim.MaxCalls, a handler error) goes back
+// to the model as a tool result marked as an error; only provider errors
+// and ctx end the loop early.
+func Loop(ctx context.Context, p model.Provider, reg *Registry, req model.Request, lim Limits) (Result, error) {
+	maxSteps := lim.MaxSteps
 	if maxSteps <= 0 {
 		maxSteps = 8
 	}
 	var res Result
+	calls := 0 // of tools other than notify_user
 	msgs := append([]model.Message(nil), req.Messages...)
 	for res.Steps < maxSteps {
 		req.Messages = msgs
@@ -81,7 +127,16 @@ func Loop(ctx context.Context, p model.Provider, reg *Registry, req model.Reques
 			return res, nil
 		}
 		for _, tc := range reply.ToolCalls {
-			call := runCall(ctx, reg, tc)
+			var call Call
+			if _, ok := reg.Lookup(tc.Name); ok && tc.Name != NotifyName && lim.MaxCalls > 0 && calls >= lim.MaxCalls {
+				call = refuse(tc, fmt.Sprintf("not run: this run has made its %d tool calls (runner.max_tool_calls), so no more will run; answer with what you have%s",
+					lim.MaxCalls, notifyHint(reg)))
+			} else {
+				if ok && tc.Name != NotifyName {
+					calls++
+				}
+				call = reg.Call(ctx, tc.ID, tc.Name, tc.Arguments)
+			}
 			res.Calls = append(res.Calls, call)
 			content, isErr := call.Result, call.Error != ""
 			if isErr {
@@ -98,33 +153,61 @@ func Loop(ctx context.Context, p model.Provider, reg *Registry, req model.Reques
 	return res, ErrMaxSteps
 }
 
-func runCall(ctx context.Context, reg *Registry, tc model.ToolCall) (c Call) {
-	c = Call{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments}
-	spec, ok := reg.Lookup(tc.Name)
-	if !ok {
-		c.Error = fmt.Sprintf("unknown tool %q; available: %s", tc.Name, strings.Join(reg.Names(), ", "))
-		return c
+func notifyHint(reg *Registry) string {
+	if _, ok := reg.Lookup(NotifyName); ok {
+		return " (notify_user still works)"
 	}
-	args := strings.TrimSpace(tc.Arguments)
+	return ""
+}
+
+// refuse is a call that runs nothing.
+func refuse(tc model.ToolCall, why string) Call {
+	return Call{
+		ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, Error: why, Outcome: OutcomeRefused,
+		ArgumentsBytes: len(tc.Arguments), ResultBytes: len(why),
+	}
+}
+
+// Call runs the tool called name with args (a JSON object; "" is {}) as
+// the loop does, and says how it went: a name the registry does not have,
+// or arguments that are not a JSON object, run nothing (OutcomeRefused); a
+// handler that panics is an OutcomeError. id is the call's id, if any.
+func (r *Registry) Call(ctx context.Context, id, name, args string) (c Call) {
+	tc := model.ToolCall{ID: id, Name: name, Arguments: args}
+	spec, ok := r.Lookup(tc.Name)
+	if !ok {
+		have := strings.Join(r.Names(), ", ")
+		if have == "" {
+			have = "none"
+		}
+		return refuse(tc, fmt.Sprintf("%q is not a tool of this run (it is unknown, or outside the run's tool scope), so nothing ran; this run's tools: %s", tc.Name, have))
+	}
+	args = strings.TrimSpace(tc.Arguments)
 	if args == "" {
 		args = "{}"
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(args), &obj); err != nil || obj == nil {
-		c.Error = fmt.Sprintf("arguments are not a JSON object (%v); send a JSON object matching the tool's schema", errOr(err, "null"))
-		return c
+		return refuse(tc, fmt.Sprintf("arguments are not a JSON object (%v); send a JSON object matching the tool's schema", errOr(err, "null")))
 	}
+	c = Call{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, ArgumentsBytes: len(tc.Arguments)}
+	start := time.Now()
 	defer func() {
 		if r := recover(); r != nil {
-			c.Error = fmt.Sprintf("tool %s failed: %v", tc.Name, r)
+			c.Error, c.Outcome = fmt.Sprintf("tool %s failed: %v", tc.Name, r), OutcomeError
 		}
+		c.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+		c.ResultBytes = len(c.Result) + len(c.Error)
 	}()
 	out, err := spec.Handler(ctx, json.RawMessage(args))
-	if err != nil {
-		c.Error = err.Error()
-		return c
+	switch {
+	case err == nil:
+		c.Result, c.Outcome = out, OutcomeOK
+	case errors.Is(err, ErrTimeout), errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		c.Error, c.Outcome = err.Error(), OutcomeTimeout
+	default:
+		c.Error, c.Outcome = err.Error(), OutcomeError
 	}
-	c.Result = out
 	return c
 }
 
@@ -133,4 +216,24 @@ func errOr(err error, s string) string {
 		return err.Error()
 	}
 	return s
+}
+
+// Record returns c as a run's record keeps it: its arguments, result and
+// error with each of secrets cut out (in every form secret.Redact knows),
+// then each cut to at most max bytes, with a note that says how long it
+// was. The sizes stay those of the whole call. max <= 0 keeps them whole.
+func (c Call) Record(max int, secrets []string) Call {
+	keep := func(s string) string {
+		s = secret.Redact(s, secrets)
+		if max <= 0 || len(s) <= max {
+			return s
+		}
+		n := max
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		return s[:n] + fmt.Sprintf("…[cut: %d bytes]", len(s))
+	}
+	c.Arguments, c.Result, c.Error = keep(c.Arguments), keep(c.Result), keep(c.Error)
+	return c
 }

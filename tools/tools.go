@@ -1,7 +1,10 @@
 // Package tools holds the tools a model may call during a run: a Registry of
-// Specs whose JSON Schemas are reflected from Go structs, the built-in
-// notify_user tool, and Loop, which runs a model and its tool calls until the
-// model answers without calls or the step budget is spent.
+// Specs whose JSON Schemas are reflected from Go structs, Sources of tools
+// that change while the runtime runs (the MCP servers of tools/mcp), the
+// built-in notify_user tool, the Scope of a run (globs of the tool names it
+// may use), and Loop, which runs a model and its tool calls until the
+// model answers without calls or a limit is reached, and keeps a record of
+// every call.
 package tools
 
 import (
@@ -138,6 +141,45 @@ func (r *Registry) Names() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Specs returns every tool, sorted by name.
+func (r *Registry) Specs() []Spec {
+	names := r.Names()
+	out := make([]Spec, 0, len(names))
+	for _, n := range names {
+		out = append(out, r.specs[n])
+	}
+	return out
+}
+
+// Source offers tools that may change while the runtime runs, such as the
+// tools of MCP servers (mcp.Manager); a Registry is one that does not.
+// Specs must be safe for concurrent use and answer at once, without I/O:
+// the runner asks every run.
+type Source interface {
+	Specs() []Spec
+}
+
+var _ Source = (*Registry)(nil)
+
+// Collect returns a registry of the tools of every source, in order: a
+// name already taken by an earlier tool, or a spec that is not valid, is
+// left out, with an error that says so (the rest are still usable).
+func Collect(sources ...Source) (*Registry, []error) {
+	r := &Registry{specs: map[string]Spec{}}
+	var errs []error
+	for _, src := range sources {
+		if src == nil {
+			continue
+		}
+		for _, s := range src.Specs() {
+			if err := r.Register(s); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return r, errs
 }
 
 // Tools returns the model-facing descriptions of the named tools, or of all

@@ -55,7 +55,7 @@ func TestLoopToolErrorsGoBackToTheModel(t *testing.T) {
 		{"broken json", model.ToolCall{ID: "a", Name: "echo", Arguments: `{"text":`}, "not a JSON object", true},
 		{"not an object", model.ToolCall{ID: "a", Name: "echo", Arguments: `[1]`}, "not a JSON object", true},
 		{"unknown field", model.ToolCall{ID: "a", Name: "echo", Arguments: `{"txt":"x"}`}, "invalid arguments", true},
-		{"unknown tool", model.ToolCall{ID: "a", Name: "rm_rf", Arguments: `{}`}, `unknown tool "rm_rf"`, true},
+		{"unknown tool", model.ToolCall{ID: "a", Name: "rm_rf", Arguments: `{}`}, `"rm_rf" is not a tool of this run`, true},
 		{"handler error", model.ToolCall{ID: "a", Name: "echo", Arguments: `{"text":"boom"}`}, "echo refuses boom", true},
 		{"empty args", model.ToolCall{ID: "a", Name: "echo", Arguments: ``}, "", false},
 		{"notify blank", model.ToolCall{ID: "a", Name: "notify_user", Arguments: `{"text":"  "}`}, "text is empty", true},
@@ -64,7 +64,7 @@ func TestLoopToolErrorsGoBackToTheModel(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			p := &scripted{replies: []model.Reply{{ToolCalls: []model.ToolCall{tt.call}}}}
-			res, err := tools.Loop(t.Context(), p, registry(t), model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "go"}}}, 4)
+			res, err := tools.Loop(t.Context(), p, registry(t), model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "go"}}}, tools.Limits{MaxSteps: 4})
 			if err != nil {
 				t.Fatalf("Loop: %v", err)
 			}
@@ -85,7 +85,7 @@ func TestLoopToolErrorsGoBackToTheModel(t *testing.T) {
 func TestLoopFillsMissingCallIDsConsistently(t *testing.T) {
 	t.Parallel()
 	p := &scripted{replies: []model.Reply{{ToolCalls: []model.ToolCall{{Name: "echo", Arguments: `{"text":"x"}`}}}}}
-	if _, err := tools.Loop(t.Context(), p, registry(t), model.Request{}, 4); err != nil {
+	if _, err := tools.Loop(t.Context(), p, registry(t), model.Request{}, tools.Limits{MaxSteps: 4}); err != nil {
 		t.Fatal(err)
 	}
 	msgs := p.seen[1].Messages
@@ -99,7 +99,7 @@ func TestLoopStopsAtMaxSteps(t *testing.T) {
 	t.Parallel()
 	call := model.Reply{ToolCalls: []model.ToolCall{{ID: "a", Name: "echo", Arguments: `{"text":"x"}`}}}
 	p := &scripted{replies: []model.Reply{call, call, call, call}}
-	res, err := tools.Loop(t.Context(), p, registry(t), model.Request{}, 3)
+	res, err := tools.Loop(t.Context(), p, registry(t), model.Request{}, tools.Limits{MaxSteps: 3})
 	if !errors.Is(err, tools.ErrMaxSteps) || res.Steps != 3 {
 		t.Fatalf("Loop = steps %d, %v; want 3 steps and ErrMaxSteps", res.Steps, err)
 	}

@@ -20,6 +20,9 @@ import (
 const childEnv = "AGENTWORK_TEST_CHILD"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(mcpServerEnv) != "" {
+		os.Exit(runMCPServer())
+	}
 	if os.Getenv(childEnv) == "1" {
 		os.Args = append([]string{"agentwork"}, strings.Fields(os.Getenv(childEnv+"_ARGS"))...)
 		main()

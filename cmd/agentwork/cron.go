@@ -158,6 +158,7 @@ func cronAddFlags(fs *flag.FlagSet) func(pos []string) (cron.Job, error) {
 	tz := fs.String("timezone", "", "IANA time zone of the schedule (default UTC)")
 	prompt := fs.String("prompt", "", "what the model should do")
 	targets := fs.String("targets", "", "comma-separated connector names")
+	toolList := fs.String("tools", "", "comma-separated tools the job may use, names or globs such as fs__* (default: runner.tools)")
 	deliver := fs.String("deliver", "", "auto (default: the notify_user messages if the model sends any, else its reply), reply, notify or none")
 	overlap := fs.String("overlap", "", "skip (default), queue or allow")
 	catchup := fs.String("catchup", "", "run_once (default), skip, or run_all[:max]")
@@ -196,6 +197,9 @@ func cronAddFlags(fs *flag.FlagSet) func(pos []string) (cron.Job, error) {
 		str("overlap", &j.Overlap, *overlap)
 		if set["targets"] {
 			j.Targets = strings.Split(*targets, ",")
+		}
+		if set["tools"] {
+			j.Tools = strings.Split(*toolList, ",")
 		}
 		for flag, dst := range map[string]**time.Time{"at": &j.At, "expires-at": &j.ExpiresAt} {
 			v := map[string]string{"at": *at, "expires-at": *expires}[flag]
@@ -313,6 +317,7 @@ func cronPrintJob(w io.Writer, st cron.Status) {
 	row("next fire", cronTime(st.Next))
 	row("prompt", j.Prompt)
 	row("targets", strings.Join(j.Targets, ", "))
+	row("tools", strings.Join(j.Tools, ", "))
 	row("deliver", j.Deliver)
 	row("overlap", j.Overlap)
 	row("catchup", cronCatchupText(j.Catchup))

@@ -169,6 +169,7 @@ func hbPrintStatus(w io.Writer, st heartbeat.Status) {
 	row("output mode", st.OutputMode)
 	row("overlap", st.Overlap)
 	row("targets", strings.Join(st.Targets, ", "))
+	row("tools", strings.Join(st.Tools, ", "))
 	if st.Enabled {
 		row("next fire", hbTime(st.NextFire))
 	}

@@ -1,5 +1,6 @@
 // Command agentwork runs the agentwork runtime (serve) and talks to a running
-// one (task, events, heartbeat, cron), and checks configuration.
+// one (task, events, heartbeat, cron, deliveries, tools), and checks
+// configuration.
 package main
 
 import (
@@ -56,6 +57,7 @@ func commands() map[string]command {
 		"heartbeat":  {"heartbeat status|wake|history", cmdHeartbeat},
 		"cron":       {"cron list|add|show|pause|resume|run|delete|history", cmdCron},
 		"deliveries": {"deliveries list|show|retry: notifications that failed delivery", cmdDeliveries},
+		"tools":      {"tools list|call: the tools in scope, the MCP servers, a call by hand", cmdTools},
 		"config":     {"config check|schema", cmdConfig},
 		"version":    {"print the version", cmdVersion},
 	}
@@ -84,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: agentwork <command> [flags]\n\ncommands:")
-	for _, name := range []string{"serve", "task", "events", "heartbeat", "cron", "deliveries", "config", "version"} {
+	for _, name := range []string{"serve", "task", "events", "heartbeat", "cron", "deliveries", "tools", "config", "version"} {
 		fmt.Fprintf(w, "  %-11s %s\n", name, commands()[name].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'agentwork <command> -h' for its flags.")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/config"
+	"github.com/agentwork/agentwork/tools/mcp"
 )
 
 func cmdServe(ctx context.Context, e *env, args []string) error {
@@ -41,10 +42,12 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	return serve(ctx, e, f, log)
 }
 
-// serve wires the runtime and runs it until ctx is done. Shutdown order:
-// triggers stop (with their NATS APIs and the HTTP server), the runner and
-// connectors drain (runs in flight finish within the grace period), then
-// the bus drains and the server stops.
+// serve wires the runtime and runs it until ctx is done. The MCP servers
+// start first: the runner waits up to mcpReadyWait for their first start,
+// so that the first runs have their tools. Shutdown order: triggers stop
+// (with their NATS APIs and the HTTP server), the runner and connectors
+// drain (runs in flight finish within the grace period, with their
+// tools), the MCP servers stop, then the bus drains and the server stops.
 func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
 	start := time.Now()
 	stopPprof, err := startPprof(log)
@@ -74,6 +77,8 @@ func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	stopMCP := startMCP(w.mcp, log)
+	defer stopMCP()
 	// The triggers' NATS APIs answer from here until the triggers stop.
 	var stops []func() error
 	stopServices := sync.OnceFunc(func() {
@@ -147,10 +152,54 @@ func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
 		cerr = fmt.Errorf("shutdown: runs or deliveries still in flight after %s; exiting (the bus redelivers them)", budget)
 		log.Error("shutdown took too long", zap.Duration("budget", budget))
 	}
+	stopMCP() // after the runs in flight, which may still call tools
 	if ctx.Err() != nil {
 		terr = nil // a clean stop
 	}
 	return errors.Join(terr, cerr)
+}
+
+// mcpReadyWait bounds the wait for the MCP servers' first start before
+// the runner starts. A server still starting then (a first `npx` run
+// downloads its package) is not waited for: runs are offered its tools
+// once it is up.
+const mcpReadyWait = 20 * time.Second
+
+// mcpStopWait bounds the wait for the MCP servers to stop (a stdio server
+// gets 5s after its stdin closes and 5s after SIGTERM).
+const mcpStopWait = 15 * time.Second
+
+// startMCP runs m until the returned stop is called, and waits up to
+// mcpReadyWait for every server's first start. A server that cannot start
+// is logged by m and keeps nothing from running. stop is idempotent and
+// returns once m has stopped its servers, or after mcpStopWait.
+func startMCP(m *mcp.Manager, log *zap.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = m.Run(ctx) // only errs when run twice
+	}()
+	stop = sync.OnceFunc(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(mcpStopWait):
+			log.Warn("mcp servers did not stop in time; leaving them", zap.Duration("waited", mcpStopWait))
+		}
+	})
+	t := time.NewTimer(mcpReadyWait)
+	defer t.Stop()
+	select {
+	case <-m.Ready():
+	case <-t.C:
+	}
+	for _, st := range m.Status() {
+		if st.State != mcp.StateUp {
+			log.Warn("mcp server not up; runs get its tools once it is", zap.String("mcp_server", st.Name), zap.String("state", string(st.State)), zap.String("error", st.LastError))
+		}
+	}
+	return stop
 }
 
 // selfCommand is how the user ran this binary, for the hints it prints:

@@ -15,6 +15,7 @@ import (
 	"github.com/agentwork/agentwork/model/openai"
 	"github.com/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/tools"
+	"github.com/agentwork/agentwork/tools/mcp"
 	"github.com/agentwork/agentwork/triggers"
 	"github.com/agentwork/agentwork/triggers/cron"
 	"github.com/agentwork/agentwork/triggers/heartbeat"
@@ -46,7 +47,7 @@ func newTriggers(f *config.File, b *bus.Bus, connectors []string, log *zap.Logge
 	if err != nil {
 		return nil, err
 	}
-	tasks, err := webhook.New(b, f.Webhook, webhook.WithLogger(log.Named("webhook")), webhook.WithConnectors(connectors...))
+	tasks, err := webhook.New(b, f.Webhook, webhook.WithLogger(log.Named("webhook")), webhook.WithConnectors(connectors...), webhook.WithTasks(f.Tasks))
 	if err != nil {
 		return nil, err
 	}
@@ -74,13 +75,21 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	if err != nil {
 		return nil, err
 	}
+	// The MCP servers' tools are looked up by every run, so a server that
+	// comes up late or changes its tools needs no rewiring.
+	if w.mcp, err = mcp.New(f.MCP, mcp.WithLogger(log.Named("mcp")), mcp.WithVersion(version)); err != nil {
+		return nil, err
+	}
 	w.runner = agentwork.NewRunner(b, provider, reg, f.Runner,
-		agentwork.WithLogger(log.Named("runner")), agentwork.WithConnectors(w.connectorNames...))
+		agentwork.WithLogger(log.Named("runner")), agentwork.WithConnectors(w.connectorNames...),
+		agentwork.WithToolSource(w.mcp), agentwork.WithSecrets(f.Secrets()...))
 	for source, p := range policies {
 		w.runner.Handle(source, p)
 	}
+	toolAdmin := agentwork.NewToolAdmin(w.runner, w.mcp.Status)
+	w.services = append(w.services, toolAdmin.Service())
 
-	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner}}
+	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner}, Tools: toolAdmin}
 	for _, t := range w.triggers {
 		if s, ok := t.(triggers.Servicer); ok {
 			w.services = append(w.services, s.Service())
@@ -105,6 +114,7 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 type wiring struct {
 	connectorNames []string
 	runner         *agentwork.Runner
+	mcp            *mcp.Manager                  // runs beside the consumers, stopped after them
 	consumers      []func(context.Context) error // stopped after the triggers
 	triggers       []triggers.Trigger            // stopped first
 	services       []bus.Service                 // the triggers' NATS APIs, stopped with them

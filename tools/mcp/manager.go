@@ -69,8 +69,9 @@ type Status struct {
 var (
 	// ErrDown: the server is not up (starting, or down and restarting).
 	ErrDown = errors.New("mcp: server down")
-	// ErrTimeout: the server did not answer within its timeout.
-	ErrTimeout = errors.New("mcp: call timed out")
+	// ErrTimeout: the server did not answer within its timeout. It is a
+	// tools.ErrTimeout, so the tool loop records the call as timed out.
+	ErrTimeout = fmt.Errorf("mcp: %w", tools.ErrTimeout)
 	// ErrToolError: the tool ran and reported an error (isError).
 	ErrToolError = errors.New("mcp: tool error")
 	// ErrGone: the server no longer lists the tool.
@@ -98,6 +99,8 @@ type Manager struct {
 	waiting int           // servers whose first attempt has not ended
 	ready   chan struct{} // closed when waiting reaches 0
 }
+
+var _ tools.Source = (*Manager)(nil)
 
 // Option configures a Manager.
 type Option func(*Manager)

@@ -244,3 +244,34 @@ func TestListPages(t *testing.T) {
 		t.Errorf("Client.List = %d jobs, %v; want all 5", len(all), err)
 	}
 }
+
+// A job's runs use the job's tools as the job is now: set in config or
+// through the API, changed through the API; none: runner.tools.
+func TestPolicyToolsOfTheJob(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, _ := startScheduler(t, b, Config{Jobs: []Job{{ID: "sales", Schedule: "0 9 * * *", Prompt: "analyse", Tools: []string{"sales__*"}}}}, make(chan TickResult, 100))
+	toolsFor := s.Policy().ToolsFor
+	ctx := t.Context()
+	if got, err := toolsFor(ctx, "cron", "sales"); err != nil || !slices.Equal(got, []string{"sales__*"}) {
+		t.Fatalf("ToolsFor(sales) = %v, %v; want [sales__*]", got, err)
+	}
+	if _, err := s.Add(ctx, Job{ID: "adhoc", Schedule: "0 9 * * *", Prompt: "look"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := toolsFor(ctx, "cron", "adhoc"); err != nil || got != nil {
+		t.Errorf("ToolsFor(adhoc) = %v, %v; want none (runner.tools)", got, err)
+	}
+	if _, err := s.Update(ctx, "adhoc", json.RawMessage(`{"tools":["sales__read_*","notify_user"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := toolsFor(ctx, "cron", "adhoc"); !slices.Equal(got, []string{"sales__read_*", "notify_user"}) {
+		t.Errorf("ToolsFor(adhoc) after the update = %v, want the new tools", got)
+	}
+	if _, err := s.Update(ctx, "adhoc", json.RawMessage(`{"tools":["bad glob"]}`)); !isErr(err, ErrInvalid) || !strings.Contains(err.Error(), "tools[0]") {
+		t.Errorf("Update(bad glob) = %v, want ErrInvalid naming tools[0]", err)
+	}
+	if got, err := toolsFor(ctx, "cron", "gone"); err != nil || got != nil {
+		t.Errorf("ToolsFor(no such job) = %v, %v; want none (the job gate skips the run)", got, err)
+	}
+}

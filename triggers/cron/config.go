@@ -13,6 +13,7 @@ import (
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/tools"
 )
 
 // Overlap policies: what a tick does when the job's previous run is still going.
@@ -176,6 +177,10 @@ type Job struct {
 	PauseAfter int `yaml:"pause_after" json:"pause_after,omitempty"`
 	// Metadata is passed through to the request, events and notifications.
 	Metadata map[string]string `yaml:"metadata" json:"metadata,omitempty"`
+	// Tools are the tools the job's runs may use, instead of runner.tools:
+	// names and globs (e.g. [sales__*]). With deliver auto or notify it
+	// has notify_user in any case. Default: runner.tools.
+	Tools []string `yaml:"tools" json:"tools,omitempty"`
 
 	// Origin is "config" or "api" (set by the scheduler).
 	Origin string `yaml:"-" json:"origin,omitempty"`
@@ -312,6 +317,7 @@ func (j *Job) validate(p string) error {
 			add("metadata", "empty key")
 		}
 	}
+	errs = append(errs, tools.Scope(j.Tools).Check(p+"tools"))
 	return errors.Join(errs...)
 }
 

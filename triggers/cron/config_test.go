@@ -34,6 +34,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative jitter", func(j *Job) { j.Jitter = Duration(-time.Second) }, "cron.jobs[1].jitter"},
 		{"too many retries", func(j *Job) { j.Retry.Attempts = 99 }, "cron.jobs[1].retry.attempts: 99"},
 		{"duplicate id", func(j *Job) { j.ID = "ok" }, `cron.jobs[1].id: "ok" is already the id of cron.jobs[0]`},
+		{"bad tools glob", func(j *Job) { j.Tools = []string{"sales__*", "fs/read"} }, `cron.jobs[1].tools[1]: "fs/read"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,7 +17,8 @@ import (
 
 // Policy is how the runner treats cron requests: the job gate (deleted,
 // disabled, paused, expired; the job's overlap mode, which the runner's
-// overlap lease applies), reply delivery by default, and the observer that
+// overlap lease applies), the job's tools (else runner.tools), reply
+// delivery by default, and the observer that
 // keeps each job's state, alerts after alert_after consecutive failures
 // and pauses after pause_after.
 // Register it with runner.Handle("cron", s.Policy()).
@@ -28,10 +29,21 @@ func (s *Scheduler) Policy() agentwork.Policy {
 		Overlap:  agentwork.Overlap{Mode: agentwork.OverlapSkip, Poll: s.queuePoll},
 		Output:   []agentwork.OutputGate{agentwork.ModeGate{Default: agentwork.DeliverAuto}, &agentwork.DedupGate{KV: s.bus.Dedup, Window: s.cfg.DedupWindow}},
 		Targets:  s.cfg.Targets,
+		ToolsFor: s.toolsOf,
 		Timeout:  s.cfg.Timeout,
 		Alert:    &noRunnerAlert,
 		Observer: agentwork.ObserverFunc(s.observe),
 	}
+}
+
+// toolsOf returns the tools of job id as it is now (none for a job that no
+// longer exists: its run is skipped by the job gate).
+func (s *Scheduler) toolsOf(ctx context.Context, _, id string) ([]string, error) {
+	j, _, err := s.readJob(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return j.Tools, err
 }
 
 // jobGate checks a cron request against its job and sets the run's

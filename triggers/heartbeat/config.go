@@ -8,6 +8,7 @@ import (
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/triggers/activehours"
 )
 
@@ -82,6 +83,10 @@ type Config struct {
 	OutputMode string `yaml:"output_mode" json:"output_mode,omitempty" jsonschema:"enum=notify,enum=ok_token"`
 	// Timeout bounds one heartbeat run (model and tools). Default 5m.
 	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
+	// Tools are the tools a heartbeat may use, instead of runner.tools:
+	// names and globs (e.g. [fs__read_text_file, fs__list_directory]). In
+	// notify mode it has notify_user in any case. Default: runner.tools.
+	Tools []string `yaml:"tools" json:"tools,omitempty"`
 }
 
 // WithDefaults returns c with zero fields filled.
@@ -145,5 +150,6 @@ func (c Config) Validate() error {
 	if c.Timeout < time.Second {
 		errs = append(errs, fmt.Errorf("heartbeat.timeout: %s: want at least 1s", c.Timeout))
 	}
+	errs = append(errs, tools.Scope(c.Tools).Check("heartbeat.tools"))
 	return errors.Join(errs...)
 }

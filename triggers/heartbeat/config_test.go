@@ -28,6 +28,8 @@ func TestConfigValidate(t *testing.T) {
 		{"bad mode", heartbeat.Config{OutputMode: "text"}, `heartbeat.output_mode: "text": want notify or ok_token`},
 		{"negative dedup", heartbeat.Config{DedupWindow: -time.Hour}, "heartbeat.dedup_window: -1h0m0s: must not be negative"},
 		{"tiny timeout", heartbeat.Config{Timeout: time.Millisecond}, "heartbeat.timeout: 1ms: want at least 1s"},
+		{"tools", heartbeat.Config{Tools: []string{"fs__read_text_file", "fs__list_*"}}, ""},
+		{"bad tools glob", heartbeat.Config{Tools: []string{"fs__*", "fs__[read"}}, `heartbeat.tools[1]: "fs__[read" is not a well-formed glob`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -24,7 +24,8 @@ import (
 // the runner's overlap lease: one heartbeat at a time across all instances
 // (skip "busy", or wait with overlap: queue unless a newer tick is due).
 // Output gates: notify_user (fail-closed) or
-// the HEARTBEAT_OK token, then dedup within dedup_window. A run that fails
+// the HEARTBEAT_OK token, then dedup within dedup_window. Tools:
+// heartbeat.tools, else runner.tools. A run that fails
 // for good alerts the targets. The observer keeps the state (last run,
 // consecutive errors) on whichever instance ran it.
 func (h *Heartbeat) Policy() agentwork.Policy {
@@ -50,6 +51,7 @@ func (h *Heartbeat) Policy() agentwork.Policy {
 		},
 		Output:   []agentwork.OutputGate{out, &agentwork.DedupGate{KV: h.bus.Dedup, Window: h.cfg.DedupWindow}},
 		Targets:  h.cfg.Targets,
+		Tools:    h.cfg.Tools,
 		Timeout:  h.cfg.Timeout,
 		Observer: agentwork.ObserverFunc(h.observe),
 	}

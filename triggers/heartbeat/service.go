@@ -26,6 +26,8 @@ type Status struct {
 	OutputMode string   `json:"output_mode"`
 	Overlap    string   `json:"overlap"`
 	Targets    []string `json:"targets,omitempty"`
+	// Tools are heartbeat.tools (empty: runner.tools).
+	Tools []string `json:"tools,omitempty"`
 	// Running is the lease of the heartbeat running now, if one is.
 	Running *Lease `json:"running,omitempty"`
 	// State: last and next fire, last run, consecutive errors.
@@ -52,7 +54,7 @@ func (h *Heartbeat) Status(ctx context.Context) (Status, error) {
 	return Status{
 		Name: h.cfg.Name, Enabled: h.cfg.Enabled, Every: h.cfg.Every.String(),
 		ActiveHours: h.hours.String(), ActiveNow: h.hours.Contains(h.clock.Now()),
-		Checklist: checklist, OutputMode: h.cfg.OutputMode, Overlap: h.cfg.Overlap, Targets: h.cfg.Targets,
+		Checklist: checklist, OutputMode: h.cfg.OutputMode, Overlap: h.cfg.Overlap, Targets: h.cfg.Targets, Tools: h.cfg.Tools,
 		Running: run, State: st,
 	}, nil
 }

@@ -46,6 +46,7 @@ type Handler struct {
 	tokens     []namedToken
 	verifier   verifier
 	connectors []string
+	tasks      Tasks
 	log        *zap.Logger
 	now        func() time.Time
 	timeout    time.Duration

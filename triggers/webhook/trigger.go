@@ -47,9 +47,10 @@ func (h *Handler) grants() []Grant {
 }
 
 // Policy is the runner's default for every source of the webhook: the
-// request's delivery (auto unless the task says otherwise) and dedup
-// within the request's dedup window or runner.dedup_window.
-func (h *Handler) Policy() agentwork.Policy { return agentwork.Policy{} }
+// request's delivery (auto unless the task says otherwise), dedup within
+// the request's dedup window or runner.dedup_window, and the tools of
+// tasks.<name> for a task (else runner.tools).
+func (h *Handler) Policy() agentwork.Policy { return agentwork.Policy{ToolsFor: h.toolsOf} }
 
 // Run waits until ctx is done and returns nil: the webhook works in its
 // route.

@@ -1,0 +1,107 @@
+package config_test
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentwork/agentwork/config"
+)
+
+// The mcp and tasks sections and every tool scope: decoded, checked with
+// the line of an unknown key, a cwd relative to the file, and the globs
+// checked against the servers.
+func TestToolsConfig(t *testing.T) {
+	t.Parallel()
+	const good = `
+runner:
+  tools: [notify_user]
+  max_tool_calls: 30
+heartbeat:
+  tools: [fs__read_text_file, "fs__list_*"]
+cron:
+  jobs:
+    - id: sales
+      schedule: "0 9 * * mon"
+      prompt: analyse last week's sales
+      tools: ["*__read_*"]
+tasks:
+  report:
+    tools: [search__*, notify_user]
+mcp:
+  servers:
+    fs:
+      command: npx
+      args: ["-y", "@modelcontextprotocol/server-filesystem", "."]
+      cwd: reports
+      env: {FS_TOKEN: "${FS_TOKEN}"}
+    search:
+      url: https://mcp.example.com/mcp
+      headers: {Authorization: "Bearer ${SEARCH_TOKEN}"}
+`
+	dir := t.TempDir()
+	name := filepath.Join(dir, "agentwork.yaml")
+	f, err := config.Parse(name, []byte(good), env(map[string]string{"FS_TOKEN": "fs-token-0123456789", "SEARCH_TOKEN": "short"}), types)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Validate(); err != nil {
+		t.Fatalf("Validate = %v", err)
+	}
+	if got, want := f.MCP.Servers["fs"].Cwd, filepath.Join(dir, "reports"); got != want {
+		t.Errorf("mcp.servers.fs.cwd = %q, want %q (relative to the config file)", got, want)
+	}
+	if got := f.Tasks["report"].Tools; !slices.Equal(got, []string{"search__*", "notify_user"}) {
+		t.Errorf("tasks.report.tools = %v", got)
+	}
+	if got := f.Secrets(); !slices.Equal(got, []string{"fs-token-0123456789"}) {
+		t.Errorf("Secrets() = %v, want the env value of 8 bytes or more", got)
+	}
+
+	for _, tt := range []struct {
+		name, yaml, want string
+	}{
+		{"unknown mcp key", "mcp:\n  servers:\n    fs:\n      comand: npx\n", `agentwork.yaml:4: unknown key "mcp.servers.fs.comand"`},
+		{"unknown task key", "tasks:\n  report:\n    tols: [x]\n", `agentwork.yaml:3: unknown key "tasks.report.tols"`},
+	} {
+		if _, err := config.Parse("agentwork.yaml", []byte(tt.yaml), env(nil), types); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Parse = %v, want %q", tt.name, err, tt.want)
+		}
+	}
+
+	for _, tt := range []struct {
+		name, yaml, want string
+	}{
+		{"no such server", "heartbeat:\n  tools: [fss__read]\nmcp:\n  servers:\n    fs: {command: npx}\n",
+			`heartbeat.tools[0]: "fss__read" matches no tool: no MCP server is called "fss" (mcp.servers has fs)`},
+		{"no servers", "runner:\n  tools: [fs__*]\n", `runner.tools[0]: "fs__*" matches no tool: no MCP server is called "fs" (mcp.servers has none)`},
+		{"no tool", "tasks:\n  report:\n    tools: [notfy_user]\n", `tasks.report.tools[0]: "notfy_user" matches no tool: want notify_user, or <server>__<tool>`},
+		{"job", "cron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, tools: ['gh__*']}\n", `cron.jobs[0].tools[0]: "gh__*" matches no tool`},
+		{"bad glob", "runner:\n  tools: ['fs__[x']\n", `runner.tools[0]: "fs__[x" is not a well-formed glob`},
+		{"max calls", "runner:\n  max_tool_calls: 5000\n", "runner.max_tool_calls: 5000: want 1-1000"},
+		{"server", "mcp:\n  servers:\n    fs: {}\n", "mcp.servers.fs.command: required"},
+	} {
+		f, err := config.Parse("agentwork.yaml", []byte(tt.yaml), env(nil), types)
+		if err != nil {
+			t.Fatalf("%s: Parse = %v", tt.name, err)
+		}
+		if err := f.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Validate = %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	for _, ok := range []string{
+		"runner:\n  tools: ['*']\n",
+		"runner:\n  tools: ['notify_*']\n",
+		"runner:\n  tools: ['f*']\nmcp:\n  servers:\n    fs: {command: npx}\n",
+		"runner:\n  tools: ['f?__*']\nmcp:\n  servers:\n    fs: {command: npx}\n",
+	} {
+		f, err := config.Parse("agentwork.yaml", []byte(ok), env(nil), types)
+		if err == nil {
+			err = f.Validate()
+		}
+		if err != nil {
+			t.Errorf("Validate(%q) = %v, want nil", ok, err)
+		}
+	}
+}

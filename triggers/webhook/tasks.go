@@ -1,0 +1,60 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/tools"
+)
+
+// Tasks is the tasks section of agentwork.yaml: the settings of the tasks
+// of one name (requests of source task, such as POST /v1/tasks with
+// {"name": "report"}), keyed by that name. Today it holds their tools; the
+// per-task settings to come (the model, say) go here too.
+//
+//	tasks:
+//	  report:
+//	    tools: [sales__*]
+//
+// A task whose name is not listed uses runner.tools. Requests of the other
+// sources a webhook credential may be granted are not tasks: they use
+// runner.tools.
+type Tasks map[string]TaskConfig
+
+// TaskConfig is the settings of the tasks of one name.
+type TaskConfig struct {
+	// Tools are the tools its runs may use, instead of runner.tools: names
+	// and globs (e.g. [sales__*, notify_user]). A task that delivers what
+	// the model passes to notify_user (deliver auto or notify) has it in
+	// any case. Default: runner.tools.
+	Tools []string `yaml:"tools" json:"tools,omitempty"`
+}
+
+// Validate checks every task's name and settings; errors read
+// "tasks.<name>.<field>: ...".
+func (t Tasks) Validate() error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(t)) {
+		if !bus.ValidToken(name) {
+			errs = append(errs, fmt.Errorf("tasks.%s: a task name is 1-64 characters of a-z, 0-9, _ and - (the name requests give)", name))
+			continue
+		}
+		errs = append(errs, tools.Scope(t[name].Tools).Check("tasks."+name+".tools"))
+	}
+	return errors.Join(errs...)
+}
+
+// WithTasks sets the settings of tasks by name (the tasks section).
+func WithTasks(t Tasks) Option { return func(h *Handler) { h.tasks = t } }
+
+// toolsOf returns the tools of the tasks called name: tasks.<name>.tools.
+func (h *Handler) toolsOf(_ context.Context, source, name string) ([]string, error) {
+	if source != bus.SourceTask {
+		return nil, nil
+	}
+	return h.tasks[name].Tools, nil
+}

@@ -1,0 +1,51 @@
+package webhook_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentwork/agentwork/bus/bustest"
+	"github.com/agentwork/agentwork/triggers/webhook"
+)
+
+func TestTasksValidate(t *testing.T) {
+	t.Parallel()
+	if err := (webhook.Tasks{"report": {Tools: []string{"sales__*"}}, "default": {}}).Validate(); err != nil {
+		t.Errorf("Validate(good) = %v", err)
+	}
+	for _, tt := range []struct {
+		tasks webhook.Tasks
+		want  string
+	}{
+		{webhook.Tasks{"Daily Report": {}}, "tasks.Daily Report: a task name is 1-64 characters"},
+		{webhook.Tasks{"report": {Tools: []string{"sales__*", ""}}}, "tasks.report.tools[1]: empty"},
+	} {
+		if err := tt.tasks.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Validate(%v) = %v, want an error containing %q", tt.tasks, err, tt.want)
+		}
+	}
+}
+
+// A task's runs use tasks.<name>.tools; other names, and the other sources
+// a credential may be granted, use runner.tools (no answer).
+func TestTaskTools(t *testing.T) {
+	t.Parallel()
+	h, err := webhook.New(bustest.New(t), webhook.Config{}, webhook.WithTasks(webhook.Tasks{"report": {Tools: []string{"sales__*"}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	toolsFor := h.Policy().ToolsFor
+	for _, tt := range []struct {
+		source, name string
+		want         []string
+	}{
+		{"task", "report", []string{"sales__*"}},
+		{"task", "default", nil},
+		{"deploy", "report", nil},
+	} {
+		if got, err := toolsFor(t.Context(), tt.source, tt.name); err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("ToolsFor(%s, %s) = %v, %v; want %v", tt.source, tt.name, got, err, tt.want)
+		}
+	}
+}
