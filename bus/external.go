@@ -50,7 +50,15 @@ func (b *Bus) connectExternal(ctx context.Context) error {
 		}
 		b.log.Info("bus replicas chosen for the servers", zap.Int("replicas", b.cfg.Replicas), zap.String("cluster", b.nc.ConnectedClusterName()))
 	}
-	return retry(ctx, func() error { return b.Ready(ctx) })
+	err = retry(ctx, func() error {
+		actx, cancel := context.WithTimeout(ctx, provisionAttempt)
+		defer cancel()
+		return b.Ready(actx)
+	})
+	if err != nil {
+		return fmt.Errorf("bus: %s connected, but JetStream did not answer within bus.ready_timeout (%s): %w", secret.URL(b.cfg.URL), b.cfg.ReadyTimeout, err)
+	}
+	return nil
 }
 
 // Dial connects to a running agentwork bus as a client, as the CLI does:

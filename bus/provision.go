@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -83,7 +84,14 @@ func (b *Bus) bucketConfigs() []jetstream.KeyValueConfig {
 func (b *Bus) provision(ctx context.Context) error {
 	for _, sc := range b.StreamConfigs() {
 		if err := retry(ctx, func() error {
-			_, err := b.js.CreateOrUpdateStream(ctx, sc)
+			actx, cancel := context.WithTimeout(ctx, provisionAttempt)
+			defer cancel()
+			// An update of a stream that needs none is not free: the timers
+			// stream answers it only once its backlog of due timers fired.
+			if st, err := b.js.Stream(actx, sc.Name); err == nil && !needsUpdate(st.CachedInfo().Config, sc) {
+				return nil
+			}
+			_, err := b.js.CreateOrUpdateStream(actx, sc)
 			return err
 		}); err != nil {
 			if hint := b.replicasHint(err); hint != "" {
@@ -99,7 +107,9 @@ func (b *Bus) provision(ctx context.Context) error {
 	}
 	for _, kc := range b.bucketConfigs() {
 		if err := retry(ctx, func() error {
-			_, err := b.js.CreateOrUpdateKeyValue(ctx, kc)
+			actx, cancel := context.WithTimeout(ctx, provisionAttempt)
+			defer cancel()
+			_, err := b.js.CreateOrUpdateKeyValue(actx, kc)
 			return err
 		}); err != nil {
 			return fmt.Errorf("bus: create bucket %s: %w%s", kc.Bucket, err, b.replicasHint(err))
@@ -145,6 +155,27 @@ func (b *Bus) replicasHint(err error) string {
 		return fmt.Sprintf(" (bus.replicas is %d, more than these servers hold: set bus.replicas: 1 for a single server, or at most the cluster's size)", b.cfg.Replicas)
 	}
 	return ""
+}
+
+// provisionAttempt bounds one call of start-up to the JetStream API: one
+// that gets no answer (a cluster still electing its leader) is asked again
+// rather than waited on for the whole ready timeout.
+const provisionAttempt = 5 * time.Second
+
+// needsUpdate reports whether the stream's config lacks what want sets: the
+// fields want sets, laid over have, differ from have.
+func needsUpdate(have, want jetstream.StreamConfig) bool {
+	a, err := json.Marshal(have)
+	if err != nil {
+		return true
+	}
+	merged := have
+	w, err := json.Marshal(want)
+	if err != nil || json.Unmarshal(w, &merged) != nil {
+		return true
+	}
+	b, err := json.Marshal(merged)
+	return err != nil || !bytes.Equal(a, b)
 }
 
 // retry runs fn until it succeeds or ctx ends: on a cluster the JetStream
