@@ -1,11 +1,11 @@
 package bus
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -162,20 +162,18 @@ func (b *Bus) replicasHint(err error) string {
 // rather than waited on for the whole ready timeout.
 const provisionAttempt = 5 * time.Second
 
-// needsUpdate reports whether the stream's config lacks what want sets: the
-// fields want sets, laid over have, differ from have.
+// needsUpdate reports whether the stream's config lacks what want sets:
+// the fields want sets (not zero), laid over have, differ from have. The
+// server fills in defaults, so a field want leaves zero is not compared.
 func needsUpdate(have, want jetstream.StreamConfig) bool {
-	a, err := json.Marshal(have)
-	if err != nil {
-		return true
-	}
 	merged := have
-	w, err := json.Marshal(want)
-	if err != nil || json.Unmarshal(w, &merged) != nil {
-		return true
+	m, w := reflect.ValueOf(&merged).Elem(), reflect.ValueOf(want)
+	for i := range w.NumField() {
+		if f := w.Field(i); !f.IsZero() {
+			m.Field(i).Set(f)
+		}
 	}
-	b, err := json.Marshal(merged)
-	return err != nil || !bytes.Equal(a, b)
+	return !reflect.DeepEqual(merged, have)
 }
 
 // retry runs fn until it succeeds or ctx ends: on a cluster the JetStream
