@@ -47,6 +47,11 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 // the bus drains and the server stops.
 func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
 	start := time.Now()
+	stopPprof, err := startPprof(log)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 	b, err := bus.Open(ctx, f.Bus, bus.WithLogger(log))
 	if err != nil {
 		if errors.Is(err, bus.ErrLocked) {
