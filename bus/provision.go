@@ -191,7 +191,7 @@ func (b *Bus) replicasHint(err error) string {
 // provisionAttempt bounds one call of start-up to the JetStream API: one
 // that gets no answer (a cluster still electing its leader) is asked again
 // rather than waited on for the whole ready timeout.
-const provisionAttempt = 5 * time.Second
+const provisionAttempt = 2 * time.Second
 
 // needsUpdate reports whether the stream's config lacks what want sets:
 // the fields want sets (not zero), laid over have, differ from have. The

@@ -208,6 +208,33 @@ func (t *Timers) Pending(ctx context.Context, key string) (Timer, error) {
 	return t.decode(key, m.Data)
 }
 
+// PendingKeys returns the keys with a pending timer among those under
+// prefix (a key's first tokens: "cron" covers "cron.a" and "cron.a.retry"),
+// read in one stream info request per page of subjects rather than one
+// request per key. For a start-up check of many keys.
+func (t *Timers) PendingKeys(ctx context.Context, prefix string) (map[string]bool, error) {
+	if err := CheckTimerKey(prefix); err != nil {
+		return nil, err
+	}
+	st, err := t.streamHandle(ctx)
+	if err != nil {
+		return nil, err
+	}
+	base := t.b.Subjects.p() + ".timer.pending."
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(base+prefix+".>"))
+	if err != nil {
+		return nil, fmt.Errorf("bus: pending timers under %s: %w", prefix, err)
+	}
+	keys := make(map[string]bool, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		rest := strings.TrimPrefix(subj, base)
+		if i := strings.LastIndexByte(rest, '.'); i > 0 {
+			keys[rest[:i]] = true
+		}
+	}
+	return keys, nil
+}
+
 // pendingSubject is <prefix>.timer.pending.<key>.<id>. A key has a fixed
 // number of tokens, so <key>.* matches its timers and no other key's.
 func (t *Timers) pendingSubject(key, id string) string {

@@ -449,3 +449,40 @@ func TestTimerSetWhileFiring(t *testing.T) {
 		}
 	}
 }
+
+// PendingKeys lists the keys with a pending timer under a prefix, and no
+// other: not fired ones, not cancelled ones, not those of another prefix.
+func TestTimerPendingKeys(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	tm := bus.NewTimers(b)
+	ctx := t.Context()
+	later := time.Now().Add(time.Hour)
+	for _, key := range []string{"cron.a", "cron.a.retry", "cron.b", "cron.c", "heartbeat.default"} {
+		if err := tm.Set(ctx, key, later, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tm.Set(ctx, "cron.b", later.Add(time.Minute), nil); err != nil { // replaced: still one key
+		t.Fatal(err)
+	}
+	if err := tm.Cancel(ctx, "cron.c"); err != nil {
+		t.Fatal(err)
+	}
+	fired := watchFired(t, b, 1)
+	if err := tm.Set(ctx, "cron.d", time.Now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFires(t, fired, 1, 5*time.Second)
+	got, err := tm.PendingKeys(ctx, "cron")
+	if err != nil {
+		t.Fatalf("PendingKeys: %v", err)
+	}
+	want := map[string]bool{"cron.a": true, "cron.a.retry": true, "cron.b": true}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("PendingKeys(cron) = %v, want %v", got, want)
+	}
+	if _, err := tm.PendingKeys(ctx, "cron.*"); err == nil {
+		t.Error("PendingKeys(cron.*) = nil error, want a bad key")
+	}
+}

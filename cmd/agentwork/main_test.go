@@ -237,6 +237,8 @@ func TestConfigCheck(t *testing.T) {
 		{"cron job target", "connectors:\n  ops: {type: console}\ncron:\n  jobs:\n    - id: a\n      schedule: \"@daily\"\n      prompt: x\n      targets: [console]\n", `cron.jobs[0].targets[0]: "console" is not a connector`},
 		{"wildcard webhook source", "webhook:\n  tokens:\n    - name: ci\n      token: 0123456789abcdef0123\n      sources: [\"deploy-*\"]\n", "webhook.tokens[0].sources[0]"},
 		{"bus on the network", "bus:\n  listen: 0.0.0.0:4222\n", "bus.allow_remote"},
+		{"bad one-shot time", "cron:\n  jobs:\n    - id: a\n      at: not-a-time\n      prompt: x\n", `agentwork.yaml:4: cron.jobs[0].at: "not-a-time" is not a time in RFC 3339`},
+		{"bad duration", "heartbeat:\n  every: 5 minutes\n", `agentwork.yaml:2: heartbeat.every: "5 minutes" is not a duration`},
 		// What serve refuses, config check refuses too.
 		{"anthropic temperature", "model:\n  provider: anthropic\n  model: claude-x\n  temperature: 1.5\n", "model.temperature: 1.5 is out of range for Anthropic"},
 		{"header name with a space", "model:\n  provider: openai\n  model: m\n  headers: {\"X Team\": a}\n", `model.headers: "X Team" is not a header name`},

@@ -63,7 +63,9 @@ func UnknownKeys(n *yaml.Node, t reflect.Type, path string) []error {
 		n = n.Alias
 	}
 	if t == reflect.TypeFor[time.Duration]() || t == reflect.TypeFor[time.Time]() {
-		return nil
+		// The decoder reports a bad time or duration without its line or
+		// key: say both here.
+		return badValue(n, t, path)
 	}
 	var errs []error
 	switch t.Kind() {
@@ -102,6 +104,22 @@ func UnknownKeys(n *yaml.Node, t reflect.Type, path string) []error {
 		}
 	}
 	return errs
+}
+
+// badValue returns an *Error when the scalar n does not decode as a value
+// of t (time.Time or time.Duration).
+func badValue(n *yaml.Node, t reflect.Type, path string) []error {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		return nil
+	}
+	if err := n.Decode(reflect.New(t).Interface()); err == nil {
+		return nil
+	}
+	want := "a time in RFC 3339, e.g. 2026-12-01T09:00:00+01:00"
+	if t == reflect.TypeFor[time.Duration]() {
+		want = "a duration, e.g. 30s, 5m or 1h30m"
+	}
+	return []error{&Error{Line: n.Line, Msg: fmt.Sprintf("%s: %q is not %s", path, n.Value, want)}}
 }
 
 // Join appends key to path with a dot.

@@ -65,7 +65,6 @@ func (s *Scheduler) status(j Job, st State) Status {
 	if err == nil {
 		err = j.Validate()
 	}
-	e := &entry{job: j, state: st, sched: sched}
 	switch {
 	case err != nil:
 		out.Status, out.Error = StatusInvalid, err.Error()
@@ -82,7 +81,7 @@ func (s *Scheduler) status(j Job, st State) Status {
 		out.Status = StatusActive
 	}
 	if out.Status == StatusActive {
-		a := e.anchor()
+		a := anchor(j, st)
 		if a.Before(now) {
 			a = now
 		}
@@ -95,31 +94,60 @@ func (s *Scheduler) status(j Job, st State) Status {
 	return out
 }
 
-// List returns every job with its state, sorted by id.
-func (s *Scheduler) List(ctx context.Context) ([]Status, error) {
+// Page sizes of List.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// List returns a page of the jobs with their state, sorted by id: at most
+// limit (DefaultListLimit when 0, at most MaxListLimit) with an id after
+// after ("" from the first). more reports that jobs follow the page.
+func (s *Scheduler) List(ctx context.Context, after string, limit int) (page []Status, more bool, err error) {
+	switch {
+	case limit == 0:
+		limit = DefaultListLimit
+	case limit < 0 || limit > MaxListLimit:
+		return nil, false, apiErr(ErrBadRequest, "limit %d: want 1 to %d", limit, MaxListLimit)
+	}
+	all, err := s.listAll(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	i := sort.Search(len(all), func(i int) bool { return all[i].j.ID > after })
+	all = all[i:]
+	if more = len(all) > limit; more {
+		all = all[:limit]
+	}
+	page = make([]Status, len(all))
+	for i, p := range all {
+		page[i] = s.status(p.j, p.st)
+	}
+	return page, more, ctx.Err()
+}
+
+type jobState struct {
+	j  Job
+	st State
+}
+
+// listAll returns every job with its state, sorted by id.
+func (s *Scheduler) listAll(ctx context.Context) ([]jobState, error) {
 	select {
 	case <-s.ready:
 	default:
 		return nil, ErrNotReady
 	}
 	s.mu.Lock()
-	type pair struct {
-		j  Job
-		st State
-	}
-	all := make([]pair, 0, len(s.entries))
+	all := make([]jobState, 0, len(s.entries))
 	for _, e := range s.entries {
 		if e.job.ID != "" {
-			all = append(all, pair{e.job, e.state})
+			all = append(all, jobState{e.job, e.state})
 		}
 	}
 	s.mu.Unlock()
 	sort.Slice(all, func(i, k int) bool { return all[i].j.ID < all[k].j.ID })
-	out := make([]Status, len(all))
-	for i, p := range all {
-		out[i] = s.status(p.j, p.st)
-	}
-	return out, ctx.Err()
+	return all, ctx.Err()
 }
 
 // Get returns one job, read from the bucket.

@@ -3,23 +3,24 @@ package cron
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentwork/agentwork/bus/bustest"
-	"github.com/agentwork/agentwork/internal/clock"
 )
 
 func TestServiceClient(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
-	clk := clock.NewFake(t0)
 	results := make(chan TickResult, 100)
-	startScheduler(t, b, clk, Config{Jobs: []Job{minuteJob("from-config")}}, results)
+	yearly := Job{ID: "from-config", Schedule: "0 0 1 1 *", Prompt: "happy new year"}
+	startScheduler(t, b, Config{Jobs: []Job{yearly}}, results)
 	c := NewClient(bustest.Client(t, b))
 	ctx := t.Context()
 
@@ -27,8 +28,13 @@ func TestServiceClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Add: %v", err)
 	}
-	if want := time.Date(2026, 5, 11, 7, 0, 0, 0, time.UTC); st.Status != StatusActive || st.Next == nil || !st.Next.Equal(want) || st.Job.Origin != OriginAPI {
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	sched, _ := ParseSchedule("0 9 * * mon", berlin)
+	if want := sched.Next(time.Now()); st.Status != StatusActive || st.Next == nil || !st.Next.Equal(want) || st.Job.Origin != OriginAPI {
 		t.Fatalf("Add = %+v, want active, next %v", st, want)
+	}
+	if due := pendingDue(t, b, timerKey("weekly")); !due.IsZero() && !due.Equal(*st.Next) {
+		t.Fatalf("timer due %v, want %v", due, st.Next)
 	}
 	if _, err := c.Add(ctx, Job{ID: "weekly", Schedule: "@daily", Prompt: "x"}); !isErr(err, ErrExists) {
 		t.Fatalf("Add(duplicate) = %v, want ErrExists", err)
@@ -36,7 +42,7 @@ func TestServiceClient(t *testing.T) {
 	if _, err := c.Add(ctx, Job{ID: "bad", Schedule: "61 * * * *", Prompt: "x"}); !isErr(err, ErrInvalid) || !strings.Contains(err.Error(), "schedule:") {
 		t.Fatalf("Add(invalid) = %v, want ErrInvalid naming schedule", err)
 	}
-	past := t0.Add(-time.Hour)
+	past := time.Now().Add(-time.Hour)
 	if _, err := c.Add(ctx, Job{ID: "late", At: &past, Prompt: "x"}); !isErr(err, ErrInvalid) {
 		t.Fatalf("Add(at in the past) = %v, want ErrInvalid", err)
 	}
@@ -105,9 +111,8 @@ func TestClientWithoutServer(t *testing.T) {
 func TestHTTPRoutes(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
-	clk := clock.NewFake(t0)
 	results := make(chan TickResult, 100)
-	s, _ := startScheduler(t, b, clk, Config{}, results)
+	s, _ := startScheduler(t, b, Config{}, results)
 	mux := http.NewServeMux()
 	s.Routes(mux)
 	srv := httptest.NewServer(mux)
@@ -168,7 +173,7 @@ func TestHTTPRoutes(t *testing.T) {
 func TestReady(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
-	s, err := New(b, Config{Jobs: []Job{minuteJob("a")}})
+	s, err := New(b, Config{Jobs: []Job{secondJob("a")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,5 +188,59 @@ func TestReady(t *testing.T) {
 	}
 	if err := s.Ready(t.Context()); err != nil {
 		t.Fatalf("Ready once started = %v, want nil", err)
+	}
+}
+
+// TestListPages: GET /v1/jobs answers a page at a time with a Link to the
+// next one (100,000 jobs were 50 MB in one answer), and the client (the
+// CLI's) walks every page.
+func TestListPages(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	var jobs []Job
+	for i := range 5 {
+		jobs = append(jobs, Job{ID: fmt.Sprintf("job-%d", i), Schedule: "0 0 1 1 *", Prompt: "x"})
+	}
+	s, _ := startScheduler(t, b, Config{Jobs: jobs}, make(chan TickResult, 100))
+	mux := http.NewServeMux()
+	s.Routes(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	var ids []string
+	next := "/v1/jobs?limit=2"
+	for pages := 0; next != ""; pages++ {
+		if pages == 5 {
+			t.Fatalf("more pages than jobs; got %v", ids)
+		}
+		resp, err := http.Get(srv.URL + next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page []Status
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || len(page) > 2 {
+			t.Fatalf("GET %s = %d, %d jobs, %v; want a page of at most 2", next, resp.StatusCode, len(page), err)
+		}
+		for _, st := range page {
+			ids = append(ids, st.Job.ID)
+		}
+		next = ""
+		if link := resp.Header.Get("Link"); link != "" {
+			next = strings.TrimSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`)
+		}
+	}
+	if want := []string{"job-0", "job-1", "job-2", "job-3", "job-4"}; !slices.Equal(ids, want) {
+		t.Errorf("pages gave %v, want %v", ids, want)
+	}
+	if resp, err := http.Get(srv.URL + "/v1/jobs?limit=5000"); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("GET /v1/jobs?limit=5000 = %v %v, want 400", resp.StatusCode, err)
+	} else {
+		resp.Body.Close()
+	}
+	all, err := NewClient(bustest.Client(t, b)).List(t.Context())
+	if err != nil || len(all) != 5 {
+		t.Errorf("Client.List = %d jobs, %v; want all 5", len(all), err)
 	}
 }

@@ -67,8 +67,8 @@ type Config struct {
 	// Grace is how late a tick may fire and still count as on time; older
 	// ticks (after downtime) follow the job's catch-up policy. Default 1m.
 	Grace time.Duration `yaml:"grace" json:"grace,omitempty"`
-	// Concurrency is how many ticks one instance claims and publishes at
-	// once. Default 16.
+	// Concurrency is how many fires of the jobs' timers one instance
+	// handles at once (each publishes the ticks of one job). Default 16.
 	Concurrency int `yaml:"concurrency" json:"concurrency,omitempty"`
 	// Targets are the connectors of jobs that name none. Default: the
 	// runner's default targets.

@@ -6,15 +6,18 @@
 // instance watches the bucket, so a change made through one instance
 // reaches all of them at once.
 //
-// robfig/cron parses the expressions; the firing loop is ours and runs on
-// an injected clock. Ticks follow the job's IANA time zone with ISC-cron DST
-// rules (see ParseSchedule). Every instance computes the same ticks; each
-// tick is claimed in agentwork_locks (tick.cron.<job>.<unix>) and published
-// as an AgentWork request with Nats-Msg-Id <job>:<tick RFC 3339 UTC>, so
-// however many instances run, it fires once. A tick older than the grace
-// period (after downtime) follows the job's catch-up policy; a tick that
-// is not run is recorded as a skip event with reason "missed", so nothing
-// disappears from the history.
+// robfig/cron parses the expressions; ticks follow the job's IANA time zone
+// with ISC-cron DST rules (see ParseSchedule). Each job is one timer of the
+// durable time engine (bus.Timers, key cron.<id>), due at its next tick
+// plus jitter: the timer fires once for the cluster, and one instance
+// handles the fire (a durable consumer shared by all). It publishes the
+// ticks due since the job's last tick as AgentWork requests with
+// Nats-Msg-Id <job>:<tick RFC 3339 UTC>, records them in the job's state
+// and arms the next tick; a fire that fails is handed out again and
+// worked out again from the state. A tick older than the grace period
+// (after downtime, or after the bus refused it) follows the job's catch-up
+// policy; a tick that is not run is recorded as a skip event with reason
+// "missed", so nothing disappears from the history.
 //
 // The Scheduler is a triggers.Trigger. Its API (Service on NATS, which
 // Client and the CLI call; Routes on HTTP) manages the jobs; Ready says

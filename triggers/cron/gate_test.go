@@ -74,6 +74,17 @@ func TestJobGate(t *testing.T) {
 		}
 	}
 
+	// The ticks a catch-up fired together queue behind each other (allow
+	// still lets them overlap).
+	for job, want := range map[string]string{"skip": agentwork.OverlapQueue, "queue": agentwork.OverlapQueue, "allow": agentwork.OverlapAllow} {
+		r := run("c-"+job, job, false)
+		r.Request.Metadata = map[string]string{metaCatchup: "true"}
+		check(r, "go")
+		if r.Overlap != want {
+			t.Errorf("Check(caught-up run of %s) left overlap %q, want %q", job, r.Overlap, want)
+		}
+	}
+
 	// paused, disabled, expired, deleted; manual runs bypass all but deleted.
 	check(run("p1", "paused", false), "skip paused")
 	check(run("p2", "paused", true), "go")

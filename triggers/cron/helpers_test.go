@@ -12,26 +12,29 @@ import (
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
-	"github.com/agentwork/agentwork/internal/clock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// t0 is a Monday, 10:00:30 UTC.
+// t0 is a Monday, 10:00:30 UTC: the clock of tests that do not run the
+// scheduler (timers fire on the server's real clock).
 var t0 = time.Date(2026, 5, 4, 10, 0, 30, 0, time.UTC)
 
 const waitFor = 15 * time.Second
 
-// startScheduler runs a scheduler on b and serves its API, as serve does,
-// until the test ends (or until the returned stop is called); its tick
-// results go to results. mods adjust the scheduler before it runs.
-func startScheduler(t *testing.T, b *bus.Bus, clk clock.Clock, cfg Config, results chan TickResult, mods ...func(*Scheduler)) (*Scheduler, func()) {
+// startScheduler runs a scheduler on b, on the real clock, and serves its
+// API, as serve does, until the test ends (or until the returned stop is
+// called); its tick results go to results. mods adjust the scheduler
+// before it runs. A fire that fails is handed out again after 100ms
+// (doubling up to 1s).
+func startScheduler(t *testing.T, b *bus.Bus, cfg Config, results chan TickResult, mods ...func(*Scheduler)) (*Scheduler, func()) {
 	t.Helper()
-	s, err := New(b, cfg, WithClock(clk))
+	s, err := New(b, cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	s.queuePoll = 50 * time.Millisecond
+	s.retryBase, s.retryMax = 100*time.Millisecond, time.Second
 	s.onTick = func(r TickResult) { results <- r }
 	for _, m := range mods {
 		m(s)
@@ -95,17 +98,6 @@ func nextResults(t *testing.T, results chan TickResult, n int) []TickResult {
 		}
 	}
 	return out
-}
-
-// advanceTo waits until n schedulers wait for when, then sets the clock.
-func advanceTo(t *testing.T, clk *clock.Fake, when time.Time, n int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
-	defer cancel()
-	if err := clk.BlockUntilDue(ctx, when, n); err != nil {
-		t.Fatalf("no scheduler waits for %v: %v", when, err)
-	}
-	clk.Set(when)
 }
 
 // storedRequest is a request as stored in AGENTWORK_REQUESTS.
@@ -178,14 +170,49 @@ func waitState(t *testing.T, b *bus.Bus, id string, ok func(State) bool) State {
 	}
 }
 
-func tickTimes(rs []TickResult, what string) []string {
-	var out []string
+// ticksOf returns the ticks of the results of kind what, in order.
+func ticksOf(rs []TickResult, what string) []time.Time {
+	var out []time.Time
 	for _, r := range rs {
 		if r.What == what {
-			out = append(out, r.Tick.UTC().Format("15:04"))
+			out = append(out, r.Tick)
 		}
 	}
 	return out
+}
+
+// pendingDue returns when the timer key is due (zero: no pending timer).
+func pendingDue(t *testing.T, b *bus.Bus, key string) time.Time {
+	t.Helper()
+	p, err := bus.NewTimers(b).Pending(t.Context(), key)
+	if errors.Is(err, bus.ErrNoTimer) {
+		return time.Time{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Due
+}
+
+// seed writes a job and its state as an earlier run of the scheduler left
+// them (a config job, unchanged since updated).
+func seed(t *testing.T, b *bus.Bus, j Job, updated time.Time, st State) {
+	t.Helper()
+	j.normalize()
+	j.Origin, j.CreatedAt, j.UpdatedAt = OriginConfig, updated, updated
+	data, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Jobs.Put(t.Context(), j.ID, data); err != nil {
+		t.Fatal(err)
+	}
+	if data, err = json.Marshal(st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.State.Put(t.Context(), stateKey(j.ID), data); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func isErr(err, target error) bool { return errors.Is(err, target) }

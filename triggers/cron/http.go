@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/agentwork/agentwork/agentwork"
@@ -21,7 +22,9 @@ const maxBody = 1 << 20
 // Routes mounts the jobs API on mux (Go 1.22+ patterns). The caller wraps
 // mux with admin authentication.
 //
-//	GET    /v1/jobs                  list
+//	GET    /v1/jobs                  list, a page of ?limit= (100, at most
+//	                                 1000) jobs ?after= an id; a Link
+//	                                 header (rel="next") names the next page
 //	POST   /v1/jobs                  add (a Job; 201)
 //	GET    /v1/jobs/{id}             show
 //	PATCH  /v1/jobs/{id}             update (JSON merge patch)
@@ -34,9 +37,28 @@ const maxBody = 1 << 20
 // Errors are RFC 9457 problem details written by api/problem, with the
 // Error's code.
 func (s *Scheduler) Routes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/jobs", s.httpFunc(http.StatusOK, func(r *http.Request) (any, error) {
-		return s.List(r.Context())
-	}))
+	mux.HandleFunc("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		limit := 0
+		if v := q.Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > MaxListLimit {
+				problem.Invalid(w, "invalid job list query", problem.FieldError{Field: "limit", Detail: fmt.Sprintf("%q: want a number from 1 to %d", v, MaxListLimit)})
+				return
+			}
+			limit = n
+		}
+		page, more, err := s.List(r.Context(), q.Get("after"), limit)
+		if err == nil && more && len(page) > 0 {
+			// The next page, as RFC 8288 links it.
+			next := url.Values{"after": {page[len(page)-1].Job.ID}}
+			if limit > 0 {
+				next.Set("limit", strconv.Itoa(limit))
+			}
+			w.Header().Set("Link", fmt.Sprintf(`</v1/jobs?%s>; rel="next"`, next.Encode()))
+		}
+		s.httpFunc(http.StatusOK, func(*http.Request) (any, error) { return page, err })(w, r)
+	})
 	mux.HandleFunc("POST /v1/jobs", s.httpFunc(http.StatusCreated, func(r *http.Request) (any, error) {
 		body, err := readBody(r)
 		if err != nil {

@@ -35,7 +35,8 @@ func (s *Scheduler) Policy() agentwork.Policy {
 }
 
 // jobGate checks a cron request against its job and sets the run's
-// overlap mode to the job's.
+// overlap mode to the job's (queue for the ticks of a catch-up, which would
+// otherwise skip each other).
 type jobGate struct{ s *Scheduler }
 
 var _ agentwork.InputGate = (*jobGate)(nil)
@@ -67,6 +68,11 @@ func (g *jobGate) Check(ctx context.Context, run *agentwork.Run) error {
 	}
 	if j.Overlap != "" {
 		run.Overlap = j.Overlap
+	}
+	if req.Metadata[metaCatchup] != "" && run.Overlap == OverlapSkip {
+		// Ticks a catch-up fired together: each would find the one before
+		// it running. They run one after another instead.
+		run.Overlap = OverlapQueue
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package cron
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,14 +111,12 @@ func deliveries(t *testing.T, b *bus.Bus, target string) []connectors.Notificati
 func TestTickRunsEndToEnd(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
-	clk := clock.NewFake(t0)
+	tick := time.Now().UTC().Add(time.Second).Truncate(time.Second)
 	results := make(chan TickResult, 100)
-	s, _ := startScheduler(t, b, clk, Config{Jobs: []Job{minuteJob("report")}}, results)
-	startRunner(t, b, clk, s, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{Text: "sales are up 5%"}})
+	s, _ := startScheduler(t, b, Config{Jobs: []Job{{ID: "report", At: &tick, Prompt: "say hi", Targets: []string{"ops"}}}}, results)
 	events := cronEvents(t, b)
+	startRunner(t, b, clock.Real{}, s, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{Text: "sales are up 5%"}})
 
-	tick := t0.Truncate(time.Minute).Add(time.Minute)
-	advanceTo(t, clk, tick, 1)
 	ev, res := nextEvent(t, events)
 	if ev.Type != "agentwork.cron.done" || ev.Subject != "report" || res.Text != "sales are up 5%" ||
 		res.ScheduledAt == nil || !res.ScheduledAt.Equal(tick) || len(res.Targets) != 1 || res.Targets[0] != "ops" {
@@ -130,7 +129,7 @@ func TestTickRunsEndToEnd(t *testing.T) {
 	if ds := deliveries(t, b, "ops"); len(ds) != 1 || ds[0].Text != "sales are up 5%" {
 		t.Fatalf("deliveries = %+v", ds)
 	}
-	hist, err := NewClient(b).History(t.Context(), "report", 5)
+	hist, err := s.History(t.Context(), "report", 5)
 	if err != nil || len(hist) != 1 || hist[0].Outcome != bus.OutcomeDone || hist[0].RunID != ev.RunID {
 		t.Fatalf("History = %+v, %v", hist, err)
 	}
@@ -141,38 +140,29 @@ func TestTickRunsEndToEnd(t *testing.T) {
 func TestFailuresAlertThenPause(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
-	clk := clock.NewFake(t0)
 	results := make(chan TickResult, 100)
-	s, _ := startScheduler(t, b, clk, Config{Jobs: []Job{minuteJob("flaky")}, AlertAfter: 2, PauseAfter: 3}, results)
-	startRunner(t, b, clk, s, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{
+	s, _ := startScheduler(t, b, Config{Jobs: []Job{secondJob("flaky")}, AlertAfter: 2, PauseAfter: 3}, results)
+	events := cronEvents(t, b)
+	startRunner(t, b, clock.Real{}, s, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{
 		Error: &script.Fault{Class: "permanent", Message: "model refuses"},
 	}})
-	events := cronEvents(t, b)
 
-	tick := t0.Truncate(time.Minute)
+	st := waitState(t, b, "flaky", func(st State) bool { return st.Paused })
+	if !strings.Contains(st.PausedReason, "3 consecutive failed runs") || !strings.Contains(st.PausedReason, "model refuses") ||
+		st.LastOutcome != bus.OutcomeError || st.LastReason != "permanent" || st.ConsecutiveFailures != 3 {
+		t.Fatalf("state = %+v", st)
+	}
 	for i := 1; i <= 3; i++ {
-		tick = tick.Add(time.Minute)
-		advanceTo(t, clk, tick, 1)
 		if _, res := nextEvent(t, events); res.Outcome != bus.OutcomeError || res.Class != "permanent" {
 			t.Fatalf("run %d: %+v", i, res)
 		}
-		waitState(t, b, "flaky", func(st State) bool { return st.ConsecutiveFailures == i })
-	}
-	st := waitState(t, b, "flaky", func(st State) bool { return st.Paused })
-	if !strings.Contains(st.PausedReason, "3 consecutive failed runs") || !strings.Contains(st.PausedReason, "model refuses") ||
-		st.LastOutcome != bus.OutcomeError || st.LastReason != "permanent" {
-		t.Fatalf("state = %+v", st)
 	}
 	ds := deliveries(t, b, "ops")
 	if len(ds) != 2 || !strings.Contains(ds[0].Text, "failed 2 time(s) in a row") || !strings.Contains(ds[1].Text, "is paused after 3 failed runs") ||
 		ds[0].Urgency != tools.UrgencyImportant {
 		t.Fatalf("deliveries = %+v, want the alert after 2 failures and the pause notice", ds)
 	}
-	eventually(t, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.entries["flaky"].index < 0
-	})
+	eventually(t, func() bool { return pendingDue(t, b, timerKey("flaky")).IsZero() })
 	got, err := s.Get(t.Context(), "flaky")
 	if err != nil || got.Status != StatusPaused || got.Next != nil {
 		t.Fatalf("Get = %+v, %v", got, err)
@@ -183,26 +173,25 @@ func TestFailuresAlertThenPause(t *testing.T) {
 func TestRetryAfterFailure(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
-	clk := clock.NewFake(time.Date(2026, 5, 4, 9, 59, 30, 0, time.UTC))
+	tick := time.Now().UTC().Add(time.Second).Truncate(time.Second)
 	results := make(chan TickResult, 100)
-	job := Job{ID: "hourly", Schedule: "0 * * * *", Prompt: "p", Retry: Retry{Attempts: 1, Backoff: Duration(time.Minute)}}
-	s, _ := startScheduler(t, b, clk, Config{Jobs: []Job{job}}, results)
-	startRunner(t, b, clk, s, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{
+	job := Job{ID: "hourly", At: &tick, Prompt: "p", Retry: Retry{Attempts: 1, Backoff: Duration(time.Second)}}
+	s, _ := startScheduler(t, b, Config{Jobs: []Job{job}}, results)
+	events := cronEvents(t, b)
+	startRunner(t, b, clock.Real{}, s, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{
 		Text: "fine now", Error: &script.Fault{Class: "permanent", Message: "first call fails", Times: 1},
 	}})
-	events := cronEvents(t, b)
 
-	tick := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
-	advanceTo(t, clk, tick, 1)
-	if _, res := nextEvent(t, events); res.Outcome != bus.OutcomeError {
+	_, res := nextEvent(t, events)
+	if res.Outcome != bus.OutcomeError {
 		t.Fatalf("first run: %+v", res)
 	}
 	st := waitState(t, b, "hourly", func(st State) bool { return st.Retry != nil })
-	if !st.Retry.Tick.Equal(tick) || st.Retry.Attempt != 1 || !st.Retry.At.Equal(tick.Add(time.Minute)) {
-		t.Fatalf("retry = %+v", st.Retry)
+	if !st.Retry.Tick.Equal(tick) || st.Retry.Attempt != 1 || st.Retry.At.Sub(*st.LastRunAt) != time.Second {
+		t.Fatalf("retry = %+v (last run at %v), want attempt 1 a second after the failed run", st.Retry, st.LastRunAt)
 	}
-	advanceTo(t, clk, tick.Add(time.Minute), 1)
-	_, res := nextEvent(t, events)
+	eventually(t, func() bool { return pendingDue(t, b, retryKey("hourly")).Equal(st.Retry.At) })
+	_, res = nextEvent(t, events)
 	if res.Outcome != bus.OutcomeDone || res.Metadata[metaRetry] != "1" || !res.ScheduledAt.Equal(tick) {
 		t.Fatalf("retry run: %+v", res)
 	}
@@ -211,7 +200,7 @@ func TestRetryAfterFailure(t *testing.T) {
 		t.Fatalf("state = %+v", st)
 	}
 	reqs := requests(t, b)
-	if len(reqs) != 2 || reqs[1].MsgID != "hourly:2026-05-04T10:00:00Z:retry1" {
+	if len(reqs) != 2 || reqs[1].MsgID != MsgID("hourly", tick, 1) {
 		t.Fatalf("requests = %+v", reqs)
 	}
 }
@@ -221,52 +210,64 @@ func TestRetryAfterFailure(t *testing.T) {
 // state's failures are untouched either way.
 func TestOverlapThroughRunner(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct {
-		overlap string
-		runs    int // runs counted in the state
-	}{
-		{OverlapSkip, 1},
-		{OverlapQueue, 2},
-	} {
-		t.Run(tt.overlap, func(t *testing.T) {
+	for _, overlap := range []string{OverlapSkip, OverlapQueue} {
+		t.Run(overlap, func(t *testing.T) {
 			t.Parallel()
 			b := bustest.New(t)
-			clk := clock.NewFake(t0)
 			results := make(chan TickResult, 100)
-			job := Job{ID: "slow", Schedule: "*/10 * * * * *", Prompt: "p", Overlap: tt.overlap}
-			s, _ := startScheduler(t, b, clk, Config{Jobs: []Job{job}}, results)
-			startRunner(t, b, clk, s, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{Text: "done", Delay: 2 * time.Second}})
+			job := Job{ID: "slow", Schedule: "* * * * * *", Prompt: "p", Overlap: overlap}
+			s, stop := startScheduler(t, b, Config{Jobs: []Job{job}}, results)
 			events := cronEvents(t, b)
+			startRunner(t, b, clock.Real{}, s, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{Text: "done", Delay: 1500 * time.Millisecond}})
 
-			first := t0.Add(10 * time.Second)
-			advanceTo(t, clk, first, 1)
-			nextResults(t, results, 1)
-			// The first run holds the lease while the model "thinks"; wait for it.
-			ctx := t.Context()
-			eventually(t, func() bool {
-				l, err := agentwork.Running(ctx, b, agentwork.OverlapKey(bus.SourceCron, "slow"))
-				return err == nil && l != nil
-			})
-			advanceTo(t, clk, first.Add(10*time.Second), 1)
-			_, res := nextEvent(t, events)
-			if tt.overlap == OverlapSkip {
-				if res.Outcome != bus.OutcomeSkip || res.Reason != agentwork.ReasonBusy {
-					t.Fatalf("second tick: %+v, want skip busy", res)
+			_, first := nextEvent(t, events)
+			_, second := nextEvent(t, events)
+			stop()
+			if overlap == OverlapSkip {
+				// The second tick finds the first running.
+				if first.Outcome != bus.OutcomeSkip || first.Reason != agentwork.ReasonBusy ||
+					second.Outcome != bus.OutcomeDone || !second.ScheduledAt.Before(*first.ScheduledAt) {
+					t.Fatalf("events %+v, %+v; want skip busy of a tick, then done of the tick before", first, second)
 				}
-				_, res = nextEvent(t, events)
+			} else if first.Outcome != bus.OutcomeDone || second.Outcome != bus.OutcomeDone || !second.ScheduledAt.After(*first.ScheduledAt) {
+				t.Fatalf("events %+v, %+v; want done, then done of a later tick after it", first, second)
 			}
-			if res.Outcome != bus.OutcomeDone || !res.ScheduledAt.Equal(first) {
-				t.Fatalf("first run: %+v, want done", res)
-			}
-			if tt.overlap == OverlapQueue {
-				if _, res = nextEvent(t, events); res.Outcome != bus.OutcomeDone || !res.ScheduledAt.Equal(first.Add(10*time.Second)) {
-					t.Fatalf("second tick: %+v, want done after the first", res)
-				}
-			}
-			st := waitState(t, b, "slow", func(st State) bool { return st.LastOutcome == bus.OutcomeDone && st.Runs == tt.runs })
+			st := waitState(t, b, "slow", func(st State) bool { return st.LastOutcome == bus.OutcomeDone })
 			if st.ConsecutiveFailures != 0 {
 				t.Fatalf("state = %+v", st)
 			}
 		})
+	}
+}
+
+// The ticks a run_all catch-up fires together all run, one after another,
+// although the job's overlap policy is skip: none ends busy because of
+// another.
+func TestRunAllCatchupRunsEveryTick(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	job := Job{ID: "daily", Schedule: "0 0 * * *", Prompt: "p", Catchup: Catchup{Policy: CatchupRunAll, Max: 3}}
+	last := today.AddDate(0, 0, -3)
+	seed(t, b, job, last.Add(-time.Hour), State{LastTick: &last, Fires: 1})
+	results := make(chan TickResult, 100)
+	s, _ := startScheduler(t, b, Config{Jobs: []Job{job}, Grace: time.Second}, results)
+	events := cronEvents(t, b)
+	startRunner(t, b, clock.Real{}, s, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{Text: "caught up", Delay: 300 * time.Millisecond}})
+
+	var ran []time.Time
+	for range 3 {
+		_, res := nextEvent(t, events)
+		if res.Outcome != bus.OutcomeDone || res.Metadata[metaCatchup] == "" {
+			t.Fatalf("run of a caught-up tick: %+v, want done", res)
+		}
+		ran = append(ran, res.ScheduledAt.UTC())
+	}
+	slices.SortFunc(ran, time.Time.Compare)
+	if want := []time.Time{today.AddDate(0, 0, -2), today.AddDate(0, 0, -1), today}; !slices.EqualFunc(ran, want, time.Time.Equal) {
+		t.Fatalf("ran %v, want %v", ran, want)
+	}
+	if st := waitState(t, b, "daily", func(st State) bool { return st.Runs == 3 }); st.Fires != 4 {
+		t.Fatalf("state = %+v", st)
 	}
 }

@@ -14,7 +14,7 @@ import (
 // a bus.Service. Requests and replies are JSON; an error comes back as a
 // bus.ServiceError (an Error) in the NATS micro error headers and body.
 const (
-	VerbList    = "list"    // {} → [Status]
+	VerbList    = "list"    // {"after", "limit"} → [Status], a page
 	VerbGet     = "get"     // {"id"} → Status
 	VerbAdd     = "add"     // Job → Status
 	VerbUpdate  = "update"  // {"id", "patch": {merge patch}} → Status
@@ -31,6 +31,7 @@ const ServiceQueue = "agentwork-cron"
 // ServiceRequest is the body of the id-based verbs.
 type ServiceRequest struct {
 	ID     string          `json:"id,omitempty"`
+	After  string          `json:"after,omitempty"`
 	Reason string          `json:"reason,omitempty"`
 	Limit  int             `json:"limit,omitempty"`
 	Patch  json.RawMessage `json:"patch,omitempty"`
@@ -60,7 +61,8 @@ func (s *Scheduler) dispatch(ctx context.Context, verb string, body []byte) (any
 	}
 	switch verb {
 	case VerbList:
-		return s.List(ctx)
+		page, _, err := s.List(ctx, r.After, r.Limit)
+		return page, err
 	case VerbGet:
 		return s.Get(ctx, r.ID)
 	case VerbAdd:
@@ -104,10 +106,20 @@ func (c *Client) call(ctx context.Context, verb string, req, out any) error {
 	return err
 }
 
-// List returns every job with its state.
+// List returns every job with its state, asking for them a page at a time.
 func (c *Client) List(ctx context.Context) ([]Status, error) {
-	var out []Status
-	return out, c.call(ctx, VerbList, struct{}{}, &out)
+	var all []Status
+	for after := ""; ; {
+		var page []Status
+		if err := c.call(ctx, VerbList, ServiceRequest{After: after, Limit: MaxListLimit}, &page); err != nil {
+			return all, err
+		}
+		all = append(all, page...)
+		if len(page) < MaxListLimit {
+			return all, nil
+		}
+		after = page[len(page)-1].Job.ID
+	}
 }
 
 // Get returns one job.

@@ -27,7 +27,7 @@ import (
 func TestControlSurface(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
-	clk := clock.NewFake(monday)
+	clk := clock.NewFake(nextYear)
 	dir := t.TempDir()
 	writeChecklist(t, dir, checklistText)
 	cfg := heartbeat.Config{Enabled: true, Every: 30 * time.Minute, Targets: []string{"console"},
@@ -45,7 +45,7 @@ func TestControlSurface(t *testing.T) {
 	s := watch(t, b)
 	runInBackground(t, "Heartbeat", h.Run)
 	serveAPI(t, b, h)
-	blockUntil(t, clk, 1)
+	waitArmed(t, b)
 
 	c := heartbeat.NewClient(bustest.Client(t, b), "default")
 	st, err := c.Status(t.Context())
@@ -53,7 +53,7 @@ func TestControlSurface(t *testing.T) {
 		t.Fatalf("Client.Status: %v", err)
 	}
 	if !st.Enabled || st.Every != "30m0s" || st.ActiveHours != "08:00-20:00 Europe/Berlin mon,tue,wed,thu,fri" || !st.ActiveNow ||
-		!st.NextFire.Equal(time.Date(2026, 3, 9, 10, 30, 0, 0, time.UTC)) || st.LastRun != nil || st.Running != nil {
+		!st.NextFire.Equal(time.Date(2027, 3, 8, 10, 30, 0, 0, time.UTC)) || st.LastRun != nil || st.Running != nil {
 		t.Errorf("status = %+v", st)
 	}
 	if !strings.HasSuffix(st.Checklist, "HEARTBEAT.md") || st.OutputMode != "notify" || st.Overlap != "skip" {
@@ -229,7 +229,7 @@ func TestHistoryReadsBackwards(t *testing.T) {
 func TestStatusShowsTheRunningHeartbeat(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
-	clk := clock.NewFake(monday)
+	clk := clock.NewFake(nextYear)
 	dir := t.TempDir()
 	writeChecklist(t, dir, checklistText)
 	h := newHeartbeat(t, b, heartbeat.Config{Enabled: true}, clk, dir)
@@ -250,7 +250,7 @@ func TestStatusShowsTheRunningHeartbeat(t *testing.T) {
 	s := watch(t, b)
 	runInBackground(t, "Heartbeat", h.Run)
 	serveAPI(t, b, h)
-	blockUntil(t, clk, 1)
+	waitArmed(t, b)
 	w, err := h.Wake(t.Context())
 	if err != nil {
 		t.Fatal(err)

@@ -14,10 +14,13 @@
 //     "empty"; the first call wins), or the HEARTBEAT_OK token for models
 //     without tool calling, then dedup of the same text within dedup_window.
 //
-// Every instance runs the same schedule; a KV claim per tick and the
-// message id heartbeat:<name>:<tick> make each tick fire once. The rhythm
-// continues from the last fire kept in the agentwork_state bucket, so a
-// restart does not reset it; missed ticks collapse into one fire.
+// The schedule is one timer of the durable time engine (bus.Timers, key
+// heartbeat.<name>), armed for the next tick; every instance shares its
+// fires through one durable consumer, so each tick fires once, and the
+// message id heartbeat:<name>:<tick> keeps a retried publish stored once.
+// The rhythm continues from the last fire kept in the agentwork_state
+// bucket, so a restart does not reset it; missed ticks collapse into one
+// fire.
 //
 // Outside the active hours the heartbeat does not spin: the first tick
 // after the window closes is published once (its run skips

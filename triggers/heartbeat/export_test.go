@@ -7,5 +7,12 @@ import "time"
 // SetQueuePoll shortens the wait between lease checks of overlap: queue.
 func (h *Heartbeat) SetQueuePoll(d time.Duration) { h.queuePoll = d }
 
+// SetEvery sets the interval below the 1m that Config allows, so a test
+// sees ticks of the real clock within seconds.
+func (h *Heartbeat) SetEvery(d time.Duration) { h.cfg.Every = d }
+
 // Plan exposes the tick planner.
 func (h *Heartbeat) Plan(last, now time.Time) time.Time { return h.plan(last, now) }
+
+// Due exposes what a fire of the timer publishes.
+func (h *Heartbeat) Due(last, armed, now time.Time) (time.Time, bool) { return h.due(last, armed, now) }

@@ -2,12 +2,15 @@ package heartbeat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
@@ -16,8 +19,10 @@ import (
 )
 
 // Heartbeat fires one heartbeat on a schedule and owns its policy, state
-// and control surface (NATS service, HTTP routes). Run one per instance: N
-// instances on one bus fire each tick once and run one heartbeat at a time.
+// and control surface (NATS service, HTTP routes). Its schedule is one
+// timer of the time engine (bus.Timers, key heartbeat.<name>), armed for
+// the next tick. Run one per instance: N instances on one bus share the
+// timer's fires, so each tick fires once, and run one heartbeat at a time.
 type Heartbeat struct {
 	bus       *bus.Bus
 	cfg       Config
@@ -26,6 +31,7 @@ type Heartbeat struct {
 	log       *zap.Logger
 	clock     clock.Clock
 	queuePoll time.Duration
+	timers    *bus.Timers
 }
 
 // Option configures New.
@@ -67,7 +73,7 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Heartbeat, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Heartbeat{bus: b, cfg: cfg, hours: hours, log: zap.NewNop(), clock: clock.Real{}, queuePoll: 2 * time.Second}
+	h := &Heartbeat{bus: b, cfg: cfg, hours: hours, log: zap.NewNop(), clock: clock.Real{}, queuePoll: 2 * time.Second, timers: bus.NewTimers(b)}
 	for _, o := range opts {
 		o(h)
 	}
@@ -86,11 +92,17 @@ func (h *Heartbeat) Config() Config { return h.cfg }
 // ChecklistPath is the resolved path of the checklist.
 func (h *Heartbeat) ChecklistPath() string { return h.checklist }
 
-// Run fires the schedule, when enabled, until ctx is done, and returns nil
-// (the NATS API is Service, served beside Run).
+// Run, when the heartbeat is enabled, fires the schedule until ctx is
+// done: it makes sure the heartbeat's timer is armed and handles its fires
+// (with every other instance on the bus, through one durable consumer).
+// It returns nil on cancellation, an error when the consumer of the
+// timer's fires is lost (the NATS API is Service, served beside Run).
 func (h *Heartbeat) Run(ctx context.Context) error {
 	if !h.cfg.Enabled {
 		h.log.Info("heartbeat disabled; it runs only on wake")
+		if err := h.timers.Cancel(ctx, h.timerKey()); err != nil && ctx.Err() == nil {
+			h.log.Warn("timer not cancelled", zap.Error(err))
+		}
 		if err := h.updateState(ctx, func(st *State) bool {
 			changed := !st.NextFire.IsZero()
 			st.NextFire = time.Time{}
@@ -104,45 +116,184 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 	if _, status, detail := readChecklist(h.checklist); status != "" {
 		h.log.Warn("heartbeats will be skipped until the checklist has items", zap.String("reason", status), zap.String("detail", detail))
 	}
+	w, err := bus.NewWorker(h.bus.JetStream(), bus.WorkerConfig{
+		Stream: bus.StreamTimers,
+		Consumer: jetstream.ConsumerConfig{
+			Durable:       "heartbeat-" + h.cfg.Name,
+			Description:   "agentwork heartbeat " + h.cfg.Name + ": its timer's fires",
+			FilterSubject: h.bus.Subjects.TimerFired(h.timerKey()),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			MaxDeliver:    -1,
+		},
+		Log: h.log,
+	}, h.handle)
+	if err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
 	h.log.Info("heartbeat scheduled", zap.Duration("every", h.cfg.Every), zap.String("active_hours", h.hours.String()), zap.String("checklist", h.checklist))
-	h.loop(ctx)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return w.Run(gctx) })
+	g.Go(func() error { h.arm(gctx); return nil })
+	if err := g.Wait(); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
 	return nil
 }
 
-// loop fires ticks until ctx is done.
-func (h *Heartbeat) loop(ctx context.Context) {
-	var last time.Time
+// timerKey is the heartbeat's timer in the time engine.
+func (h *Heartbeat) timerKey() string { return "heartbeat." + h.cfg.Name }
+
+// timerData is what the heartbeat's timer carries: the tick it is due for.
+type timerData struct {
+	Tick time.Time `json:"tick"`
+}
+
+// arm makes sure at start that the timer is armed for the next tick, as
+// the state's last fire says: it sets it when none is pending or the
+// pending one is due at another time (the interval or active hours
+// changed). Every instance does this; the time engine keeps one timer per
+// key, and a fire that finds nothing due re-arms, so two instances arming
+// at once cost at most a spare fire. It retries until it succeeds or ctx
+// ends.
+func (h *Heartbeat) arm(ctx context.Context) {
 	for attempt := 0; ; attempt++ {
-		st, _, err := h.loadState(ctx)
-		if err == nil {
-			last = st.LastFire
-			break
-		}
-		h.log.Warn("cannot read heartbeat state; retrying", zap.Error(err))
-		if !h.wait(ctx, backoff(attempt)) {
+		err := h.armOnce(ctx)
+		if err == nil || ctx.Err() != nil {
 			return
 		}
-	}
-	for {
-		tick := h.plan(last, h.clock.Now())
-		if err := h.updateState(ctx, func(st *State) bool {
-			changed := !st.NextFire.Equal(tick)
-			st.NextFire = tick
-			return changed
-		}); err != nil && ctx.Err() == nil {
-			h.log.Warn("state not written", zap.Error(err))
-		}
-		if !h.sleepUntil(ctx, tick) {
+		wait := backoff(attempt + 1)
+		h.log.Warn("heartbeat timer not armed; retrying", zap.Duration("retry_in", wait), zap.Error(err))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return
+		case <-t.C:
 		}
-		h.fire(ctx, tick)
-		last = tick
 	}
 }
 
+func (h *Heartbeat) armOnce(ctx context.Context) error {
+	st, _, err := h.loadState(ctx)
+	if err != nil {
+		return err
+	}
+	tick := h.plan(st.LastFire, h.clock.Now())
+	p, err := h.timers.Pending(ctx, h.timerKey())
+	switch {
+	case errors.Is(err, bus.ErrNoTimer):
+	case err != nil:
+		return err
+	case p.Due.Equal(tick):
+		return h.setNext(ctx, tick)
+	}
+	if err := h.setTimer(ctx, tick); err != nil {
+		return err
+	}
+	return h.setNext(ctx, tick)
+}
+
+func (h *Heartbeat) setTimer(ctx context.Context, tick time.Time) error {
+	data, err := json.Marshal(timerData{Tick: tick.UTC()})
+	if err != nil {
+		return err
+	}
+	return h.timers.Set(ctx, h.timerKey(), tick, data)
+}
+
+// setNext records the next fire in the state.
+func (h *Heartbeat) setNext(ctx context.Context, tick time.Time) error {
+	return h.updateState(ctx, func(st *State) bool {
+		changed := !st.NextFire.Equal(tick)
+		st.NextFire = tick.UTC()
+		return changed
+	})
+}
+
+// handle is the handler of the timer's fires: it publishes the tick that
+// is due (with the message id heartbeat:<name>:<tick>, so a repeat is
+// stored once), records it as the last fire, and arms the timer for the
+// next tick. Any bus failure retries the whole fire: each step is
+// idempotent, and the tick is worked out again from the state.
+func (h *Heartbeat) handle(ctx context.Context, m jetstream.Msg) bus.Verdict {
+	t, err := h.timers.DecodeTimer(m.Subject(), m.Data())
+	if err != nil {
+		h.log.Error("not a heartbeat timer; dropped", zap.String("subject", m.Subject()), zap.Error(err))
+		return bus.Terminate()
+	}
+	var d timerData
+	if len(t.Data) > 0 {
+		if err := json.Unmarshal(t.Data, &d); err != nil {
+			h.log.Warn("heartbeat timer data unreadable; the tick is worked out from the state", zap.Error(err))
+		}
+	}
+	if err := h.fire(ctx, d.Tick); err != nil {
+		if ctx.Err() != nil {
+			return bus.Defer(0)
+		}
+		n := 1
+		if md, merr := m.Metadata(); merr == nil {
+			n = int(md.NumDelivered)
+		}
+		wait := backoff(n)
+		h.log.Warn("heartbeat fire failed; retrying", zap.Time("tick", d.Tick), zap.Int("attempt", n), zap.Duration("retry_in", wait), zap.Error(err))
+		return bus.Retry(wait)
+	}
+	return bus.Done()
+}
+
+// fire publishes the tick due now, if any (armed is the tick the timer was
+// set for), records it and arms the timer for the next one.
+func (h *Heartbeat) fire(ctx context.Context, armed time.Time) error {
+	st, _, err := h.loadState(ctx)
+	if err != nil {
+		return err
+	}
+	now := h.clock.Now()
+	last := st.LastFire
+	if tick, ok := h.due(last, armed, now); ok {
+		req := h.request(tick, false)
+		pub, err := agentwork.Publish(ctx, h.bus, req, agentwork.PublishOptions{MsgID: MsgID(h.cfg.Name, tick), Now: now})
+		if err != nil {
+			return fmt.Errorf("publish the tick of %s: %w", tick.Format(time.RFC3339), err)
+		}
+		h.log.Info("heartbeat fired", zap.Time("tick", tick), zap.String("request", pub.ID), zap.Bool("duplicate", pub.Duplicate))
+		last = tick
+	}
+	next := h.plan(last, now)
+	if err := h.updateState(ctx, func(st *State) bool {
+		if last.After(st.LastFire) {
+			st.LastFire = last.UTC()
+		}
+		st.NextFire = next.UTC()
+		return true
+	}); err != nil {
+		return err
+	}
+	return h.setTimer(ctx, next)
+}
+
+// due returns the tick to fire at now, if one is due: the one plan gives
+// after the last fire (after downtime the latest missed tick: missed ticks
+// collapse into one), or, before the first fire, the tick the timer was
+// armed for (the latest of its rhythm when the fire is that late too).
+func (h *Heartbeat) due(last, armed, now time.Time) (time.Time, bool) {
+	tick := armed
+	switch every := h.cfg.Every; {
+	case !last.IsZero():
+		tick = h.plan(last, now)
+	case !armed.IsZero() && !armed.Add(every).After(now):
+		tick = armed.Add(now.Sub(armed) / every * every)
+	}
+	if tick.IsZero() || tick.After(now) || !tick.After(last) {
+		return time.Time{}, false
+	}
+	return tick, true
+}
+
 // plan returns the next tick after the last fire. Every instance computes
-// the same ticks from the same state, so the tick claim and the message id
-// make each fire once:
+// the same ticks from the same state, and the message id makes each fire
+// once:
 //
 //   - no fire yet: the next multiple of Every (since the zero time, i.e.
 //     aligned to UTC midnight for intervals that divide a day);
@@ -174,155 +325,15 @@ func (h *Heartbeat) plan(last, now time.Time) time.Time {
 	return h.hours.Next(t).UTC()
 }
 
-// maxSleep caps one timer so a suspended machine or a stepped clock is
-// noticed within a minute.
-const maxSleep = time.Minute
-
-// sleepUntil waits until the clock reaches t; false when ctx ended first.
-func (h *Heartbeat) sleepUntil(ctx context.Context, t time.Time) bool {
-	for {
-		d := t.Sub(h.clock.Now())
-		if d <= 0 {
-			return true
-		}
-		if !h.wait(ctx, min(d, maxSleep)) {
-			return false
-		}
-	}
-}
-
-// wait waits d on the clock; false when ctx ended first.
-func (h *Heartbeat) wait(ctx context.Context, d time.Duration) bool {
-	tm := h.clock.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-tm.C():
-		return true
-	}
-}
-
-func backoff(attempt int) time.Duration {
-	return min(time.Second<<min(attempt, 5), 30*time.Second)
-}
-
-// fire publishes the tick unless another instance did, retrying a failed
-// publish a few times. A tick that cannot be published is logged as lost.
-func (h *Heartbeat) fire(ctx context.Context, tick time.Time) {
-	const attempts = 5
-	for attempt := range attempts {
-		wait, err := h.fireOnce(ctx, tick)
-		if ctx.Err() != nil || (err == nil && wait == 0) {
-			return
-		}
-		if err == nil {
-			// Another instance claimed the tick but has not published it
-			// yet: look again when its claim expires (taken over then if
-			// that instance died).
-			if !h.wait(ctx, wait) {
-				return
-			}
-			continue
-		}
-		if attempt == attempts-1 {
-			h.log.Error("heartbeat tick lost: it could not be published", zap.Time("tick", tick), zap.Error(err))
-			return
-		}
-		h.log.Warn("heartbeat tick not published; retrying", zap.Time("tick", tick), zap.Error(err))
-		if !h.wait(ctx, backoff(attempt)) {
-			return
-		}
-	}
-}
-
-// tickKey is the agentwork_locks key that claims one tick.
-func (h *Heartbeat) tickKey(tick time.Time) string {
-	return fmt.Sprintf("heartbeat.%s.tick.%d", h.cfg.Name, tick.Unix())
+// backoff is the wait before the attempt after attempt n (1: the first).
+func backoff(n int) time.Duration {
+	return min(time.Second<<min(max(n-1, 0), 5), 30*time.Second)
 }
 
 // MsgID is the Nats-Msg-Id of the request of a tick:
 // heartbeat:<name>:<scheduled time, RFC 3339 UTC>.
 func MsgID(name string, tick time.Time) string {
 	return "heartbeat:" + name + ":" + tick.UTC().Format(time.RFC3339)
-}
-
-// tickClaim is the record of a tick claim in agentwork_locks. A claim still
-// "claimed" whose lease is no longer held belongs to an instance that died
-// between claim and publish; another instance takes it over (the publish is
-// idempotent by its message id).
-type tickClaim struct {
-	State string `json:"state"` // claimed | published
-	bus.Lease
-}
-
-// claimTTL is how long a claimed tick may stay unpublished before another
-// instance takes it over.
-const claimTTL = 30 * time.Second
-
-// fireOnce claims and publishes the tick. wait > 0 means another instance
-// holds the claim and has not published yet: look again after wait.
-func (h *Heartbeat) fireOnce(ctx context.Context, tick time.Time) (wait time.Duration, err error) {
-	kv, key := h.bus.Locks, h.tickKey(tick)
-	now := h.clock.Now()
-	mine := tickClaim{State: "claimed", Lease: h.bus.NewLease(now.Add(claimTTL))}
-	var held tickClaim
-	took := true // unless the create conflicts
-	_, rev, err := bus.UpdateAt(ctx, kv, key, mine, 0, func(c *tickClaim, found bool) (bool, error) {
-		held, took = *c, false
-		if found && (c.State != "claimed" || h.bus.Held(c.Lease, now)) {
-			return false, nil // fired by another instance, or it fires it now
-		}
-		*c, took = mine, true
-		return true, nil
-	})
-	if errors.As(err, new(*bus.CorruptError)) {
-		h.log.Debug("tick fired by another instance", zap.Time("tick", tick))
-		return 0, nil // nobody but us writes it: not a claim we could take
-	}
-	if err != nil {
-		return 0, fmt.Errorf("claim tick %s: %w", key, err)
-	}
-	if !took {
-		if held.State != "claimed" {
-			h.log.Debug("tick fired by another instance", zap.Time("tick", tick))
-			return 0, nil
-		}
-		return held.Expires.Sub(now), nil
-	}
-	if held.State == "claimed" {
-		h.log.Warn("took over a tick whose instance stopped before publishing it", zap.Time("tick", tick), zap.String("owner", held.Owner))
-	}
-	req := h.request(tick, false)
-	pub, err := agentwork.Publish(ctx, h.bus, req, agentwork.PublishOptions{MsgID: MsgID(h.cfg.Name, tick), Now: now})
-	if err != nil {
-		// Let a retry (ours or another instance's) claim it again.
-		if rerr := bus.Release(context.WithoutCancel(ctx), kv, key, mine.Token, rev); rerr != nil {
-			h.log.Warn("release tick claim", zap.Error(rerr))
-		}
-		return 0, err
-	}
-	done := tickClaim{State: "published", Lease: bus.Lease{Owner: mine.Owner, Token: mine.Token}}
-	if _, _, err := bus.UpdateAt(ctx, kv, key, done, rev, func(c *tickClaim, found bool) (bool, error) {
-		if !found || c.Token != mine.Token {
-			return false, nil // taken over meanwhile; the message id kept the publish once
-		}
-		*c = done
-		return true, nil
-	}); err != nil {
-		h.log.Debug("mark tick published", zap.Error(err))
-	}
-	h.log.Info("heartbeat fired", zap.Time("tick", tick), zap.String("request", pub.ID), zap.Bool("duplicate", pub.Duplicate))
-	if err := h.updateState(ctx, func(st *State) bool {
-		if !tick.After(st.LastFire) {
-			return false
-		}
-		st.LastFire = tick
-		return true
-	}); err != nil {
-		h.log.Warn("state not written", zap.Error(err))
-	}
-	return 0, nil
 }
 
 // Wake publishes a heartbeat to run now (Manual). It does not move the

@@ -34,6 +34,12 @@ const waitTimeout = 15 * time.Second
 // minute boundary (so a first start does not fire at once).
 var monday = time.Date(2026, 3, 9, 10, 0, 30, 0, time.UTC)
 
+// nextYear is 2027-03-08 10:00:30 UTC, a Monday: the clock of tests that
+// run the schedule only to look at it. Its ticks lie ahead of the real
+// clock, so the timers of the time engine (which fire on the server's
+// clock) do not fire during the test.
+var nextYear = time.Date(2027, 3, 8, 10, 0, 30, 0, time.UTC)
+
 const checklistText = "# Heartbeat\n\n- [ ] Check that the nightly backup finished\n<!-- private note -->\n"
 
 // writeChecklist writes HEARTBEAT.md into dir.
@@ -296,14 +302,18 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// blockUntil waits until n heartbeat loops sleep on the fake clock.
-func blockUntil(t *testing.T, clk *clock.Fake, n int) {
+// waitArmed waits until a running heartbeat has armed its timer (its
+// next fire is in the state).
+func waitArmed(t *testing.T, b *bus.Bus) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
-	defer cancel()
-	if err := clk.BlockUntil(ctx, n); err != nil {
-		t.Fatalf("waiting for %d sleeping heartbeat loop(s): %v", n, err)
-	}
+	waitFor(t, "the heartbeat's timer armed", func() bool {
+		e, err := b.State.Get(t.Context(), "heartbeat.default")
+		if err != nil {
+			return false
+		}
+		var st heartbeat.State
+		return json.Unmarshal(e.Value(), &st) == nil && !st.NextFire.IsZero()
+	})
 }
 
 // waitIdle waits until no heartbeat holds the overlap lease. The runner
@@ -317,11 +327,14 @@ func waitIdle(t *testing.T, b *bus.Bus) {
 	})
 }
 
-// state reads the heartbeat's state record.
+// state reads the heartbeat's state record (zero when there is none).
 func state(t *testing.T, b *bus.Bus, name string) heartbeat.State {
 	t.Helper()
 	var st heartbeat.State
 	e, err := b.State.Get(t.Context(), "heartbeat."+name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return st
+	}
 	if err != nil {
 		t.Fatalf("state heartbeat.%s: %v", name, err)
 	}

@@ -1,0 +1,444 @@
+package cron
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/bus"
+)
+
+// Request metadata keys of cron.
+const (
+	// metaRetry is the attempt number of a retry of a failed run.
+	metaRetry = "cron_retry"
+	// metaCatchup marks the ticks a catch-up fired together: they run one
+	// after another whatever the job's overlap policy (but allow).
+	metaCatchup = "cron_catchup"
+)
+
+// timerKey is the job's timer: its next tick.
+func timerKey(id string) string { return "cron." + id }
+
+// retryKey is the timer of the job's pending retry.
+func retryKey(id string) string { return "cron." + id + ".retry" }
+
+// parseTimerKey returns the job of a cron timer key, and whether it is the
+// retry timer.
+func parseTimerKey(key string) (id string, retry, ok bool) {
+	rest, ok := strings.CutPrefix(key, "cron.")
+	if !ok {
+		return "", false, false
+	}
+	id, suffix, _ := strings.Cut(rest, ".")
+	switch suffix {
+	case "":
+		return id, false, bus.ValidToken(id)
+	case "retry":
+		return id, true, bus.ValidToken(id)
+	}
+	return "", false, false
+}
+
+// timerData is what a cron timer carries.
+type timerData struct {
+	// Tick is the tick the timer is due for (without jitter), or the tick
+	// a retry runs again.
+	Tick time.Time `json:"tick"`
+	// UpdatedAt is the job definition the timer was armed for.
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	// Attempt is the retry's attempt number.
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// handle is the handler of the cron timers' fires. Any bus failure is
+// retried with backoff: the fire is handed out again (here or on another
+// instance) and worked out again from the job's state; publishes are kept
+// once by their message ids.
+func (s *Scheduler) handle(ctx context.Context, m jetstream.Msg) bus.Verdict {
+	t, err := s.timers.DecodeTimer(m.Subject(), m.Data())
+	if err != nil {
+		s.log.Error("not a cron timer; dropped", zap.String("subject", m.Subject()), zap.Error(err))
+		return bus.Terminate()
+	}
+	id, retry, ok := parseTimerKey(t.Key)
+	if !ok {
+		s.log.Error("not a cron timer key; dropped", zap.String("key", t.Key))
+		return bus.Terminate()
+	}
+	var d timerData
+	if len(t.Data) > 0 {
+		if err := json.Unmarshal(t.Data, &d); err != nil {
+			s.log.Warn("cron timer data unreadable; the job's state decides", zap.String("job", id), zap.Error(err))
+		}
+	}
+	attempt := 1
+	if md, err := m.Metadata(); err == nil {
+		attempt = int(md.NumDelivered)
+	}
+	log := s.log.With(zap.String("job", id))
+	if retry {
+		err = s.fireRetry(ctx, log, id, d)
+	} else {
+		err = s.fireJob(ctx, log, id, attempt)
+	}
+	s.mu.Lock()
+	if err == nil {
+		delete(s.lastErr, id)
+	} else if ctx.Err() == nil {
+		s.lastErr[id] = err.Error()
+	}
+	s.mu.Unlock()
+	switch {
+	case err == nil:
+		return bus.Done()
+	case ctx.Err() != nil:
+		return bus.Defer(0)
+	}
+	wait := s.retryMax
+	if attempt <= 30 {
+		wait = min(s.retryBase<<(attempt-1), s.retryMax)
+	}
+	log.Warn("cron fire failed (bus trouble?); handed out again", zap.Bool("retry_of_a_run", retry), zap.Int("attempt", attempt),
+		zap.Duration("retry_in", wait), zap.Error(err))
+	return bus.Retry(wait)
+}
+
+// fireJob handles a fire of the job's timer: it publishes the ticks due
+// since the job's anchor (and records the missed ones), records them in
+// the job's state and arms the timer for the next tick. A job that is
+// deleted, paused, disabled or done is left without a timer: resuming or
+// changing it arms it again.
+func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, attempt int) error {
+	j, _, err := s.readJob(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	st, err := readState(ctx, s.bus.State, id)
+	if err != nil {
+		return err
+	}
+	sched, err := j.Sched()
+	if err != nil {
+		log.Error("job cannot be scheduled; fix it with cron update", zap.Error(err))
+		return nil
+	}
+	if !active(j, st) {
+		return nil
+	}
+	now := s.clock.Now()
+	left := -1
+	if j.MaxRuns > 0 {
+		left = j.MaxRuns - st.Fires
+	}
+	b := plan(j, sched, anchor(j, st), now, s.cfg.Grace, left)
+	var done progress
+	err = s.publish(ctx, log, j, b, attempt, &done)
+	if done.any() || (err == nil && !b.last.IsZero()) {
+		if err == nil {
+			done.last = b.last // and the ticks max_runs left out
+		}
+		var werr error
+		st, werr = s.record(ctx, j, sched, done)
+		if err == nil && werr != nil {
+			return werr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return s.arm(ctx, j, sched, st)
+}
+
+// progress is what a fire did of its batch.
+type progress struct {
+	fired, missed []time.Time
+	more          int       // ticks in the summary recorded
+	last          time.Time // the latest tick done
+	lastFired     time.Time // when the latest tick was published
+}
+
+func (p *progress) any() bool { return !p.last.IsZero() }
+
+func (p *progress) done(at time.Time) {
+	if at.After(p.last) {
+		p.last = at
+	}
+}
+
+// publish publishes the batch in time order: the summary of the oldest
+// missed ticks, then each tick, fired or recorded as missed. It stops at
+// the first failure; done says what got through.
+func (s *Scheduler) publish(ctx context.Context, log *zap.Logger, j Job, b batch, attempt int, done *progress) error {
+	cause := ""
+	if attempt > 1 {
+		s.mu.Lock()
+		cause = s.lastErr[j.ID]
+		s.mu.Unlock()
+	}
+	if b.hasMore() {
+		if err := s.recordMissed(ctx, j, b.moreFrom, b.moreTo, moreDetail(j, b, attempt, cause)); err != nil {
+			s.report(j.ID, b.moreFrom, "failed")
+			return err
+		}
+		done.more = b.moreN
+		done.done(b.moreTo)
+		s.report(j.ID, b.moreFrom, "missed")
+	}
+	// Ticks a catch-up fires together would otherwise meet the job's
+	// overlap lease of each other: they are marked to queue.
+	catchup := b.late > 0 && len(b.fire) > 1
+	fire, missed := b.fire, b.missed
+	for len(fire)+len(missed) > 0 {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if len(missed) > 0 && (len(fire) == 0 || missed[0].Before(fire[0])) {
+			tick := missed[0]
+			if err := s.recordMissed(ctx, j, tick, tick, missedDetail(j, tick, attempt, cause)); err != nil {
+				s.report(j.ID, tick, "failed")
+				return err
+			}
+			missed = missed[1:]
+			done.missed = append(done.missed, tick)
+			done.done(tick)
+			log.Debug("tick missed", zap.Time("tick", tick))
+			s.report(j.ID, tick, "missed")
+			continue
+		}
+		tick := fire[0]
+		if err := s.publishTick(ctx, j, tick, 0, catchup); err != nil {
+			s.report(j.ID, tick, "failed")
+			return err
+		}
+		fire = fire[1:]
+		done.fired = append(done.fired, tick)
+		done.done(tick)
+		done.lastFired = s.clock.Now().UTC()
+		log.Debug("tick fired", zap.Time("tick", tick), zap.Bool("catchup", catchup))
+		s.report(j.ID, tick, "fired")
+	}
+	return nil
+}
+
+// record writes what a fire did into the job's state with compare-and-set,
+// and returns the state written. A tick the state already has (another
+// handler of a spare fire was first) is not counted twice.
+func (s *Scheduler) record(ctx context.Context, j Job, sched Schedule, p progress) (State, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	return updateState(ctx, s.states(), j.ID, func(st *State) bool {
+		newer := func(t time.Time) bool { return st.LastTick == nil || t.After(*st.LastTick) }
+		if !newer(p.last) {
+			return false
+		}
+		for _, t := range p.fired {
+			if newer(t) {
+				st.Fires++
+			}
+		}
+		for _, t := range p.missed {
+			if newer(t) {
+				st.Missed++
+			}
+		}
+		st.Missed += p.more
+		if !p.lastFired.IsZero() {
+			st.LastFired = ptr(p.lastFired)
+		}
+		st.LastTick = ptr(p.last.UTC())
+		st.NextFire = nil
+		if n := nextTick(j, sched, *st); !n.IsZero() {
+			st.NextFire = ptr(n.UTC())
+		}
+		return true
+	})
+}
+
+// arm sets the job's timer for its next tick (plus jitter), or cancels it
+// when the job will not fire on its schedule again.
+func (s *Scheduler) arm(ctx context.Context, j Job, sched Schedule, st State) error {
+	tick := nextTick(j, sched, st)
+	if tick.IsZero() {
+		return s.timers.Cancel(ctx, timerKey(j.ID))
+	}
+	data, err := json.Marshal(timerData{Tick: tick.UTC(), UpdatedAt: j.UpdatedAt})
+	if err != nil {
+		return err
+	}
+	return s.timers.Set(ctx, timerKey(j.ID), tick.Add(jitter(j.ID, tick, time.Duration(j.Jitter))), data)
+}
+
+// fireRetry handles a fire of the job's retry timer: it publishes the
+// retry the job's state asks for, once, and clears it.
+func (s *Scheduler) fireRetry(ctx context.Context, log *zap.Logger, id string, d timerData) error {
+	j, _, err := s.readJob(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	st, err := readState(ctx, s.bus.State, id)
+	if err != nil {
+		return err
+	}
+	r := st.Retry
+	switch {
+	case r == nil:
+		return nil // the job succeeded or paused meanwhile
+	case !r.Tick.Equal(d.Tick) || r.Attempt != d.Attempt || s.clock.Now().Before(r.At):
+		// Not the retry this timer was for (or too early): arm the one
+		// the state asks for.
+		return s.armRetry(ctx, id, r)
+	}
+	if err := s.publishTick(ctx, j, r.Tick, r.Attempt, false); err != nil {
+		s.report(id, r.Tick, "failed")
+		return err
+	}
+	log.Debug("retry fired", zap.Time("tick", r.Tick), zap.Int("retry", r.Attempt))
+	s.report(id, r.Tick, "fired")
+	_, err = updateState(ctx, s.states(), id, func(st *State) bool {
+		if st.Retry == nil || !st.Retry.Tick.Equal(r.Tick) || st.Retry.Attempt != r.Attempt {
+			return false
+		}
+		st.Retry = nil
+		return true
+	})
+	return err
+}
+
+// armRetry sets the retry timer of the job for r.
+func (s *Scheduler) armRetry(ctx context.Context, id string, r *RetryState) error {
+	data, err := json.Marshal(timerData{Tick: r.Tick.UTC(), Attempt: r.Attempt})
+	if err != nil {
+		return err
+	}
+	return s.timers.Set(ctx, retryKey(id), r.At, data)
+}
+
+// MsgID is the Nats-Msg-Id of the request of a job's tick:
+// <job>:<tick, RFC 3339 UTC>, and :retry<n> for a retry of it.
+func MsgID(id string, tick time.Time, retry int) string {
+	m := id + ":" + tick.UTC().Format(time.RFC3339)
+	if retry > 0 {
+		m += ":retry" + strconv.Itoa(retry)
+	}
+	return m
+}
+
+// publishTick publishes the request of a tick of j (retry > 0: a retry of
+// it) with its message id.
+func (s *Scheduler) publishTick(ctx context.Context, j Job, tick time.Time, retry int, catchup bool) error {
+	req := s.request(j, tick, false)
+	if retry > 0 {
+		req.Metadata[metaRetry] = strconv.Itoa(retry)
+	}
+	if catchup {
+		req.Metadata[metaCatchup] = "true"
+	}
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if _, err := agentwork.Publish(ctx, s.bus, req, agentwork.PublishOptions{MsgID: MsgID(j.ID, tick, retry), Producer: Producer, Now: s.clock.Now()}); err != nil {
+		return fmt.Errorf("publish the tick of %s: %w", tick.UTC().Format(time.RFC3339), err)
+	}
+	return nil
+}
+
+// request builds the request of a tick of j.
+func (s *Scheduler) request(j Job, tick time.Time, manual bool) agentwork.Request {
+	at := tick.UTC()
+	md := make(map[string]string, len(j.Metadata)+1)
+	for k, v := range j.Metadata {
+		md[k] = v
+	}
+	targets := j.Targets
+	if len(targets) == 0 {
+		targets = s.cfg.Targets
+	}
+	req := agentwork.Request{
+		Source: bus.SourceCron, Name: j.ID, Prompt: j.Prompt, Targets: targets, Deliver: j.Deliver,
+		ScheduledAt: &at, Manual: manual, Metadata: md,
+	}
+	if j.DedupWindow > 0 {
+		req.DedupWindow = j.DedupWindow.String()
+	}
+	return req
+}
+
+// recordMissed publishes the skip event, reason missed, of the ticks from
+// tick to last (one tick, or a summary), with its own message id.
+func (s *Scheduler) recordMissed(ctx context.Context, j Job, tick, last time.Time, detail string) error {
+	at := tick.UTC()
+	msgID := j.ID + ":" + at.Format(time.RFC3339) + ":missed"
+	if !last.Equal(tick) {
+		msgID = j.ID + ":" + at.Format(time.RFC3339) + ".." + last.UTC().Format(time.RFC3339) + ":missed"
+	}
+	res := agentwork.Result{Source: bus.SourceCron, Name: j.ID, Outcome: bus.OutcomeSkip, Reason: ReasonMissed, Detail: detail, ScheduledAt: &at, Metadata: j.Metadata}
+	ev, err := bus.NewEvent(Producer, bus.TypeOf(bus.SourceCron, res.Outcome), res.Name, s.clock.Now(), res)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if _, err := s.bus.Publish(ctx, s.bus.Subjects.Event(bus.SourceCron, res.Outcome), ev, msgID); err != nil {
+		return fmt.Errorf("record the missed tick of %s: %w", at.Format(time.RFC3339), err)
+	}
+	return nil
+}
+
+// missedDetail is the detail of the missed event of a tick. A fire handed
+// out again (attempt > 1) failed before: its ticks waited for the bus.
+func missedDetail(j Job, tick time.Time, attempt int, cause string) string {
+	at := tick.UTC().Format(time.RFC3339)
+	if attempt > 1 {
+		return fmt.Sprintf("the tick of %s could not be published in time (%s); catch-up policy %s did not run it", at, attempts(attempt, cause), j.Catchup.Policy)
+	}
+	return fmt.Sprintf("the tick of %s passed while no instance was up; catch-up policy %s did not run it", at, j.Catchup.Policy)
+}
+
+// moreDetail is the detail of the summary of missed ticks.
+func moreDetail(j Job, b batch, attempt int, cause string) string {
+	n := strconv.Itoa(b.moreN)
+	if b.moreAtLeast {
+		n = "more than " + strconv.Itoa(maxScan)
+	}
+	from, to := b.moreFrom.UTC().Format(time.RFC3339), b.moreTo.UTC().Format(time.RFC3339)
+	if attempt > 1 {
+		return fmt.Sprintf("%s ticks from %s to %s passed while no instance was up or could not be published (%s); catch-up policy %s did not run them", n, from, to, attempts(attempt, cause), j.Catchup.Policy)
+	}
+	return fmt.Sprintf("%s ticks from %s to %s passed while no instance was up (catch-up policy %s)", n, from, to, j.Catchup.Policy)
+}
+
+func attempts(n int, cause string) string {
+	s := strconv.Itoa(n-1) + " failed attempts"
+	if cause != "" {
+		s += "; last error: " + cause
+	}
+	return s
+}
+
+func (s *Scheduler) report(id string, tick time.Time, what string) {
+	switch what {
+	case "fired":
+		s.stats.fired.Add(1)
+	case "missed":
+		s.stats.missed.Add(1)
+	default:
+		s.stats.failed.Add(1)
+	}
+	if s.onTick != nil {
+		s.onTick(TickResult{Job: id, Tick: tick, What: what, At: s.clock.Now()})
+	}
+}
