@@ -420,7 +420,9 @@ func (d *Dispatcher) settle(ctx context.Context, c *sendClaim, state string, rec
 	switch state {
 	case sendSent:
 		raw, _ := json.Marshal(next) // strings, a time and an int
-		_, err = d.bus.Locks.Put(ctx, c.key, raw)
+		// Kept while a redelivery of the notification can come (see
+		// bus.SettledTTL), not for the bucket's 7 days.
+		_, err = d.bus.PutExpiring(ctx, d.bus.Locks, c.key, raw, bus.SettledTTL)
 		return true, err
 	case sendRetry:
 		owned = true // unless the write conflicts with another take's

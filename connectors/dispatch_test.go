@@ -370,6 +370,21 @@ func TestDispatcherDeliversDuplicateOnce(t *testing.T) {
 	if got := counts(t, b); got[connectors.OutcomeDelivered] != 2 {
 		t.Errorf("delivery events = %v, want two delivered", got)
 	}
+	// The sent claims are kept while a redelivery can come, not for the
+	// bucket's 7 days.
+	for _, id := range []string{n.ID, other.ID} {
+		s, err := b.JetStream().Stream(t.Context(), "KV_"+bus.BucketLocks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := s.GetLastMsgForSubject(t.Context(), "$KV."+bus.BucketLocks+".send."+id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := m.Header.Get("Nats-TTL"), bus.SettledTTL.String(); got != want {
+			t.Errorf("sent claim %s TTL = %q, want %q", id, got, want)
+		}
+	}
 }
 
 // TestDispatcherReleasesDedup: the runner holds a notification's text in
