@@ -81,7 +81,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Bus, error) {
 		return nil, err
 	}
 	boot := newBootID()
-	b := &Bus{cfg: cfg, log: zap.NewNop(), Subjects: Subjects{Prefix: cfg.Prefix}, boot: boot, instance: newInstanceID(boot), resetHorizon: resetHorizon}
+	b := &Bus{cfg: cfg, log: zap.NewNop(), Subjects: Subjects{Prefix: cfg.Prefix}, boot: boot, instance: newInstanceID(boot), resetHorizon: ReplayHorizon}
 	for _, o := range opts {
 		o(b)
 	}

@@ -65,6 +65,14 @@ const (
 	// restart (redeliverOrphans), which is skipped when a message above
 	// the floor may have outlived its claim.
 	SettledTTL = 5 * time.Minute
+	// ReplayHorizon is how old a request or notification may be for it to
+	// be handed out again after it may have been handled: by the reset
+	// after an embedded restart (redeliverOrphans) and by a work consumer
+	// created anew (WorkerConfig.ReplayHorizon). Its claim, if it was
+	// handled, settled after it was stored and so lives while it is
+	// younger than SettledTTL; a minute less leaves time for the
+	// redelivery to reach the claim.
+	ReplayHorizon = SettledTTL - time.Minute
 	// LocksMarkerTTL is how long the marker left by an expired key stays,
 	// so watchers see the key go.
 	LocksMarkerTTL = time.Minute

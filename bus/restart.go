@@ -9,11 +9,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// resetHorizon is how old the oldest unacknowledged message of a consumer
-// may be for redeliverOrphans to reset it: SettledTTL, less a minute for
-// the reset and the redeliveries to happen.
-const resetHorizon = SettledTTL - time.Minute
-
 // redeliverOrphans hands out again at once the messages of the work
 // streams (requests, deliveries) that an earlier process on this data dir
 // had received and not acknowledged when it stopped. That process is gone
@@ -28,7 +23,7 @@ const resetHorizon = SettledTTL - time.Minute
 // Those claims expire SettledTTL after their settle, which came after the
 // message was stored, so after the first message above the floor was
 // stored. A consumer is reset only when that message is younger than
-// resetHorizon: then every claim above the floor is still there. Otherwise
+// ReplayHorizon: then every claim above the floor is still there. Otherwise
 // (a request or notification has waited longer, on a retry or a slow
 // model) it is not reset, and what was in flight comes again after its ack
 // wait.

@@ -228,8 +228,12 @@ func (d *Dispatcher) worker(name string, c Connector) (*bus.Worker, error) {
 			AckWait:       d.cfg.AckWait,
 			MaxAckPending: n * 4,
 		},
-		Concurrency:   n,
-		PullMax:       1,
+		Concurrency: n,
+		PullMax:     1,
+		// A sent claim lasts bus.SettledTTL: a consumer created anew (lost,
+		// deleted) must not send again the week of notifications the
+		// stream keeps.
+		ReplayHorizon: bus.ReplayHorizon,
 		ShutdownGrace: d.cfg.ShutdownGrace,
 		PanicDelay:    d.backoff(1),
 		DoubleAck:     true,
