@@ -427,7 +427,7 @@ func (w *Worker) createOrUpdate(ctx context.Context) (jetstream.Consumer, error)
 	skipped := older - min(older, info.NumPending)
 	w.log.Error("consumer was missing and is created anew without the messages stored before its replay horizon: they are not handed out again; "+
 		"those that were handled have their outcome in the events stream, any others must be sent again "+
-		"(to hand them out after all, create the consumer yourself to start where it should before starting agentwork)",
+		"(to hand them out after all, create the consumer yourself to start where it should before starting agentwork; see docs/configuration.md, Retention)",
 		zap.Uint64("first_seq", first), zap.Uint64("last_seq", info.Delivered.Stream), zap.Uint64("messages", skipped),
 		zap.Time("horizon", horizon), zap.Duration("replay_horizon", w.cfg.ReplayHorizon))
 	return cons, nil
