@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,8 +31,10 @@ import (
 const soakEnv = "AGENTWORK_SOAK"
 
 // soakOutEnv, when set, names a directory that receives the soak's RSS
-// samples (rss.tsv), the server's log and heap profiles taken at the middle
-// and at the end of the soak (heap-mid.pprof, heap-end.pprof).
+// samples (rss.tsv), the server's log, heap profiles taken at the middle
+// and at the end of the soak (heap-mid.pprof, heap-end.pprof) and what the
+// bus holds at the end, per stream and per bucket key prefix
+// (inventory.txt).
 const soakOutEnv = "AGENTWORK_SOAK_OUT"
 
 const (
@@ -222,6 +226,14 @@ log:
 	if err != nil {
 		t.Fatal(err)
 	}
+	inv, err := soakInventory(ctx, b)
+	if err != nil {
+		t.Error(err)
+	}
+	t.Logf("what the bus holds at the end (messages and subjects per stream; keys per prefix):\n%s", inv)
+	if err := os.WriteFile(filepath.Join(out, "inventory.txt"), []byte(inv), 0o644); err != nil {
+		t.Error(err)
+	}
 	stop()
 
 	// Every accepted task done exactly once, delivered once to each connector.
@@ -320,6 +332,53 @@ func soakOutcomes(ctx context.Context, b *bus.Bus, want int, limit time.Duration
 		}
 	}
 	return done, delivered, cron, nil
+}
+
+// soakInventory lists what the bus holds: per stream its messages,
+// subjects and bytes, and per bucket its keys by first token (run, send,
+// delivered, idem...), with how many carry a per-key TTL. What grows with
+// history shows here: a key per run that outlives its window.
+func soakInventory(ctx context.Context, b *bus.Bus) (string, error) {
+	var out strings.Builder
+	js := b.JetStream()
+	names := js.StreamNames(ctx)
+	var all []string
+	for n := range names.Name() {
+		all = append(all, n)
+	}
+	if err := names.Err(); err != nil {
+		return "", err
+	}
+	slices.Sort(all)
+	for _, name := range all {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			return out.String(), err
+		}
+		st := s.CachedInfo().State
+		fmt.Fprintf(&out, "%-24s %7d msgs %7d subjects %8.1f MiB\n", name, st.Msgs, st.NumSubjects, float64(st.Bytes)/(1<<20))
+		bucket, ok := strings.CutPrefix(name, "KV_")
+		if !ok {
+			continue
+		}
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter("$KV."+bucket+".>"))
+		if err != nil {
+			return out.String(), err
+		}
+		keys, ttl := map[string]int{}, map[string]int{}
+		for subj := range info.State.Subjects {
+			key := strings.TrimPrefix(subj, "$KV."+bucket+".")
+			prefix, _, _ := strings.Cut(key, ".")
+			keys[prefix]++
+			if m, err := s.GetLastMsgForSubject(ctx, subj); err == nil && m.Header.Get("Nats-TTL") != "" {
+				ttl[prefix]++
+			}
+		}
+		for _, p := range slices.Sorted(maps.Keys(keys)) {
+			fmt.Fprintf(&out, "    %-20s %7d keys, %7d with a TTL\n", p, keys[p], ttl[p])
+		}
+	}
+	return out.String(), nil
 }
 
 // pendingDeliveries reports whether a done task still lacks a delivery.
