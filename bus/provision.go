@@ -73,9 +73,11 @@ const (
 	// younger than SettledTTL; a minute less leaves time for the
 	// redelivery to reach the claim.
 	ReplayHorizon = SettledTTL - time.Minute
-	// LocksMarkerTTL is how long the marker left by an expired key stays,
-	// so watchers see the key go.
-	LocksMarkerTTL = time.Minute
+	// LocksMarkerTTL is how long the marker left by an expired key stays:
+	// the shortest the server allows. Nothing watches agentwork_locks, and a
+	// marker is one more subject in the server's index: kept a minute, the
+	// expired claims of the last minute held a sixth of the bucket's keys.
+	LocksMarkerTTL = time.Second
 	// DeadLettersTTL is how long a failed delivery waits to be sent again:
 	// as long as the events stream keeps its delivery.failed event.
 	DeadLettersTTL = EventsMaxAge
