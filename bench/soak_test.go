@@ -37,6 +37,11 @@ const soakEnv = "AGENTWORK_SOAK"
 // (inventory.txt).
 const soakOutEnv = "AGENTWORK_SOAK_OUT"
 
+// soakMemLimitEnv, when set, is the GOMEMLIMIT of the server process (only),
+// e.g. AGENTWORK_SOAK_GOMEMLIMIT=100MiB: to measure RSS under the soft
+// memory limit an operator would set.
+const soakMemLimitEnv = "AGENTWORK_SOAK_GOMEMLIMIT"
+
 const (
 	soakRate        = 20 // webhook tasks per second
 	soakSample      = 10 * time.Second
@@ -51,7 +56,9 @@ const (
 // server's RSS every 10 s, and checks that every accepted task ended done
 // exactly once and was delivered once to each connector. It fails when RSS
 // over the second half of the soak spreads by more than 15 % of its lowest
-// sample. Loopback only; it stops by itself.
+// sample. Loopback only; it stops by itself. Besides RSS, rss.tsv has
+// the Go heap's goal (NextGC) and what the heap keeps from the OS, which
+// RSS follows.
 //
 //	AGENTWORK_SOAK=10m go test -run '^TestSoak$' -v -timeout 30m ./bench/
 func TestSoak(t *testing.T) {
@@ -124,6 +131,9 @@ log:
 	defer stderr.Close()
 	srv := exec.Command(bin, "serve", "--config", cfg, "--data-dir", dataDir)
 	srv.Env = append(os.Environ(), "SOAK_TOKEN="+soakToken, "AGENTWORK_PPROF="+pprofAddr)
+	if limit := os.Getenv(soakMemLimitEnv); limit != "" {
+		srv.Env = append(srv.Env, "GOMEMLIMIT="+limit)
+	}
 	srv.Stdout, srv.Stderr = stdout, stderr
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -151,7 +161,7 @@ log:
 		t.Fatal(err)
 	}
 	defer rssFile.Close()
-	fmt.Fprintln(rssFile, "seconds\trss_mib\taccepted")
+	fmt.Fprintln(rssFile, "seconds\trss_mib\taccepted\tnext_gc_mib\theap_kept_mib")
 
 	// Post at soakRate for duration; sample RSS meanwhile.
 	var (
@@ -175,7 +185,11 @@ log:
 		n := len(accepted)
 		mu.Unlock()
 		samples = append(samples, rss)
-		fmt.Fprintf(rssFile, "%.0f\t%.1f\t%d\n", time.Since(start).Seconds(), rss, n)
+		// The Go heap's goal and what it keeps from the OS (HeapSys -
+		// HeapReleased): RSS follows them, not the live heap.
+		ms := memStats(ctx, client, pprofAddr)
+		fmt.Fprintf(rssFile, "%.0f\t%.1f\t%d\t%.1f\t%.1f\n", time.Since(start).Seconds(), rss, n,
+			ms["NextGC"]/(1<<20), (ms["HeapSys"]-ms["HeapReleased"])/(1<<20))
 	}
 	record()
 	midProfile := false
@@ -434,6 +448,34 @@ func vmRSS(pid int) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// memStats returns the runtime.MemStats fields the server's profiler
+// prints (/debug/pprof/heap?debug=1), by name; empty when it cannot.
+func memStats(ctx context.Context, c *http.Client, addr string) map[string]float64 {
+	out := map[string]float64{}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?debug=1", nil)
+	if err != nil {
+		return out
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		// "# HeapSys = 44892160"
+		name, val, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "# "), " = ")
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(val, 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out
 }
 
 func heapProfile(ctx context.Context, t *testing.T, c *http.Client, addr, path string) {
