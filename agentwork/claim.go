@@ -112,7 +112,7 @@ func (r *Runner) settleClaim(ctx context.Context, requestID string, c claim, sta
 	if state == claimRunning && c.rev == 0 {
 		return nil
 	}
-	_, _, err := bus.UpdateAt(ctx, r.bus.Locks, claimKey(requestID), c, c.rev, func(cur *claim, found bool) (bool, error) {
+	settle := func(cur *claim, found bool) (bool, error) {
 		// Someone else wrote the claim (our run outlived its lease and was
 		// taken over). Never undo their progress: a done claim stays done,
 		// and another take's running claim is not turned back into a
@@ -125,7 +125,16 @@ func (r *Runner) settleClaim(ctx context.Context, requestID string, c claim, sta
 		next.Attempts = max(c.Attempts, cur.Attempts)
 		*cur = next
 		return true, nil
-	})
+	}
+	if state == claimDone {
+		// A done claim answers a redelivery of its request: after the ack,
+		// a duplicate publish or the reset after an embedded restart, both
+		// bounded by bus.SettledTTL. Kept longer, one key per run adds up
+		// in the server's memory.
+		_, _, err := bus.UpdateAtExpiring(ctx, r.bus, r.bus.Locks, claimKey(requestID), c, c.rev, bus.SettledTTL, settle)
+		return err
+	}
+	_, _, err := bus.UpdateAt(ctx, r.bus.Locks, claimKey(requestID), c, c.rev, settle)
 	return err
 }
 

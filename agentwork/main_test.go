@@ -435,6 +435,21 @@ func waitClaimState(t *testing.T, b *bus.Bus, requestID, state string) {
 	}
 }
 
+// keyTTL returns the per-key TTL the latest write of key in agentwork_locks
+// carries ("": none, the bucket's TTL applies).
+func keyTTL(t *testing.T, b *bus.Bus, key string) string {
+	t.Helper()
+	s, err := b.JetStream().Stream(t.Context(), "KV_"+bus.BucketLocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(t.Context(), "$KV."+bus.BucketLocks+"."+key)
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	return m.Header.Get("Nats-TTL")
+}
+
 func readClaim(t *testing.T, b *bus.Bus, requestID string) claimRecord {
 	t.Helper()
 	e, err := b.Locks.Get(t.Context(), "run."+requestID)

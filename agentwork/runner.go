@@ -135,7 +135,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		// that waits in the client's buffer for longer than AckWait (no
 		// progress is signalled there) goes to another instance meanwhile;
 		// its run claim keeps it from running twice.
-		PullMax:       r.cfg.Concurrency,
+		PullMax: r.cfg.Concurrency,
+		// A done claim lasts bus.SettledTTL: a consumer created anew (lost,
+		// deleted) must not run again the week of requests the stream keeps.
+		ReplayHorizon: bus.ReplayHorizon,
 		ShutdownGrace: r.cfg.ShutdownGrace,
 		PanicDelay:    r.cfg.Backoff[0],
 		DoubleAck:     true,

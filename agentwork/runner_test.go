@@ -535,6 +535,9 @@ func TestModelErrors(t *testing.T) {
 			if c := readClaim(t, b, id); c.State != "done" || c.Outcome != tt.outcome {
 				t.Errorf("claim = %+v, want done with outcome %s", c, tt.outcome)
 			}
+			if got, want := keyTTL(t, b, "run."+id), bus.SettledTTL.String(); got != want {
+				t.Errorf("done claim's TTL = %q, want %q (kept while its request can come again)", got, want)
+			}
 			checkRunEvents(t, b, events.final(), id)
 		})
 	}

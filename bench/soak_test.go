@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,9 +31,16 @@ import (
 const soakEnv = "AGENTWORK_SOAK"
 
 // soakOutEnv, when set, names a directory that receives the soak's RSS
-// samples (rss.tsv), the server's log and heap profiles taken at the middle
-// and at the end of the soak (heap-mid.pprof, heap-end.pprof).
+// samples (rss.tsv), the server's log, heap profiles taken at the middle
+// and at the end of the soak (heap-mid.pprof, heap-end.pprof) and what the
+// bus holds at the end, per stream and per bucket key prefix
+// (inventory.txt).
 const soakOutEnv = "AGENTWORK_SOAK_OUT"
+
+// soakMemLimitEnv, when set, is the GOMEMLIMIT of the server process (only),
+// e.g. AGENTWORK_SOAK_GOMEMLIMIT=100MiB: to measure RSS under the soft
+// memory limit an operator would set.
+const soakMemLimitEnv = "AGENTWORK_SOAK_GOMEMLIMIT"
 
 const (
 	soakRate        = 20 // webhook tasks per second
@@ -47,7 +56,9 @@ const (
 // server's RSS every 10 s, and checks that every accepted task ended done
 // exactly once and was delivered once to each connector. It fails when RSS
 // over the second half of the soak spreads by more than 15 % of its lowest
-// sample. Loopback only; it stops by itself.
+// sample. Loopback only; it stops by itself. Besides RSS, rss.tsv has
+// the Go heap's goal (NextGC) and what the heap keeps from the OS, which
+// RSS follows.
 //
 //	AGENTWORK_SOAK=10m go test -run '^TestSoak$' -v -timeout 30m ./bench/
 func TestSoak(t *testing.T) {
@@ -120,6 +131,9 @@ log:
 	defer stderr.Close()
 	srv := exec.Command(bin, "serve", "--config", cfg, "--data-dir", dataDir)
 	srv.Env = append(os.Environ(), "SOAK_TOKEN="+soakToken, "AGENTWORK_PPROF="+pprofAddr)
+	if limit := os.Getenv(soakMemLimitEnv); limit != "" {
+		srv.Env = append(srv.Env, "GOMEMLIMIT="+limit)
+	}
 	srv.Stdout, srv.Stderr = stdout, stderr
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -147,7 +161,7 @@ log:
 		t.Fatal(err)
 	}
 	defer rssFile.Close()
-	fmt.Fprintln(rssFile, "seconds\trss_mib\taccepted")
+	fmt.Fprintln(rssFile, "seconds\trss_mib\taccepted\tnext_gc_mib\theap_kept_mib")
 
 	// Post at soakRate for duration; sample RSS meanwhile.
 	var (
@@ -171,7 +185,11 @@ log:
 		n := len(accepted)
 		mu.Unlock()
 		samples = append(samples, rss)
-		fmt.Fprintf(rssFile, "%.0f\t%.1f\t%d\n", time.Since(start).Seconds(), rss, n)
+		// The Go heap's goal and what it keeps from the OS (HeapSys -
+		// HeapReleased): RSS follows them, not the live heap.
+		ms := memStats(ctx, client, pprofAddr)
+		fmt.Fprintf(rssFile, "%.0f\t%.1f\t%d\t%.1f\t%.1f\n", time.Since(start).Seconds(), rss, n,
+			ms["NextGC"]/(1<<20), (ms["HeapSys"]-ms["HeapReleased"])/(1<<20))
 	}
 	record()
 	midProfile := false
@@ -221,6 +239,14 @@ log:
 	done, delivered, cron, err := soakOutcomes(ctx, b, len(accepted), soakSettleLimit)
 	if err != nil {
 		t.Fatal(err)
+	}
+	inv, err := soakInventory(ctx, b)
+	if err != nil {
+		t.Error(err)
+	}
+	t.Logf("what the bus holds at the end (messages and subjects per stream; keys per prefix):\n%s", inv)
+	if err := os.WriteFile(filepath.Join(out, "inventory.txt"), []byte(inv), 0o644); err != nil {
+		t.Error(err)
 	}
 	stop()
 
@@ -322,6 +348,53 @@ func soakOutcomes(ctx context.Context, b *bus.Bus, want int, limit time.Duration
 	return done, delivered, cron, nil
 }
 
+// soakInventory lists what the bus holds: per stream its messages,
+// subjects and bytes, and per bucket its keys by first token (run, send,
+// delivered, idem...), with how many carry a per-key TTL. What grows with
+// history shows here: a key per run that outlives its window.
+func soakInventory(ctx context.Context, b *bus.Bus) (string, error) {
+	var out strings.Builder
+	js := b.JetStream()
+	names := js.StreamNames(ctx)
+	var all []string
+	for n := range names.Name() {
+		all = append(all, n)
+	}
+	if err := names.Err(); err != nil {
+		return "", err
+	}
+	slices.Sort(all)
+	for _, name := range all {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			return out.String(), err
+		}
+		st := s.CachedInfo().State
+		fmt.Fprintf(&out, "%-24s %7d msgs %7d subjects %8.1f MiB\n", name, st.Msgs, st.NumSubjects, float64(st.Bytes)/(1<<20))
+		bucket, ok := strings.CutPrefix(name, "KV_")
+		if !ok {
+			continue
+		}
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter("$KV."+bucket+".>"))
+		if err != nil {
+			return out.String(), err
+		}
+		keys, ttl := map[string]int{}, map[string]int{}
+		for subj := range info.State.Subjects {
+			key := strings.TrimPrefix(subj, "$KV."+bucket+".")
+			prefix, _, _ := strings.Cut(key, ".")
+			keys[prefix]++
+			if m, err := s.GetLastMsgForSubject(ctx, subj); err == nil && m.Header.Get("Nats-TTL") != "" {
+				ttl[prefix]++
+			}
+		}
+		for _, p := range slices.Sorted(maps.Keys(keys)) {
+			fmt.Fprintf(&out, "    %-20s %7d keys, %7d with a TTL\n", p, keys[p], ttl[p])
+		}
+	}
+	return out.String(), nil
+}
+
 // pendingDeliveries reports whether a done task still lacks a delivery.
 func pendingDeliveries(done map[string][]string, delivered map[string]map[string]int) bool {
 	for _, runs := range done {
@@ -375,6 +448,34 @@ func vmRSS(pid int) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// memStats returns the runtime.MemStats fields the server's profiler
+// prints (/debug/pprof/heap?debug=1), by name; empty when it cannot.
+func memStats(ctx context.Context, c *http.Client, addr string) map[string]float64 {
+	out := map[string]float64{}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?debug=1", nil)
+	if err != nil {
+		return out
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		// "# HeapSys = 44892160"
+		name, val, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "# "), " = ")
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(val, 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out
 }
 
 func heapProfile(ctx context.Context, t *testing.T, c *http.Client, addr, path string) {

@@ -24,13 +24,15 @@ var ErrClosed = errors.New("bus: closed")
 // Bus is a connection to NATS with JetStream, the provisioned streams and
 // buckets, and, in embedded mode, the server it owns. Safe for concurrent use.
 type Bus struct {
-	cfg      Config
-	log      *zap.Logger
-	srv      *server.Server // nil unless embedded and owned
-	lock     *dirLock
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	instance string
+	// resetHorizon: see redeliverOrphans.
+	resetHorizon time.Duration
+	cfg          Config
+	log          *zap.Logger
+	srv          *server.Server // nil unless embedded and owned
+	lock         *dirLock
+	nc           *nats.Conn
+	js           jetstream.JetStream
+	instance     string
 	// boot identifies this Open in this process; Clients share it.
 	boot string
 	// exclusive: this process holds the embedded server's data-dir lock
@@ -79,7 +81,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Bus, error) {
 		return nil, err
 	}
 	boot := newBootID()
-	b := &Bus{cfg: cfg, log: zap.NewNop(), Subjects: Subjects{Prefix: cfg.Prefix}, boot: boot, instance: newInstanceID(boot)}
+	b := &Bus{cfg: cfg, log: zap.NewNop(), Subjects: Subjects{Prefix: cfg.Prefix}, boot: boot, instance: newInstanceID(boot), resetHorizon: ReplayHorizon}
 	for _, o := range opts {
 		o(b)
 	}

@@ -35,8 +35,8 @@ func TestOpenProvisionsStreamsAndBuckets(t *testing.T) {
 		}
 	}
 	req, _ := b.JetStream().Stream(ctx, bus.StreamRequests)
-	if got := req.CachedInfo().Config.Duplicates; got != 24*time.Hour {
-		t.Errorf("requests duplicates = %s, want 24h", got)
+	if got := req.CachedInfo().Config.Duplicates; got != bus.RequestsDuplicates {
+		t.Errorf("requests duplicates = %s, want %s", got, bus.RequestsDuplicates)
 	}
 	for _, kv := range []jetstream.KeyValue{b.Jobs, b.State, b.Dedup, b.Locks} {
 		if kv == nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -55,7 +56,7 @@ func (e *CorruptError) Unwrap() error { return e.Err }
 // decode is a *CorruptError; fn is not called. After 20 conflicts in a row
 // it gives up with an error for which IsConflict is true.
 func Update[T any](ctx context.Context, kv jetstream.KeyValue, key string, fn func(v *T, found bool) (write bool, err error)) (T, uint64, error) {
-	return update(ctx, kv, key, nil, 0, fn)
+	return update(ctx, kv, key, nil, 0, fn, nil)
 }
 
 // UpdateAt is Update for a caller that already knows what to write: it
@@ -64,10 +65,42 @@ func Update[T any](ctx context.Context, kv jetstream.KeyValue, key string, fn fu
 // calling fn. A claim that is usually new (rev 0), or a record this
 // instance wrote last, costs one round trip.
 func UpdateAt[T any](ctx context.Context, kv jetstream.KeyValue, key string, v T, rev uint64, fn func(v *T, found bool) (write bool, err error)) (T, uint64, error) {
-	return update(ctx, kv, key, &v, rev, fn)
+	return update(ctx, kv, key, &v, rev, fn, nil)
 }
 
-func update[T any](ctx context.Context, kv jetstream.KeyValue, key string, next *T, rev uint64, fn func(*T, bool) (bool, error)) (T, uint64, error) {
+// UpdateAtExpiring is UpdateAt whose write makes the key expire ttl after
+// it (the bucket must allow per-key TTLs, as agentwork_locks does). A later
+// write without a TTL keeps the key for the bucket's TTL again.
+func UpdateAtExpiring[T any](ctx context.Context, b *Bus, kv jetstream.KeyValue, key string, v T, rev uint64, ttl time.Duration, fn func(v *T, found bool) (write bool, err error)) (T, uint64, error) {
+	return update(ctx, kv, key, &v, rev, fn, func(ctx context.Context, data []byte, rev uint64) (uint64, error) {
+		if rev == 0 {
+			return kv.Create(ctx, key, data, jetstream.KeyTTL(ttl)) // also over a delete marker
+		}
+		return b.putExpiring(ctx, kv, key, data, ttl, jetstream.WithExpectLastSequencePerSubject(rev))
+	})
+}
+
+// PutExpiring writes data at key of kv, whatever is there, and makes the
+// key expire ttl after the write. It returns the revision written.
+func (b *Bus) PutExpiring(ctx context.Context, kv jetstream.KeyValue, key string, data []byte, ttl time.Duration) (uint64, error) {
+	return b.putExpiring(ctx, kv, key, data, ttl)
+}
+
+func (b *Bus) putExpiring(ctx context.Context, kv jetstream.KeyValue, key string, data []byte, ttl time.Duration, opts ...jetstream.PublishOpt) (uint64, error) {
+	// A KV write is a publish on $KV.<bucket>.<key>; nats.go's Update and
+	// Put take no TTL, so this publishes what they would, with Nats-TTL.
+	ack, err := b.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + kv.Bucket() + "." + key, Data: data}, append(opts, jetstream.WithMsgTTL(ttl))...)
+	if err != nil {
+		return 0, err // a lost compare-and-set is IsConflict
+	}
+	return ack.Sequence, nil
+}
+
+// write stores data at key at revision rev (0: creates it); nil: kv.Create
+// or kv.Update.
+type write func(ctx context.Context, data []byte, rev uint64) (uint64, error)
+
+func update[T any](ctx context.Context, kv jetstream.KeyValue, key string, next *T, rev uint64, fn func(*T, bool) (bool, error), put write) (T, uint64, error) {
 	var last error
 	for range maxConflicts {
 		if next == nil {
@@ -86,9 +119,12 @@ func update[T any](ctx context.Context, kv jetstream.KeyValue, key string, next 
 			return *next, rev, fmt.Errorf("bus: encode %s: %w", key, err)
 		}
 		var written uint64
-		if rev == 0 {
+		switch {
+		case put != nil:
+			written, err = put(ctx, data, rev)
+		case rev == 0:
 			written, err = kv.Create(ctx, key, data)
-		} else {
+		default:
 			written, err = kv.Update(ctx, key, data, rev)
 		}
 		if err == nil {

@@ -28,15 +28,56 @@ const (
 	BucketDeadLetters = "agentwork_deadletters"
 )
 
-// Retention of the streams.
+// Retention of the streams and buckets. Each window is sized to what it
+// protects: the server keeps every message id of a duplicate window and
+// every key of a bucket in memory, so a window of a day costs gigabytes
+// at 20 runs a second. docs/configuration.md (Retention) says why each is
+// what it is.
 const (
-	RequestsMaxAge      = 7 * 24 * time.Hour
-	RequestsDuplicates  = 24 * time.Hour
-	EventsMaxAge        = 30 * 24 * time.Hour
-	EventsDuplicates    = time.Hour
-	DeliveriesMaxAge    = 7 * 24 * time.Hour
-	DeliveriesDuplicate = 24 * time.Hour
-	LocksTTL            = 7 * 24 * time.Hour
+	RequestsMaxAge = 7 * 24 * time.Hour
+	// RequestsDuplicates covers the re-publishes of one request under its
+	// Nats-Msg-Id: a webhook caller retrying a task the bus did not confirm
+	// (the answer says Retry-After: 5), a tick published again within the
+	// timer's ack wait. The runner never publishes a request again. Later
+	// copies of a request are caught by its run claim (SettledTTL) and, for
+	// webhook tasks with an idempotency key, by their record (7 days).
+	RequestsDuplicates = 5 * time.Minute
+	EventsMaxAge       = 30 * 24 * time.Hour
+	// EventsDuplicates covers an event emitted again: a run's done event
+	// when a retry resumes from its checkpoint (within the runner's
+	// backoff), a delivered event when a redelivery finds the send claim
+	// sent (while the claim lives: SettledTTL).
+	EventsDuplicates = 5 * time.Minute
+	DeliveriesMaxAge = 7 * 24 * time.Hour
+	// DeliveriesDuplicate covers a notification queued again when a run's
+	// retry resumes from its checkpoint (within the runner's backoff).
+	// Later copies are caught by the send claim (SettledTTL).
+	DeliveriesDuplicate = 5 * time.Minute
+	// LocksTTL is the age at which any record of agentwork_locks goes:
+	// idempotency records of webhook tasks (their documented period),
+	// retry states, delete markers. Leases are rewritten while held.
+	LocksTTL = 7 * 24 * time.Hour
+	// SettledTTL is how long a finished run claim (done) and a sent send
+	// claim stay, each from its settle. They answer a redelivery of their
+	// request or notification, which after its ack comes only from a
+	// duplicate publish (within the duplicate windows above, no longer
+	// than this) or from the reset to the ack floor after an embedded
+	// restart (redeliverOrphans), which is skipped when a message above
+	// the floor may have outlived its claim.
+	SettledTTL = 5 * time.Minute
+	// ReplayHorizon is how old a request or notification may be for it to
+	// be handed out again after it may have been handled: by the reset
+	// after an embedded restart (redeliverOrphans) and by a work consumer
+	// created anew (WorkerConfig.ReplayHorizon). Its claim, if it was
+	// handled, settled after it was stored and so lives while it is
+	// younger than SettledTTL; a minute less leaves time for the
+	// redelivery to reach the claim.
+	ReplayHorizon = SettledTTL - time.Minute
+	// LocksMarkerTTL is how long the marker left by an expired key stays:
+	// the shortest the server allows. Nothing watches agentwork_locks, and a
+	// marker is one more subject in the server's index: kept a minute, the
+	// expired claims of the last minute held a sixth of the bucket's keys.
+	LocksMarkerTTL = time.Second
 	// DeadLettersTTL is how long a failed delivery waits to be sent again:
 	// as long as the events stream keeps its delivery.failed event.
 	DeadLettersTTL = EventsMaxAge
@@ -80,7 +121,7 @@ func (b *Bus) bucketConfigs() []jetstream.KeyValueConfig {
 		{Bucket: BucketJobs, Description: "cron job definitions", History: 5, Storage: jetstream.FileStorage, Replicas: r},
 		{Bucket: BucketState, Description: "heartbeat and cron state", History: 1, Storage: jetstream.FileStorage, Replicas: r},
 		{Bucket: BucketDedup, Description: "notification dedup keys (per-key TTL)", History: 1, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: time.Minute},
-		{Bucket: BucketLocks, Description: "leases and run claims", History: 1, TTL: LocksTTL, Storage: jetstream.FileStorage, Replicas: r},
+		{Bucket: BucketLocks, Description: "leases and run claims (per-key TTL once settled)", History: 1, TTL: LocksTTL, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: LocksMarkerTTL},
 		{Bucket: BucketDeadLetters, Description: "notifications that failed delivery for good", History: 1, TTL: DeadLettersTTL, Storage: jetstream.FileStorage, Replicas: r},
 	}
 }

@@ -3,7 +3,9 @@ package bus
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 )
 
@@ -17,6 +19,14 @@ import (
 // the messages acknowledged out of order above the floor, which their run
 // and send claims acknowledge at once without running or sending them
 // again.
+//
+// Those claims expire SettledTTL after their settle, which came after the
+// message was stored, so after the first message above the floor was
+// stored. A consumer is reset only when that message is younger than
+// ReplayHorizon: then every claim above the floor is still there. Otherwise
+// (a request or notification has waited longer, on a retry or a slow
+// model) it is not reset, and what was in flight comes again after its ack
+// wait.
 func (b *Bus) redeliverOrphans(ctx context.Context) error {
 	for _, stream := range []string{StreamRequests, StreamDeliveries} {
 		s, err := b.js.Stream(ctx, stream)
@@ -28,15 +38,33 @@ func (b *Bus) redeliverOrphans(ctx context.Context) error {
 			if ci.NumAckPending == 0 {
 				continue
 			}
+			log := b.log.With(zap.String("stream", stream), zap.String("consumer", ci.Name), zap.Int("messages", ci.NumAckPending))
+			if age, ok := unackedAge(ctx, s, ci); !ok || age >= b.resetHorizon {
+				log.Info("in-flight messages of a stopped process come again after their ack wait: the consumer has waited on a message too long to be reset",
+					zap.Duration("oldest", age))
+				continue
+			}
 			if _, err := b.js.ResetConsumer(ctx, stream, ci.Name); err != nil {
 				return fmt.Errorf("bus: hand out again what consumer %s of %s had in flight: %w", ci.Name, stream, err)
 			}
-			b.log.Info("in-flight messages of a stopped process handed out again", zap.String("stream", stream),
-				zap.String("consumer", ci.Name), zap.Int("messages", ci.NumAckPending))
+			log.Info("in-flight messages of a stopped process handed out again")
 		}
 		if err := list.Err(); err != nil {
 			return fmt.Errorf("bus: consumers of %s: %w", stream, err)
 		}
 	}
 	return nil
+}
+
+// unackedAge returns the age of the first message above the consumer's
+// ack floor; false when it cannot be read (then nothing is known of the
+// messages above the floor).
+func unackedAge(ctx context.Context, s jetstream.Stream, ci *jetstream.ConsumerInfo) (time.Duration, bool) {
+	// Messages below the stream's first are gone, and with them nothing to
+	// redeliver.
+	m, err := s.GetMsg(ctx, max(ci.AckFloor.Stream+1, s.CachedInfo().State.FirstSeq))
+	if err != nil {
+		return 0, false
+	}
+	return time.Since(m.Time), true
 }

@@ -106,7 +106,8 @@ type Handler func(ctx context.Context, m jetstream.Msg) Verdict
 type WorkerConfig struct {
 	// Stream is the stream to consume. Required.
 	Stream string
-	// Consumer is the durable pull consumer, created (or updated) by Run.
+	// Consumer is the durable pull consumer, created (or updated) by Run
+	// (see ReplayHorizon).
 	// Durable is required and AckPolicy must be explicit (the zero value);
 	// AckWait defaults to 30s. Progress is signalled every AckWait/3 for
 	// every message the worker holds: the one waiting for a free slot and
@@ -147,6 +148,20 @@ type WorkerConfig struct {
 	// (jetstream.Msg.DoubleAck), so an ack lost on the way cannot make the
 	// work run again.
 	DoubleAck bool
+	// ReplayHorizon bounds what a consumer Run has to create hands out:
+	// when the durable consumer does not exist (first start, deleted by an
+	// operator, lost with the server's state) and the stream holds messages
+	// on its filter stored more than ReplayHorizon ago, it is created to
+	// start at the first message younger than that (DeliverByStartTime),
+	// and what it leaves out (the sequence range and count) is logged at
+	// error level. For work whose "already done" record expires: handed out
+	// again, such a message would be done again. 0: a new consumer starts
+	// at the stream's first message, as does one on a stream with nothing
+	// older than the horizon. A consumer that exists keeps where it is; Run
+	// updates its other settings only.
+	ReplayHorizon time.Duration
+	// Now is the clock ReplayHorizon is measured with. Default time.Now.
+	Now func() time.Time
 	// Log is the worker's logger. Default zap.NewNop().
 	Log *zap.Logger
 	// Signal, if set, is called instead of m.InProgress to signal progress:
@@ -177,6 +192,9 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	if c.PanicDelay <= 0 {
 		c.PanicDelay = 2 * time.Second
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.Log == nil {
 		c.Log = zap.NewNop()
 	}
@@ -197,6 +215,9 @@ func (c WorkerConfig) Validate() error {
 	}
 	if c.Consumer.AckPolicy != jetstream.AckExplicitPolicy {
 		errs = append(errs, fmt.Errorf("bus: worker: consumer %s: ack policy %s: want explicit", c.Consumer.Durable, c.Consumer.AckPolicy))
+	}
+	if c.ReplayHorizon < 0 {
+		errs = append(errs, fmt.Errorf("bus: worker: replay horizon %s: must not be negative (0: none)", c.ReplayHorizon))
 	}
 	if c.Concurrency < 0 || c.PullMax < 0 {
 		errs = append(errs, fmt.Errorf("bus: worker: concurrency %d, pull max %d: must not be negative", c.Concurrency, c.PullMax))
@@ -344,7 +365,7 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	deadline := time.Now().Add(w.cfg.StartTimeout)
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
-		cons, err := w.js.CreateOrUpdateConsumer(ctx, w.cfg.Stream, w.cfg.Consumer)
+		cons, err := w.createOrUpdate(ctx)
 		if err == nil {
 			return cons, nil
 		}
@@ -363,6 +384,97 @@ func (w *Worker) consumer(ctx context.Context) (jetstream.Consumer, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// createOrUpdate updates the consumer if it exists, keeping where it
+// starts (the server refuses to change that, and it is the consumer's
+// history), else creates it, leaving out what lies beyond ReplayHorizon.
+func (w *Worker) createOrUpdate(ctx context.Context) (jetstream.Consumer, error) {
+	cfg := w.cfg.Consumer
+	cur, err := w.js.Consumer(ctx, w.cfg.Stream, cfg.Durable)
+	if err == nil {
+		old := cur.CachedInfo().Config
+		cfg.DeliverPolicy, cfg.OptStartSeq, cfg.OptStartTime = old.DeliverPolicy, old.OptStartSeq, old.OptStartTime
+		return w.js.UpdateConsumer(ctx, w.cfg.Stream, cfg)
+	}
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, err
+	}
+	if w.cfg.ReplayHorizon <= 0 || cfg.DeliverPolicy != jetstream.DeliverAllPolicy {
+		return w.js.CreateConsumer(ctx, w.cfg.Stream, cfg)
+	}
+	s, err := w.js.Stream(ctx, w.cfg.Stream)
+	if err != nil {
+		return nil, err
+	}
+	horizon := w.cfg.Now().Add(-w.cfg.ReplayHorizon)
+	first, older, err := olderThan(ctx, s, filters(cfg), horizon)
+	if err != nil {
+		return nil, err
+	}
+	if older == 0 {
+		return w.js.CreateConsumer(ctx, w.cfg.Stream, cfg)
+	}
+	cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &horizon
+	cons, err := w.js.CreateConsumer(ctx, w.cfg.Stream, cfg)
+	if err != nil {
+		return nil, err // another instance created it meanwhile: the next try updates it
+	}
+	info := cons.CachedInfo()
+	// older counted every message on the filter; those from the start on
+	// are pending. A message published in between counts as pending only,
+	// so the count may fall short by what was published meanwhile.
+	skipped := older - min(older, info.NumPending)
+	w.log.Error("consumer was missing and is created anew without the messages stored before its replay horizon: they are not handed out again; "+
+		"those that were handled have their outcome in the events stream, any others must be sent again "+
+		"(to hand them out after all, create the consumer yourself to start where it should before starting agentwork; see docs/configuration.md, Retention)",
+		zap.Uint64("first_seq", first), zap.Uint64("last_seq", info.Delivered.Stream), zap.Uint64("messages", skipped),
+		zap.Time("horizon", horizon), zap.Duration("replay_horizon", w.cfg.ReplayHorizon))
+	return cons, nil
+}
+
+// filters returns the subjects cfg consumes.
+func filters(cfg jetstream.ConsumerConfig) []string {
+	switch {
+	case cfg.FilterSubject != "":
+		return []string{cfg.FilterSubject}
+	case len(cfg.FilterSubjects) > 0:
+		return cfg.FilterSubjects
+	}
+	return []string{">"}
+}
+
+// olderThan looks at the first message of s on the subjects: when one of
+// them was stored before horizon it returns the lowest such sequence and
+// the number of messages on the subjects (all of them, old or not); else
+// zeros.
+func olderThan(ctx context.Context, s jetstream.Stream, subjects []string, horizon time.Time) (first, count uint64, err error) {
+	for _, subj := range subjects {
+		m, err := s.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("bus: first message on %s: %w", subj, err)
+		}
+		if m.Time.Before(horizon) && (first == 0 || m.Sequence < first) {
+			first = m.Sequence
+		}
+	}
+	if first == 0 {
+		return 0, 0, nil
+	}
+	// Filters of one consumer do not overlap, so their counts add up.
+	for _, subj := range subjects {
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(subj))
+		if err != nil {
+			return 0, 0, fmt.Errorf("bus: messages on %s: %w", subj, err)
+		}
+		for _, n := range info.State.Subjects {
+			count += n
+		}
+	}
+	return first, count, nil
 }
 
 // flight is one Run's messages: those held (waiting for a slot or being

@@ -553,6 +553,7 @@ func TestWorkerConfigValidate(t *testing.T) {
 		{"no durable", func(c *bus.WorkerConfig) { c.Consumer.Durable = "" }, "durable"},
 		{"ack none", func(c *bus.WorkerConfig) { c.Consumer.AckPolicy = jetstream.AckNonePolicy }, "explicit"},
 		{"negative concurrency", func(c *bus.WorkerConfig) { c.Concurrency = -1 }, "negative"},
+		{"negative replay horizon", func(c *bus.WorkerConfig) { c.ReplayHorizon = -time.Second }, "replay horizon"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -106,6 +106,22 @@ func (c DispatcherConfig) withDefaults() DispatcherConfig {
 	return c
 }
 
+// RetryHorizon is the longest the delivery of a notification to one target
+// may take from its first attempt to its last, rounded up to a minute: the
+// backoff before each of the MaxAttempts-1 retries, and for each attempt
+// its SendTimeout and an AckWait (the wait before another instance takes
+// over the send of one that died). With the defaults, 41m. A delay a
+// connector names that is longer than the backoff stretches it.
+func (c DispatcherConfig) RetryHorizon() time.Duration {
+	c = c.withDefaults()
+	var h time.Duration
+	for a := 1; a < c.MaxAttempts; a++ {
+		h += c.Backoff[min(a, len(c.Backoff))-1]
+	}
+	h += time.Duration(c.MaxAttempts) * (c.SendTimeout + c.AckWait)
+	return (h + time.Minute - 1).Truncate(time.Minute)
+}
+
 // Validate checks c. Errors name the field under the delivery section.
 func (c DispatcherConfig) Validate() error {
 	var errs []error
@@ -228,8 +244,12 @@ func (d *Dispatcher) worker(name string, c Connector) (*bus.Worker, error) {
 			AckWait:       d.cfg.AckWait,
 			MaxAckPending: n * 4,
 		},
-		Concurrency:   n,
-		PullMax:       1,
+		Concurrency: n,
+		PullMax:     1,
+		// A sent claim lasts bus.SettledTTL: a consumer created anew (lost,
+		// deleted) must not send again the week of notifications the
+		// stream keeps.
+		ReplayHorizon: bus.ReplayHorizon,
 		ShutdownGrace: d.cfg.ShutdownGrace,
 		PanicDelay:    d.backoff(1),
 		DoubleAck:     true,
@@ -420,7 +440,9 @@ func (d *Dispatcher) settle(ctx context.Context, c *sendClaim, state string, rec
 	switch state {
 	case sendSent:
 		raw, _ := json.Marshal(next) // strings, a time and an int
-		_, err = d.bus.Locks.Put(ctx, c.key, raw)
+		// Kept while a redelivery of the notification can come (see
+		// bus.SettledTTL), not for the bucket's 7 days.
+		_, err = d.bus.PutExpiring(ctx, d.bus.Locks, c.key, raw, bus.SettledTTL)
 		return true, err
 	case sendRetry:
 		owned = true // unless the write conflicts with another take's
@@ -606,7 +628,7 @@ func (d *Dispatcher) fail(ctx context.Context, log *zap.Logger, name string, n N
 // delivered; the notification is then acked.
 func (d *Dispatcher) delivered(ctx context.Context, log *zap.Logger, name string, n Notification, attempt int, rec Receipt) bus.Verdict {
 	if n.DedupKey != "" {
-		_, _ = d.bus.Locks.Put(ctx, "delivered."+n.RunID, []byte(name))
+		_, _ = d.bus.PutExpiring(ctx, d.bus.Locks, "delivered."+n.RunID, []byte(name), d.cfg.RetryHorizon())
 	}
 	if n.Retry > 0 {
 		if err := d.dead.remove(ctx, n.ID); err != nil {
@@ -640,12 +662,20 @@ func safeSend(ctx context.Context, c Connector, n Notification) (rec Receipt, er
 // With several targets the key is released only when every one of them has
 // failed for good: each failing target records itself, then looks for the
 // others, so the last one to fail (or both, if they fail at once) releases.
+//
+// The markers (delivered.<run>, failed.<run>.<target>) last the retry
+// horizon (DispatcherConfig.RetryHorizon), not the bucket's 7 days: the
+// targets of one notification are queued together, so the last of them
+// ends within that of the first. A target whose queue lags the others by
+// more than that may find a marker gone: a failed one keeps the key held
+// until its dedup window ends, a delivered one lets the key go although a
+// target delivered the text.
 func (d *Dispatcher) releaseDedup(ctx context.Context, n Notification) {
 	if n.DedupKey == "" {
 		return
 	}
 	if len(n.Targets) > 1 {
-		_, _ = d.bus.Locks.Put(ctx, "failed."+n.RunID+"."+targetKey(n.Target), nil)
+		_, _ = d.bus.PutExpiring(ctx, d.bus.Locks, "failed."+n.RunID+"."+targetKey(n.Target), nil, d.cfg.RetryHorizon())
 		for _, t := range n.Targets {
 			if t == n.Target {
 				continue

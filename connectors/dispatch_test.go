@@ -370,6 +370,21 @@ func TestDispatcherDeliversDuplicateOnce(t *testing.T) {
 	if got := counts(t, b); got[connectors.OutcomeDelivered] != 2 {
 		t.Errorf("delivery events = %v, want two delivered", got)
 	}
+	// The sent claims are kept while a redelivery can come, not for the
+	// bucket's 7 days.
+	for _, id := range []string{n.ID, other.ID} {
+		s, err := b.JetStream().Stream(t.Context(), "KV_"+bus.BucketLocks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := s.GetLastMsgForSubject(t.Context(), "$KV."+bus.BucketLocks+".send."+id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := m.Header.Get("Nats-TTL"), bus.SettledTTL.String(); got != want {
+			t.Errorf("sent claim %s TTL = %q, want %q", id, got, want)
+		}
+	}
 }
 
 // TestDispatcherReleasesDedup: the runner holds a notification's text in
@@ -442,6 +457,17 @@ func TestDispatcherReleasesDedup(t *testing.T) {
 			case !tc.wantHeld && !errors.Is(err, jetstream.ErrKeyNotFound):
 				t.Fatalf("dedup key after %v: err = %v, want it released (ErrKeyNotFound)", tc.targets, err)
 			}
+			// The markers last the retry horizon (5m for fastRetries), not
+			// the bucket's 7 days.
+			markers := markerTTLs(t, b)
+			if _, ok := markers["delivered.run-1"]; !ok && slices.Contains(tc.targets, "good") {
+				t.Errorf("markers %v, want delivered.run-1", markers)
+			}
+			for key, ttl := range markers {
+				if ttl != "5m0s" {
+					t.Errorf("%s TTL = %q, want 5m0s (fastRetries' retry horizon)", key, ttl)
+				}
+			}
 			if !tc.wantHeld {
 				// Released means the next identical notification gets through
 				// the runner's atomic Create.
@@ -450,6 +476,49 @@ func TestDispatcherReleasesDedup(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// markerTTLs returns the Nats-TTL of each delivered.* and failed.* key in
+// agentwork_locks.
+func markerTTLs(t *testing.T, b *bus.Bus) map[string]string {
+	t.Helper()
+	s, err := b.JetStream().Stream(t.Context(), "KV_"+bus.BucketLocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, prefix := range []string{"delivered", "failed"} {
+		info, err := s.Info(t.Context(), jetstream.WithSubjectFilter("$KV."+bus.BucketLocks+"."+prefix+".>"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for subj := range info.State.Subjects {
+			m, err := s.GetLastMsgForSubject(t.Context(), subj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[strings.TrimPrefix(subj, "$KV."+bus.BucketLocks+".")] = m.Header.Get("Nats-TTL")
+		}
+	}
+	return out
+}
+
+func TestRetryHorizon(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cfg  connectors.DispatcherConfig
+		want time.Duration
+	}{
+		// 1s+5s+30s+2m+10m+10m+10m of backoff, 8 × (30s send + 30s ack wait).
+		{connectors.DispatcherConfig{}, 41 * time.Minute},
+		{connectors.DispatcherConfig{MaxAttempts: 1}, time.Minute},
+		{connectors.DispatcherConfig{MaxAttempts: 3, Backoff: []time.Duration{time.Minute}, SendTimeout: 10 * time.Second, AckWait: 5 * time.Second}, 3 * time.Minute},
+		{connectors.DispatcherConfig{MaxAttempts: 2, Backoff: []time.Duration{time.Hour, time.Second}}, time.Hour + 2*time.Minute},
+	} {
+		if got := tc.cfg.RetryHorizon(); got != tc.want {
+			t.Errorf("%+v.RetryHorizon() = %s, want %s", tc.cfg, got, tc.want)
+		}
 	}
 }
 

@@ -404,7 +404,9 @@ var errConflict = errors.New("webhook: idempotency key reused with another body"
 // created (atomically, across instances) before the publish with the
 // request id it will use, so a retry, concurrent or after a failed
 // publish, reuses that id and the Nats-Msg-Id makes JetStream store it once.
-// The record outlives the stream's 24h duplicate window (bucket TTL 7d).
+// The record outlives the stream's duplicate window (bus.RequestsDuplicates,
+// minutes): it lives for the bucket's TTL (bus.LocksTTL, 7 days), the
+// webhook's idempotency period.
 //
 // A key this handler generated (the caller sent none) is published without
 // a record, its request id taken from the key: a caller who retries with it
@@ -475,7 +477,8 @@ func (h *Handler) publish(ctx context.Context, task Task, opts agentwork.Publish
 		return true, nil
 	}); err != nil {
 		// Harmless within the stream's duplicate window (a retry publishes
-		// again and JetStream drops it); logged for the rare case beyond.
+		// again and JetStream drops it) and while the run claim lives (it
+		// acks the copy unrun); logged for the rare case beyond.
 		h.log.Debug("idempotency record not marked published", zap.String("request", rec.ID), zap.Error(err))
 	}
 	return Accepted{ID: rec.ID, Duplicate: seen || pub.Duplicate}, nil

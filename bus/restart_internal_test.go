@@ -1,0 +1,78 @@
+package bus
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestResetOnlyWhileClaimsLast: after a restart, a consumer with a message
+// in flight is reset to its ack floor (re-delivering what was acked above
+// it) only while the first message above the floor is younger than the
+// horizon within which the claims of those acked messages are sure to
+// exist; past it, the consumer is left alone and what was in flight comes
+// after its ack wait.
+func TestResetOnlyWhileClaimsLast(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	cfg := Config{DataDir: t.TempDir(), Listen: "off", ReadyTimeout: 20 * time.Second}
+	b, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := b.js.CreateOrUpdateConsumer(ctx, StreamRequests, jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := b.js.Publish(ctx, b.Subjects.Request("task", "x"), []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch, err := cons.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []jetstream.Msg
+	for m := range batch.Messages() {
+		got = append(got, m)
+	}
+	if len(got) != 2 {
+		t.Fatalf("fetched %d messages, want 2", len(got))
+	}
+	if err := got[1].DoubleAck(ctx); err != nil { // acked above the floor; the first stays in flight
+		t.Fatal(err)
+	}
+	b.Close()
+
+	pending := func(b *Bus) int {
+		t.Helper()
+		c, err := b.js.Consumer(ctx, StreamRequests, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		return info.NumAckPending
+	}
+	// The message in flight is older than the horizon: no reset.
+	old, err := Open(ctx, cfg, func(b *Bus) { b.resetHorizon = 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := pending(old); n != 1 {
+		t.Errorf("acks pending after a restart past the horizon = %d, want 1 (no reset)", n)
+	}
+	// Within the horizon: reset, nothing pending, both come again.
+	fresh, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := pending(fresh); n != 0 {
+		t.Errorf("acks pending after a restart within the horizon = %d, want 0 (reset to the ack floor)", n)
+	}
+}

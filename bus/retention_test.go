@@ -1,0 +1,156 @@
+package bus_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/bus/bustest"
+)
+
+// TestReopenUpdatesRetentionOfAnOlderStore: a data dir provisioned by an
+// earlier version (24 h duplicate windows, a locks bucket without per-key
+// TTLs) gets the current windows and per-key TTLs in place when opened,
+// keeping its keys.
+func TestReopenUpdatesRetentionOfAnOlderStore(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	cfg := bus.Config{DataDir: t.TempDir(), Listen: "off", ReadyTimeout: 20 * time.Second}
+	b, err := bus.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Lay the store out as the earlier version did.
+	js := b.JetStream()
+	if err := js.DeleteKeyValue(ctx, bus.BucketLocks); err != nil {
+		t.Fatal(err)
+	}
+	old, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.BucketLocks, Description: "leases and run claims", History: 1, TTL: 7 * 24 * time.Hour, Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Put(ctx, "run.kept", []byte(`{"state":"done"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range b.StreamConfigs() {
+		if sc.Name == bus.StreamTimers {
+			continue
+		}
+		sc.Duplicates = 24 * time.Hour
+		if _, err := js.UpdateStream(ctx, sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info := lockStream(ctx, t, b); info.Config.AllowMsgTTL {
+		t.Fatal("the old locks bucket allows per-key TTLs already; the test lays out nothing old")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err = bus.Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	js = b.JetStream()
+	info := lockStream(ctx, t, b)
+	if !info.Config.AllowMsgTTL || info.Config.SubjectDeleteMarkerTTL != bus.LocksMarkerTTL || info.Config.MaxAge != bus.LocksTTL {
+		t.Errorf("locks bucket after reopen: AllowMsgTTL %v, SubjectDeleteMarkerTTL %s, MaxAge %s; want true, %s, %s",
+			info.Config.AllowMsgTTL, info.Config.SubjectDeleteMarkerTTL, info.Config.MaxAge, bus.LocksMarkerTTL, bus.LocksTTL)
+	}
+	if _, err := b.Locks.Get(ctx, "run.kept"); err != nil {
+		t.Errorf("key of the old bucket after reopen: %v", err)
+	}
+	want := map[string]time.Duration{bus.StreamRequests: bus.RequestsDuplicates, bus.StreamDeliveries: bus.DeliveriesDuplicate, bus.StreamEvents: bus.EventsDuplicates}
+	for name, d := range want {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.CachedInfo().Config.Duplicates; got != d {
+			t.Errorf("%s duplicate window after reopen = %s, want %s", name, got, d)
+		}
+	}
+}
+
+func lockStream(ctx context.Context, t *testing.T, b *bus.Bus) *jetstream.StreamInfo {
+	t.Helper()
+	s, err := b.JetStream().Stream(ctx, "KV_"+bus.BucketLocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.CachedInfo()
+}
+
+// TestExpiringWritesGo: a key written by UpdateAtExpiring or PutExpiring
+// carries its TTL and is gone once it passes; a compare-and-set at a stale
+// revision is a conflict, as with UpdateAt.
+func TestExpiringWritesGo(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	b := bustest.New(t)
+	rev, err := b.Locks.Create(ctx, "run.a", []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type rec struct{ State string }
+	set := func(v *rec, found bool) (bool, error) { v.State = "done"; return true, nil }
+	if _, _, err := bus.UpdateAtExpiring(ctx, b, b.Locks, "run.a", rec{State: "done"}, rev, time.Second, set); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PutExpiring(ctx, b.Locks, "send.a", []byte(`{}`), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Locks.Create(ctx, "run.b", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Locks.Put(ctx, "run.b", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	// A stale revision: the write conflicts and fn decides again.
+	calls := 0
+	if _, _, err := bus.UpdateAtExpiring(ctx, b, b.Locks, "run.b", rec{}, 1, time.Second, func(v *rec, found bool) (bool, error) {
+		calls++
+		return false, nil
+	}); err != nil || calls != 1 {
+		t.Errorf("UpdateAtExpiring at a stale revision: err %v, fn called %d times; want nil, 1", err, calls)
+	}
+	s, err := b.JetStream().Stream(ctx, "KV_"+bus.BucketLocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"run.a", "send.a"} {
+		m, err := s.GetLastMsgForSubject(ctx, "$KV."+bus.BucketLocks+"."+key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Header.Get("Nats-TTL"); got != "1s" {
+			t.Errorf("%s Nats-TTL = %q, want 1s", key, got)
+		}
+	}
+	// Both go when their TTL passes (the server then leaves a marker).
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	w, err := b.Locks.Watch(wctx, "*.a", jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	for gone := map[string]bool{}; len(gone) < 2; {
+		select {
+		case e := <-w.Updates():
+			if e != nil && e.Operation() != jetstream.KeyValuePut {
+				gone[e.Key()] = true
+			}
+		case <-wctx.Done():
+			t.Fatalf("keys gone 10 s after their 1 s TTL: %v, want run.a and send.a", gone)
+		}
+	}
+	if _, err := b.Locks.Get(ctx, "run.b"); err != nil {
+		t.Errorf("a key written without a TTL: %v, want it kept", err)
+	}
+}
