@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -223,19 +222,19 @@ func (e *executor) call(ctx context.Context, a ExecArgs) (string, error) {
 
 func (e *executor) exec(ctx context.Context, argv []string) (string, error) {
 	if len(argv) == 0 || argv[0] == "" {
-		return "", refusal{errors.New("argv is empty: want the program and its arguments, e.g. [\"df\", \"-h\"]; nothing ran")}
+		return "", refusal(errors.New("argv is empty: want the program and its arguments, e.g. [\"df\", \"-h\"]; nothing ran"))
 	}
 	if !e.allowed(argv) {
 		var have []string
 		for _, pre := range e.cfg.Allow {
 			have = append(have, quoteArgv(pre))
 		}
-		return "", refusal{fmt.Errorf("%s is not allowed: an argv must start with one of %s (tools.exec.allow); nothing ran",
-			quoteArgv(argv), strings.Join(have, ", "))}
+		return "", refusal(fmt.Errorf("%s is not allowed: an argv must start with one of %s (tools.exec.allow); nothing ran",
+			quoteArgv(argv), strings.Join(have, ", ")))
 	}
 	for _, a := range argv {
 		if strings.ContainsRune(a, 0) {
-			return "", refusal{errors.New("an argument contains a NUL byte; nothing ran")}
+			return "", refusal(errors.New("an argument contains a NUL byte; nothing ran"))
 		}
 	}
 	prog, err := e.lookPath(argv[0])
@@ -249,10 +248,10 @@ func (e *executor) exec(ctx context.Context, argv []string) (string, error) {
 	text := res.text()
 	switch {
 	case res.timedOut:
-		return "", fmt.Errorf("%s did not finish within %s (tools.exec.timeout), so it was killed with every process it started; %s: %w",
-			quoteArgv(argv), e.cfg.Timeout, text, tools.ErrTimeout)
+		return "", timeout(fmt.Errorf("%s did not finish within %s (tools.exec.timeout), so it was killed with every process it started; %s",
+			quoteArgv(argv), e.cfg.Timeout, text))
 	case res.signal != "":
-		return "", fmt.Errorf("killed by %s; %s", res.signal, text)
+		return "", fmt.Errorf("killed by a signal (%s); %s", res.signal, text)
 	case res.code != 0:
 		return "", fmt.Errorf("exit code %d; %s", res.code, text)
 	}
@@ -275,7 +274,7 @@ func (e *executor) lookPath(name string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%s: no such program in PATH %s (tools.exec.path); nothing ran: %w", name, e.cfg.Path, fs.ErrNotExist)
+	return "", fmt.Errorf("%s: no such program in PATH %s (tools.exec.path); nothing ran", name, e.cfg.Path)
 }
 
 // result is how a command ended and what it wrote.

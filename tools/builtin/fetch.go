@@ -407,9 +407,10 @@ func (f *fetcher) fetch(ctx context.Context, a FetchArgs) (string, error) {
 	}
 	tctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	defer cancel()
-	timedOut := func(err error) error {
+	// timedOut is err, or a timeout when the call's time ran out.
+	timedOut := func(method string, u *url.URL, err error) error {
 		if err != nil && tctx.Err() != nil && ctx.Err() == nil {
-			return fmt.Errorf("no complete answer within %s (tools.http_fetch.timeout): %w", f.cfg.Timeout, tools.ErrTimeout)
+			return timeout(fmt.Errorf("%s %s: no complete answer within %s (tools.http_fetch.timeout)", method, u, f.cfg.Timeout))
 		}
 		return err
 	}
@@ -422,7 +423,7 @@ func (f *fetcher) fetch(ctx context.Context, a FetchArgs) (string, error) {
 				// The first request ran: the call is not refused.
 				return "", fmt.Errorf("redirected, but not followed: %w", err)
 			}
-			return "", refusal{fmt.Errorf("%w; nothing was fetched", err)}
+			return "", refusal(fmt.Errorf("%w; nothing was fetched", err))
 		}
 		resp, err := f.do(tctx, r, method, u, body, ctype)
 		if err != nil {
@@ -431,14 +432,14 @@ func (f *fetcher) fetch(ctx context.Context, a FetchArgs) (string, error) {
 				if hop > 0 {
 					return "", fmt.Errorf("redirected, but not followed: %w", err)
 				}
-				return "", refusal{fmt.Errorf("%w; nothing was sent", err)}
+				return "", refusal(fmt.Errorf("%w; nothing was sent", err))
 			}
-			return "", timedOut(fmt.Errorf("%s %s: %w", method, u, err))
+			return "", timedOut(method, u, fmt.Errorf("%s %s: %w", method, u, err))
 		}
 		loc := resp.Header.Get("Location")
 		if !isRedirect(resp.StatusCode) || loc == "" {
 			out, err := f.result(resp, method, u, hop)
-			return out, timedOut(err)
+			return out, timedOut(method, u, err)
 		}
 		_ = resp.Body.Close()
 		next, err := u.Parse(loc)
@@ -601,13 +602,21 @@ func plural(n int) string {
 	return "s"
 }
 
-// refusal is an error of a call that did nothing: it is tools.ErrRefused
-// (the call's outcome is refused), and reads as err alone.
-type refusal struct{ err error }
+// kinded is err, read as it is, that is also kind (errors.Is): the
+// model reads the why, without the sentinel's words, and the record gets
+// the outcome kind stands for.
+type kinded struct{ err, kind error }
 
-func (r refusal) Error() string        { return r.err.Error() }
-func (r refusal) Unwrap() error        { return r.err }
-func (r refusal) Is(target error) bool { return target == tools.ErrRefused }
+func (k kinded) Error() string        { return k.err.Error() }
+func (k kinded) Unwrap() error        { return k.err }
+func (k kinded) Is(target error) bool { return target == k.kind }
+
+// refusal is an error of a call that did nothing: its outcome is refused.
+func refusal(err error) error { return kinded{err, tools.ErrRefused} }
+
+// timeout is an error of a call that ran out of time: its outcome is
+// timeout.
+func timeout(err error) error { return kinded{err, tools.ErrTimeout} }
 
 // redacted is err with secrets cut out of its text; errors.Is still sees
 // through it (tools.ErrRefused, tools.ErrTimeout).
