@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +18,7 @@ import (
 	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/tools"
+	"github.com/agentwork/agentwork/tools/builtin"
 )
 
 // toolModel calls, in its first reply, the tools its prompt names ("echo
@@ -241,5 +245,78 @@ func TestToolService(t *testing.T) {
 	}
 	if _, err := c.Call(t.Context(), "fs__echo", []byte(`"text"`)); !errors.Is(err, agentwork.ErrToolRequest) {
 		t.Errorf("Call(arguments not an object) = %v, want ErrToolRequest", err)
+	}
+}
+
+// fetchModel calls http_fetch on url in its first reply, whatever it is
+// offered, and answers "done" once the result is back; it records the
+// tools each request name was offered.
+type fetchModel struct {
+	url     string
+	mu      sync.Mutex
+	offered map[string][]string
+}
+
+func (m *fetchModel) Complete(_ context.Context, req model.Request) (model.Reply, error) {
+	var names []string
+	for _, tl := range req.Tools {
+		names = append(names, tl.Name)
+	}
+	m.mu.Lock()
+	m.offered[req.Meta["name"]] = names
+	m.mu.Unlock()
+	if req.Messages[len(req.Messages)-1].Role != model.RoleUser {
+		return model.Reply{Text: "done"}, nil
+	}
+	return model.Reply{ToolCalls: []model.ToolCall{{ID: "f", Name: builtin.FetchName, Arguments: fmt.Sprintf(`{"url":%q}`, m.url)}}}, nil
+}
+
+// A built-in tool enters the scope like any other: a run whose scope
+// names http_fetch is offered it and fetches; a run whose scope does not
+// is not offered it, and its call is refused without a request.
+func TestRunBuiltinToolScope(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = io.WriteString(w, "backup ok")
+	}))
+	t.Cleanup(srv.Close)
+	fetch := must(builtin.Fetch(builtin.FetchConfig{Allow: []builtin.FetchRule{{Prefix: srv.URL + "/", AllowLoopback: true}}}))
+
+	b := bustest.New(t)
+	events := watchEvents(t, b)
+	m := &fetchModel{url: srv.URL + "/status", offered: map[string][]string{}}
+	r := agentwork.NewRunner(b, m, must(tools.NewRegistry(tools.Notify(), fetch)), testConfig())
+	r.Handle("task", agentwork.Policy{ToolsFor: func(_ context.Context, _, name string) ([]string, error) {
+		if name == "fetcher" {
+			return []string{"http_*"}, nil
+		}
+		return nil, nil // runner.tools: notify_user
+	}})
+	stop := runInBackground(t, "runner", r.Run)
+	publish(t, b, agentwork.Request{Source: "task", Name: "fetcher", Prompt: "is the backup ok?", Deliver: agentwork.DeliverReply})
+	publish(t, b, agentwork.Request{Source: "task", Name: "plain", Prompt: "is the backup ok?", Deliver: agentwork.DeliverReply})
+	evs := events.runEvents(2)
+	stop()
+
+	byName := map[string]agentwork.Result{}
+	for _, e := range evs {
+		byName[e.Run.Name] = e.Run
+	}
+	if got := strings.Join(m.offered["fetcher"], ","); got != "http_fetch" {
+		t.Errorf("fetcher was offered %s, want http_fetch", got)
+	}
+	if got := strings.Join(m.offered["plain"], ","); got != "notify_user" {
+		t.Errorf("plain was offered %s, want notify_user alone", got)
+	}
+	if c := byName["fetcher"].ToolCalls; len(c) != 1 || c[0].Outcome != tools.OutcomeOK || !strings.HasSuffix(c[0].Result, "backup ok") {
+		t.Errorf("fetcher's calls = %+v, want http_fetch ok with the body", c)
+	}
+	if c := byName["plain"].ToolCalls; len(c) != 1 || c[0].Outcome != tools.OutcomeRefused || !strings.Contains(c[0].Error, `"http_fetch" is not a tool of this run`) {
+		t.Errorf("plain's calls = %+v, want http_fetch refused as not a tool of the run", c)
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("the server got %d requests, want 1 (the fetcher's)", n)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/agentwork/agentwork/internal/yamlstrict"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/script"
+	"github.com/agentwork/agentwork/tools/builtin"
 	"github.com/agentwork/agentwork/tools/mcp"
 	"github.com/agentwork/agentwork/triggers/cron"
 	"github.com/agentwork/agentwork/triggers/heartbeat"
@@ -51,6 +52,8 @@ type File struct {
 	Webhook webhook.Config `yaml:"webhook" json:"webhook,omitempty"`
 	// Tasks: the settings of the tasks of a name (their tools), by name.
 	Tasks webhook.Tasks `yaml:"tasks" json:"tasks,omitempty"`
+	// Tools: the built-in tools (http_fetch, exec), each off unless set.
+	Tools builtin.Config `yaml:"tools" json:"tools,omitempty"`
 	// MCP: the Model Context Protocol servers whose tools runs may use.
 	MCP mcp.Config `yaml:"mcp" json:"mcp,omitempty"`
 	// HTTP: the API server.
@@ -136,6 +139,7 @@ func (f *File) Validate() error {
 	add(f.Cron.Validate())
 	add(f.Webhook.Validate())
 	add(f.Tasks.Validate())
+	add(f.Tools.Validate())
 	add(f.MCP.Validate())
 	add(f.HTTP.Validate())
 	add(f.validateTargets())
@@ -225,8 +229,11 @@ func Parse(name string, raw []byte, lookup func(string) (string, bool), types co
 }
 
 // resolvePaths makes the relative paths of the file relative to its
-// directory: the working directories of MCP servers.
+// directory: the working directories of MCP servers and of exec.
 func (f *File) resolvePaths() {
+	if e := f.Tools.Exec; e != nil && e.Cwd != "" {
+		e.Cwd = f.Resolve(e.Cwd)
+	}
 	for name, s := range f.MCP.Servers {
 		if s.Cwd != "" {
 			s.Cwd = f.Resolve(s.Cwd)

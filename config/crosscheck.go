@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/tools"
+	"github.com/agentwork/agentwork/tools/builtin"
 	"github.com/agentwork/agentwork/tools/mcp"
 )
 
@@ -67,31 +68,38 @@ func (f *File) validateWebhookSources() error {
 }
 
 // validateTools checks that every glob of every scope can match a tool:
-// notify_user, or a tool of a configured MCP server (<server>__<tool>). A
-// typo would otherwise leave the tool out of every run, silently. Which
-// tools a server has is known only once it runs: a glob that names a
-// server is taken to match some of them.
+// notify_user, a built-in tool the tools section turns on, or a tool of a
+// configured MCP server (<server>__<tool>). A typo would otherwise leave
+// the tool out of every run, silently. Which tools a server has is known
+// only once it runs: a glob that names a server is taken to match some of
+// them.
 func (f *File) validateTools() error {
 	servers := slices.Sorted(maps.Keys(f.MCP.Servers))
 	have := "mcp.servers has none"
 	if len(servers) > 0 {
 		have = "mcp.servers has " + strings.Join(servers, ", ")
 	}
+	on := f.Tools.Enabled()
 	var errs []error
 	check := func(field string, globs []string) {
 		for i, g := range globs {
-			if err := (tools.Scope{g}).Check(field); err != nil {
+			scope := tools.Scope{g}
+			if err := scope.Check(field); err != nil {
 				continue // the section's Validate says so
 			}
-			if (tools.Scope{g}).Allows(tools.NotifyName) {
+			if scope.Allows(tools.NotifyName) || slices.ContainsFunc(on, scope.Allows) {
 				continue
 			}
 			server, _, named := strings.Cut(g, mcp.Separator)
+			off := slices.DeleteFunc(slices.Clone(builtin.Names), func(n string) bool { return !scope.Allows(n) || slices.Contains(on, n) })
 			switch {
 			case !named && strings.Contains(g, "*") && len(servers) > 0:
 				// "fs*", "*_read_*": may match the names of a server's tools.
+			case !named && len(off) > 0:
+				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: the built-in %s is off (turn it on under tools.%s)", field, i, g, off[0], off[0]))
 			case !named:
-				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: want notify_user, or <server>__<tool> for a tool of an MCP server (%s)", field, i, g, have))
+				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: want notify_user, a built-in tool that is on (tools section: %s), or <server>__<tool> for a tool of an MCP server (%s)",
+					field, i, g, strings.Join(builtin.Names, ", "), have))
 			case !slices.ContainsFunc(servers, func(s string) bool { ok, _ := path.Match(server, s); return ok }):
 				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: no MCP server is called %q (%s)", field, i, g, server, have))
 			}

@@ -76,7 +76,7 @@ mcp:
 		{"no such server", "heartbeat:\n  tools: [fss__read]\nmcp:\n  servers:\n    fs: {command: npx}\n",
 			`heartbeat.tools[0]: "fss__read" matches no tool: no MCP server is called "fss" (mcp.servers has fs)`},
 		{"no servers", "runner:\n  tools: [fs__*]\n", `runner.tools[0]: "fs__*" matches no tool: no MCP server is called "fs" (mcp.servers has none)`},
-		{"no tool", "tasks:\n  report:\n    tools: [notfy_user]\n", `tasks.report.tools[0]: "notfy_user" matches no tool: want notify_user, or <server>__<tool>`},
+		{"no tool", "tasks:\n  report:\n    tools: [notfy_user]\n", `tasks.report.tools[0]: "notfy_user" matches no tool: want notify_user, a built-in tool that is on (tools section: http_fetch, exec), or <server>__<tool>`},
 		{"job", "cron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, tools: ['gh__*']}\n", `cron.jobs[0].tools[0]: "gh__*" matches no tool`},
 		{"bad glob", "runner:\n  tools: ['fs__[x']\n", `runner.tools[0]: "fs__[x" is not a well-formed glob`},
 		{"max calls", "runner:\n  max_tool_calls: 5000\n", "runner.max_tool_calls: 5000: want 1-1000"},
@@ -103,5 +103,70 @@ mcp:
 		if err != nil {
 			t.Errorf("Validate(%q) = %v, want nil", ok, err)
 		}
+	}
+}
+
+// The tools section: the built-ins it turns on may be named in scopes,
+// one it does not is a config error, exec's cwd is relative to the file,
+// and errors name the field.
+func TestBuiltinToolsConfig(t *testing.T) {
+	t.Parallel()
+	const good = `
+runner:
+  tools: [http_fetch]
+heartbeat:
+  tools: [exec, "http_*"]
+tools:
+  http_fetch:
+    allow:
+      - prefix: https://api.github.com/repos/acme/
+        headers: {Authorization: "Bearer ${GITHUB_TOKEN}"}
+      - prefix: http://127.0.0.1:9100/metrics
+        allow_loopback: true
+    max_redirects: 0
+  exec:
+    allow:
+      - [df, -h]
+      - [systemctl, status]
+    cwd: scripts
+`
+	dir := t.TempDir()
+	f, err := config.Parse(filepath.Join(dir, "agentwork.yaml"), []byte(good), env(map[string]string{"GITHUB_TOKEN": "ghp_0123456789abcdef"}), types)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Validate(); err != nil {
+		t.Fatalf("Validate = %v", err)
+	}
+	if got, want := f.Tools.Exec.Cwd, filepath.Join(dir, "scripts"); got != want {
+		t.Errorf("tools.exec.cwd = %q, want %q (relative to the config file)", got, want)
+	}
+	if n := f.Tools.HTTPFetch.MaxRedirects; n == nil || *n != 0 {
+		t.Errorf("tools.http_fetch.max_redirects = %v, want 0 kept apart from unset", n)
+	}
+	if got := f.Secrets(); !slices.Equal(got, []string{"ghp_0123456789abcdef"}) {
+		t.Errorf("Secrets() = %v, want the header's token", got)
+	}
+
+	for _, tt := range []struct {
+		name, yaml, want string
+	}{
+		{"off", "runner:\n  tools: [exec]\n", `runner.tools[0]: "exec" matches no tool: the built-in exec is off (turn it on under tools.exec)`},
+		{"off glob", "heartbeat:\n  tools: ['http_*']\ntools:\n  exec: {allow: [[df]]}\n", `heartbeat.tools[0]: "http_*" matches no tool: the built-in http_fetch is off`},
+		{"prefix", "tools:\n  http_fetch:\n    allow:\n      - prefix: http://169.254.169.254/\n",
+			"tools.http_fetch.allow[0].prefix: 169.254.169.254 is the cloud metadata service's address; set allow_private: true on this entry"},
+		{"no allow", "tools:\n  exec: {}\n", "tools.exec.allow: required"},
+		{"shell", "tools:\n  exec:\n    allow: [[sh, -c]]\n", `tools.exec.allow[0]: ["sh","-c"] runs any command`},
+	} {
+		f, err := config.Parse("agentwork.yaml", []byte(tt.yaml), env(nil), types)
+		if err != nil {
+			t.Fatalf("%s: Parse = %v", tt.name, err)
+		}
+		if err := f.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Validate = %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	if _, err := config.Parse("agentwork.yaml", []byte("tools:\n  exec:\n    alow: [[df]]\n"), env(nil), types); err == nil || !strings.Contains(err.Error(), `agentwork.yaml:3: unknown key "tools.exec.alow"`) {
+		t.Errorf("Parse(tools.exec.alow) = %v, want the unknown key and its line", err)
 	}
 }

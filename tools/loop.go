@@ -64,10 +64,17 @@ const (
 	// OutcomeTimeout: the tool did not answer in time (ErrTimeout).
 	OutcomeTimeout = "timeout"
 	// OutcomeRefused: nothing ran: the name is not a tool of the run (unknown,
-	// or outside its scope), the arguments are not a JSON object, or the
-	// run has made its Limits.MaxCalls calls.
+	// or outside its scope), the arguments are not a JSON object, the
+	// run has made its Limits.MaxCalls calls, or the tool refused the
+	// call before doing anything (ErrRefused).
 	OutcomeRefused = "refused"
 )
+
+// ErrRefused is the kind of a handler error that means the tool did
+// nothing: the call asked for what the tool's own limits forbid, such as
+// a command outside exec's allow-list or a URL outside http_fetch's
+// (errors.Is). Such a call's outcome is OutcomeRefused.
+var ErrRefused = errors.New("tools: call refused")
 
 // ErrTimeout is the kind of a handler error that means the tool did not
 // answer within its time limit (errors.Is); such a call's outcome is
@@ -203,6 +210,8 @@ func (r *Registry) Call(ctx context.Context, id, name, args string) (c Call) {
 	switch {
 	case err == nil:
 		c.Result, c.Outcome = out, OutcomeOK
+	case errors.Is(err, ErrRefused):
+		c.Error, c.Outcome = err.Error(), OutcomeRefused
 	case errors.Is(err, ErrTimeout), errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		c.Error, c.Outcome = err.Error(), OutcomeTimeout
 	default:

@@ -83,6 +83,8 @@ func newCounted(t *testing.T) *counted {
 			return "", errors.New("echo refuses boom")
 		case "slow":
 			return "", fmt.Errorf("no answer within 1s: %w", tools.ErrTimeout)
+		case "secret":
+			return "", fmt.Errorf("echo does not say secret: %w", tools.ErrRefused)
 		}
 		return a.Text, nil
 	})
@@ -191,7 +193,8 @@ func TestLoopRecordsEveryCall(t *testing.T) {
 		echoCall("a", "hello"),
 		echoCall("b", "boom"),
 		echoCall("c", "slow"),
-		model.ToolCall{ID: "d", Name: "echo", Arguments: `[1]`},
+		echoCall("d", "secret"),
+		model.ToolCall{ID: "e", Name: "echo", Arguments: `[1]`},
 	)}}
 	res, err := tools.Loop(t.Context(), p, c.all, model.Request{}, tools.Limits{})
 	if err != nil {
@@ -204,7 +207,8 @@ func TestLoopRecordsEveryCall(t *testing.T) {
 		{tools.OutcomeOK, len("hello")},
 		{tools.OutcomeError, len("echo refuses boom")},
 		{tools.OutcomeTimeout, len("no answer within 1s: tools: call timed out")},
-		{tools.OutcomeRefused, len(res.Calls[3].Error)},
+		{tools.OutcomeRefused, len("echo does not say secret: tools: call refused")},
+		{tools.OutcomeRefused, len(res.Calls[4].Error)},
 	}
 	for i, w := range want {
 		got := res.Calls[i]
@@ -212,8 +216,8 @@ func TestLoopRecordsEveryCall(t *testing.T) {
 			t.Errorf("call %d = %+v, want outcome %s, result_bytes %d, arguments_bytes %d", i, got, w.outcome, w.resultBytes, len(got.Arguments))
 		}
 	}
-	if n := c.echo.Load(); n != 3 {
-		t.Errorf("echo ran %d times, want 3 (arguments that are not an object run nothing)", n)
+	if n := c.echo.Load(); n != 4 {
+		t.Errorf("echo ran %d times, want 4 (arguments that are not an object run nothing)", n)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/agentwork/agentwork/model/openai"
 	"github.com/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/tools"
+	"github.com/agentwork/agentwork/tools/builtin"
 	"github.com/agentwork/agentwork/tools/mcp"
 	"github.com/agentwork/agentwork/triggers"
 	"github.com/agentwork/agentwork/triggers/cron"
@@ -71,9 +72,18 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	if err != nil {
 		return nil, err
 	}
-	reg, err := tools.NewRegistry(tools.Notify())
+	// The built-in tools the tools section turns on, beside notify_user;
+	// each run is offered those its scope names.
+	builtins, err := builtin.New(f.Tools)
 	if err != nil {
 		return nil, err
+	}
+	reg, err := tools.NewRegistry(append([]tools.Spec{tools.Notify()}, builtins...)...)
+	if err != nil {
+		return nil, err
+	}
+	if on := f.Tools.Enabled(); len(on) > 0 {
+		log.Info("built-in tools on", zap.Strings("tools", on))
 	}
 	// The MCP servers' tools are looked up by every run, so a server that
 	// comes up late or changes its tools needs no rewiring.

@@ -3,11 +3,11 @@ package webhook
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"net/url"
 	"strings"
 
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/internal/netguard"
 	"github.com/agentwork/agentwork/internal/stdwebhook"
 )
 
@@ -123,17 +123,23 @@ func validHeaderName(s string) bool {
 	return true
 }
 
+// ErrBlocked is the error of a connection the connector refused to make:
+// to an address allow_private would allow. It is permanent.
+var ErrBlocked = netguard.ErrBlocked
+
+// guard is what the connector may connect to without allow_private:
+// public addresses and loopback. With allow_private it connects anywhere.
+var guard = netguard.Policy{AllowLoopback: true}
+
+// allowHint ends the error of a refused address.
+const allowHint = "; set allow_private: true to send there"
+
 // checkHost refuses a host by name or literal address before any lookup:
-// the cloud metadata names, and addresses Blocked refuses. A name is
+// the cloud metadata names, and addresses guard refuses. A name is
 // checked again at connect time, address by address.
 func checkHost(host string) error {
-	name := strings.TrimSuffix(strings.ToLower(host), ".")
-	switch name {
-	case "metadata.google.internal", "metadata.goog", "metadata":
-		return fmt.Errorf("%s is a cloud metadata service; set allow_private: true if you mean it", name)
-	}
-	if ip, err := netip.ParseAddr(name); err == nil {
-		return Blocked(ip)
+	if err := guard.CheckHost(host); err != nil {
+		return fmt.Errorf("%w%s", err, allowHint)
 	}
 	return nil
 }

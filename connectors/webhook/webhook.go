@@ -26,8 +26,9 @@
 //
 // The connector refuses to connect to link-local, private and cloud
 // metadata addresses unless allow_private is set, checking each address
-// when it connects (see Blocked); it follows no redirects and uses no
-// HTTP proxy from the environment (the proxy would connect instead).
+// when it connects (internal/netguard, which http_fetch uses too); it
+// follows no redirects and uses no HTTP proxy from the environment (the
+// proxy would connect instead).
 package webhook
 
 import (
@@ -144,7 +145,7 @@ func New(name string, opts Options) (*Connector, error) {
 	}
 	c.dialer = &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	if !opts.AllowPrivate {
-		c.dialer.Control = control
+		c.dialer.Control = guard.Control
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.Proxy = nil
@@ -271,7 +272,7 @@ func (c *Connector) transportError(err error) error {
 		if errors.As(err, &op) && op.Err != nil {
 			err = op.Err
 		}
-		return connectors.Permanent(fmt.Errorf("webhook: POST %s: %w", c.shown, err))
+		return connectors.Permanent(fmt.Errorf("webhook: POST %s: %w%s", c.shown, err, allowHint))
 	}
 	return fmt.Errorf("webhook: POST %s: %w", c.shown, err)
 }
