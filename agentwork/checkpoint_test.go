@@ -460,3 +460,43 @@ func TestConversationCutToFitTheClaim(t *testing.T) {
 		}
 	})
 }
+
+// A run whose claim another instance took over (this one looked dead)
+// cannot checkpoint its next step: it makes no call and emits nothing,
+// even at its last attempt, and leaves the run to the other instance.
+func TestRunTakenOverMakesNoFurtherCall(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watchEvents(t, b)
+	side := newSideTools(t)
+	id, runID := bus.NewID(), bus.NewID()
+	// A takeover at the last attempt (testConfig: 3).
+	putClaim(t, b, id, claimRecord{State: "running", RunID: runID, Owner: "gone", Expires: time.Now().Add(-time.Second), Attempts: 2})
+	m := &converse{replies: []func(context.Context, model.Request) (model.Reply, error){
+		func(ctx context.Context, _ model.Request) (model.Reply, error) {
+			// Meanwhile another instance took the run over and finished it.
+			raw, _ := json.Marshal(map[string]any{"state": "done", "run_id": runID, "owner": "other", "token": "other", "attempts": 4, "outcome": "done"})
+			if _, err := b.Locks.Put(ctx, "run."+id, raw); err != nil {
+				t.Error(err)
+			}
+			return model.Reply{ToolCalls: []model.ToolCall{{ID: "a", Name: "append", Arguments: `{"line":"x"}`}}}, nil
+		},
+	}}
+	r := agentwork.NewRunner(b, m, side.reg, testConfig())
+	r.Handle("task", taskPolicy()["task"])
+	stop := runInBackground(t, "Runner", r.Run)
+	if _, err := agentwork.Publish(t.Context(), b, agentwork.Request{Source: "task", Name: "log", Prompt: "append x"}, agentwork.PublishOptions{EventID: id}); err != nil {
+		t.Fatal(err)
+	}
+	waitRequestsSettled(t, b)
+	stop()
+	if evs := runOnly(events.final()); len(evs) != 0 {
+		t.Errorf("%d run events, want none from the instance that lost the run:\n%s", len(evs), dump(evs))
+	}
+	if n := side.appends.Load(); n != 0 {
+		t.Errorf("append ran %d times, want 0", n)
+	}
+	if n := len(m.requests()); n != 1 {
+		t.Errorf("model calls = %d, want 1", n)
+	}
+}

@@ -382,6 +382,11 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, run *Run, pol Pol
 		case errors.As(err, &big):
 			r.failWithAlert(ctx, run, pol, model.ClassPermanent, big)
 			return bus.Done()
+		case errors.Is(err, errCheckpoint) && held.lost():
+			// Another instance took the run over while this one looked
+			// dead: it goes on from the last checkpoint; leave it the run.
+			log.Warn("run taken over by another instance; leaving it the run", zap.Error(err))
+			return bus.Defer(r.cfg.Backoff[0])
 		case errors.Is(err, errCheckpoint):
 			return r.gateFailed(ctx, log, run, pol, err)
 		}
