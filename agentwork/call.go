@@ -16,10 +16,11 @@ import (
 	"github.com/agentwork/agentwork/tools"
 )
 
-// callModel runs the tool loop with the tools of ts. The worker signals
-// progress on the request meanwhile, so a slow model does not get it
-// redelivered.
-func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, ts Toolset, timeout time.Duration) (Output, error) {
+// callModel runs the tool loop with the tools of ts, from the start or
+// from a State an earlier try of the run kept, keeping its State in j. The
+// worker signals progress on the request meanwhile, so a slow model does
+// not get it redelivered.
+func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, ts Toolset, timeout time.Duration, from *tools.State, j tools.Journal) (Output, error) {
 	mctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -43,7 +44,11 @@ func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, ts Toolset
 	}
 	// notify_user answers the model with what this run will do with it.
 	tctx := tools.WithDelivery(mctx, &tools.Delivery{Mode: r.delivers(run, pol)})
-	res, err := tools.Loop(tctx, r.provider, ts.reg, req, tools.Limits{MaxSteps: steps, MaxCalls: r.cfg.MaxToolCalls})
+	opts := []tools.LoopOption{tools.WithJournal(j)}
+	if from != nil {
+		opts = append(opts, tools.From(*from))
+	}
+	res, err := tools.Loop(tctx, r.provider, ts.reg, req, tools.Limits{MaxSteps: steps, MaxCalls: r.cfg.MaxToolCalls}, opts...)
 	// The run's own deadline, not one inside the provider (model.timeout
 	// per call): only then is the whole run too long.
 	if err != nil && errors.Is(mctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/tools"
 )
 
 // Claim states.
@@ -34,20 +35,26 @@ type claim struct {
 	bus.Lease
 	Attempts int    `json:"attempts"`
 	Outcome  string `json:"outcome,omitempty"`
-	// Checkpoint, once set, is what the run decided: a retry of the request
-	// re-queues its notification and emits its event, and never calls the
-	// model again (which could answer differently).
+	// Checkpoint, once set, is how far the run got: its conversation
+	// with the model so far, from which a retry or a takeover goes on, or
+	// what it decided, which a retry re-queues and emits without calling
+	// the model again (which could answer differently).
 	Checkpoint *checkpoint `json:"checkpoint,omitempty"`
 	rev        uint64
 }
 
-// checkpoint is a run's decided outcome, kept in its claim.
+// checkpoint is how far a run got, kept in its claim: its conversation
+// while the model and its tools work, then its decided outcome.
 type checkpoint struct {
-	// Result is the run's event data.
-	Result *Result `json:"result"`
+	// Result is the run's event data, once decided (nil: not yet).
+	Result *Result `json:"result,omitempty"`
 	// Notice is the notification to queue (nil: none), to Targets.
 	Notice  *Notice  `json:"notice,omitempty"`
 	Targets []string `json:"targets,omitempty"`
+	// Conversation is the run's tool loop so far (see packState), kept
+	// from its first call of a tool other than notify_user on, until
+	// Result replaces it.
+	Conversation *tools.State `json:"conversation,omitempty"`
 }
 
 func claimKey(requestID string) string { return "run." + requestID }
@@ -108,6 +115,16 @@ func (r *Runner) settleClaim(ctx context.Context, requestID string, c claim, sta
 	c.State, c.Outcome = state, outcome
 	if state != claimRunning {
 		c.Expires = time.Time{}
+	}
+	if cp := c.Checkpoint; state == claimDone && cp != nil && cp.Conversation != nil {
+		// A done claim only acks redeliveries, for days: it keeps what the
+		// run decided, not its conversation (up to MaxConversation).
+		done := *cp
+		done.Conversation = nil
+		c.Checkpoint = &done
+		if done.Result == nil && done.Notice == nil {
+			c.Checkpoint = nil
+		}
 	}
 	if state == claimRunning && c.rev == 0 {
 		return nil

@@ -38,6 +38,8 @@ type Runner struct {
 	log      *zap.Logger
 	now      func() time.Time
 
+	maxConversation int // bytes of conversation a claim keeps; 0: see conversationMax
+
 	mu       sync.RWMutex
 	policies map[string]Policy
 	targets  []string // all connector names, for validation and the default
@@ -215,10 +217,12 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) (v bus.Verdict) {
 	run.Targets = r.targetsFor(req, pol)
 	run.Overlap = pol.Overlap.Mode
 	held := r.holdClaim(ctx, req.ID, cr.claim, lease)
-	if run.Attempt > r.cfg.MaxAttempts && cr.claim.Checkpoint == nil {
-		// Only takeovers get here (a run with a checkpoint only re-queues and
-		// emits what it decided, which calls no model: it may go on): the request's runs kept dying with their
-		// instance. Stop, say so, and do not take the next instance down.
+	if cp := cr.claim.Checkpoint; run.Attempt > r.cfg.MaxAttempts && (cp == nil || cp.Result == nil) {
+		// Only takeovers get here (a run that decided its outcome only
+		// re-queues and emits it, which calls no model: it may go on; one
+		// that goes on from its conversation calls the model and tools
+		// again): the request's runs kept dying with their instance. Stop,
+		// say so, and do not take the next instance down.
 		out := r.failWithAlert(ctx, run, pol, model.ClassPermanent,
 			fmt.Errorf("the run was interrupted %d times (its instance stopped or crashed each time); giving up", run.Attempt-1))
 		if run.emitErr != nil {
@@ -355,17 +359,39 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, run *Run, pol Pol
 	}
 
 	// 2. Model and tools, with progress signals so JetStream does not
-	// redeliver: the tools in the run's scope, as they are now.
+	// redeliver: the tools in the run's scope, as they are now. The tool
+	// loop keeps its conversation in the claim as it goes (see
+	// claimJournal), and a run that has one goes on from it: no tool call
+	// that finished is made again, no reply the model gave asked again.
 	ts, err := r.toolset(ctx, run, pol)
 	if err != nil {
 		return r.gateFailed(ctx, log, run, pol, err)
 	}
-	out, err := r.callModel(ctx, run, pol, ts, timeout)
+	var from *tools.State
+	if cp := held.checkpoint(); cp != nil && cp.Conversation != nil {
+		s := unpackState(cp.Conversation)
+		from = &s
+		log.Info("going on from the run's checkpoint", zap.String("run", run.ID), zap.Int("steps", s.Steps), zap.Int("tool_calls", len(s.Calls)))
+	}
+	out, err := r.callModel(ctx, run, pol, ts, timeout, from, claimJournal{r: r, held: held, requestID: run.Request.ID, lease: lease})
 	run.Output = &out // also on error: the tokens spent are reported
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("run interrupted by shutdown; putting the request back")
 			return bus.Defer(0)
+		}
+		var big *tooLargeError
+		switch {
+		case errors.As(err, &big):
+			r.failWithAlert(ctx, run, pol, model.ClassPermanent, big)
+			return bus.Done()
+		case errors.Is(err, errCheckpoint) && held.lost():
+			// Another instance took the run over while this one looked
+			// dead: it goes on from the last checkpoint; leave it the run.
+			log.Warn("run taken over by another instance; leaving it the run", zap.Error(err))
+			return bus.Defer(r.cfg.Backoff[0])
+		case errors.Is(err, errCheckpoint):
+			return r.gateFailed(ctx, log, run, pol, err)
 		}
 		class := model.Classify(err)
 		if errors.Is(err, tools.ErrMaxSteps) {

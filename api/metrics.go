@@ -137,8 +137,8 @@ func (m *metrics) count(rest string, data []byte) {
 	for _, c := range facts.ToolCalls {
 		tool := m.toolLabel(c.Name)
 		m.toolCalls[[2]string{tool, c.Outcome}]++
-		if c.Outcome == tools.OutcomeRefused {
-			continue // nothing ran
+		if c.Outcome == tools.OutcomeRefused || c.Outcome == tools.OutcomeInterrupted {
+			continue // nothing ran, or how long it ran is not known
 		}
 		h := m.toolTimes[tool]
 		if h == nil {

@@ -182,6 +182,8 @@ func TestToolMetrics(t *testing.T) {
 		{Source: "task", Name: "t", Outcome: bus.OutcomeError, Class: "permanent", ToolCalls: []tools.Call{
 			call("rm_rf", tools.OutcomeRefused, 0), call("fs__read_text_file", tools.OutcomeError, 1),
 		}},
+		// A call cut short by a crash, not made again when the run went on.
+		{Source: "task", Name: "t", Outcome: bus.OutcomeDone, ToolCalls: []tools.Call{call("fs__write_file", tools.OutcomeInterrupted, 0)}},
 	} {
 		emitResult(t, f.b, res)
 	}
@@ -191,6 +193,7 @@ func TestToolMetrics(t *testing.T) {
 		`agentwork_tool_calls_total{tool="fs__read_text_file",outcome="error"} 1`,
 		`agentwork_tool_calls_total{tool="notify_user",outcome="ok"} 1`,
 		`agentwork_tool_calls_total{tool="rm_rf",outcome="refused"} 1`,
+		`agentwork_tool_calls_total{tool="fs__write_file",outcome="interrupted"} 1`,
 		"# TYPE agentwork_tool_call_duration_seconds histogram",
 		`agentwork_tool_call_duration_seconds_bucket{tool="fs__read_text_file",le="0.005"} 2`,
 		`agentwork_tool_call_duration_seconds_bucket{tool="fs__read_text_file",le="0.05"} 3`,
@@ -203,5 +206,8 @@ func TestToolMetrics(t *testing.T) {
 	checkExposition(t, body)
 	if strings.Contains(body, `agentwork_tool_call_duration_seconds_count{tool="rm_rf"}`) {
 		t.Error("a refused call, which ran nothing, is in the duration histogram")
+	}
+	if strings.Contains(body, `agentwork_tool_call_duration_seconds_count{tool="fs__write_file"}`) {
+		t.Error("an interrupted call, whose duration is unknown, is in the duration histogram")
 	}
 }

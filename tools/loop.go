@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -68,6 +69,11 @@ const (
 	// run has made its Limits.MaxCalls calls, or the tool refused the
 	// call before doing anything (ErrRefused).
 	OutcomeRefused = "refused"
+	// OutcomeInterrupted: the call was running when its run was cut short
+	// (the process killed), so whether it took effect is unknown; the Loop
+	// that went on from the run's State did not make it again (its tool is
+	// not Idempotent) and told the model so. Its duration is unknown (0).
+	OutcomeInterrupted = "interrupted"
 )
 
 // ErrRefused is the kind of a handler error that means the tool did
@@ -91,6 +97,54 @@ type Limits struct {
 	MaxCalls int
 }
 
+// State is how far a Loop has got: what it gives its Journal to keep, and
+// what a Loop started From it goes on from.
+type State struct {
+	// Messages is the conversation: the request's messages, then every
+	// reply, each followed by a tool result for each of its calls that
+	// ran. Calls of the last reply that no result answers yet did not run,
+	// except maybe the first of them that is not notify_user: it may have
+	// been running when the Loop was cut short (see Loop).
+	Messages []model.Message `json:"messages"`
+	// Calls are the calls that have a result in Messages, in order.
+	Calls []Call `json:"calls,omitempty"`
+	// Usage sums the model calls so far; Model is the last one named.
+	Usage model.Usage `json:"usage"`
+	Model string      `json:"model,omitempty"`
+	// StopReason and Truncated are those of the last reply.
+	StopReason string `json:"stop_reason,omitempty"`
+	Truncated  bool   `json:"truncated,omitempty"`
+	// Steps counts the model calls made.
+	Steps int `json:"steps"`
+	// Counted counts the calls Limits.MaxCalls bounds.
+	Counted int `json:"counted,omitempty"`
+}
+
+// Journal keeps a Loop's State as it goes, so that a Loop cut short (its
+// process killed) can go on from the last one it kept (From) without
+// running a call that finished again or asking the model again for a
+// reply it gave. Save stores s before the Loop goes on, and must not
+// change s or keep it past the call; an error ends the Loop with it.
+type Journal interface {
+	Save(ctx context.Context, s State) error
+}
+
+// LoopOption configures one Loop.
+type LoopOption func(*loopOptions)
+
+type loopOptions struct {
+	journal Journal
+	from    *State
+}
+
+// WithJournal makes the Loop save its State in j (see Loop for when).
+func WithJournal(j Journal) LoopOption { return func(o *loopOptions) { o.journal = j } }
+
+// From makes the Loop go on from s, a State an earlier Loop of the same
+// request saved in its Journal, instead of starting from the request's
+// messages (see Loop).
+func From(s State) LoopOption { return func(o *loopOptions) { o.from = &s } }
+
 // Loop calls p with req, runs every tool call in each reply through reg and
 // feeds the results back, until a reply has no tool calls or
 // lim.MaxSteps model calls were made (ErrMaxSteps; the result so far is
@@ -98,66 +152,199 @@ type Limits struct {
 // should describe the same: a call to a name reg does not have runs
 // nothing. Every failed call (a name reg does not have, arguments that are
 // not a JSON object, a call past lim.MaxCalls, a handler error) goes back
-// to the model as a tool result marked as an error; only provider errors
-// and ctx end the loop early.
-func Loop(ctx context.Context, p model.Provider, reg *Registry, req model.Request, lim Limits) (Result, error) {
+// to the model as a tool result marked as an error; only provider errors,
+// a Journal's errors and ctx end the loop early. Calls run one after
+// another; a call cut short by ctx gets no result in the State.
+//
+// With a Journal (WithJournal), the Loop saves its State from the first
+// reply that asks for a tool other than notify_user on (notify_user has
+// no side effect: a run that calls nothing else writes nothing): after
+// every reply, before its calls run, and after every call of a tool other
+// than notify_user, before the next call or model call.
+//
+// From a State (From), the Loop asks the model nothing it answered
+// already: a State that ends with a reply without calls is the result as
+// it is. The calls of the last reply that have no result run now, but the
+// one that may have been running when the earlier Loop stopped (the first
+// that is not notify_user) runs again only if its tool is Idempotent;
+// otherwise it runs nothing, and its result tells the model that its
+// outcome is unknown (OutcomeInterrupted). The notify_user messages the
+// State holds count towards MaxNotify.
+func Loop(ctx context.Context, p model.Provider, reg *Registry, req model.Request, lim Limits, opts ...LoopOption) (Result, error) {
+	var o loopOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	maxSteps := lim.MaxSteps
 	if maxSteps <= 0 {
 		maxSteps = 8
 	}
-	var res Result
-	calls := 0 // of tools other than notify_user
-	msgs := append([]model.Message(nil), req.Messages...)
-	for res.Steps < maxSteps {
-		req.Messages = msgs
+	l := &loop{reg: reg, lim: lim, journal: o.journal}
+	if o.from != nil {
+		l.st = *o.from
+		l.st.Messages = slices.Clone(l.st.Messages)
+		l.st.Calls = slices.Clone(l.st.Calls)
+		l.saving = true
+		restoreDelivery(ctx, l.st.Calls)
+		if done, err := l.resume(ctx); done || err != nil {
+			return l.result(), err
+		}
+	} else {
+		l.st.Messages = slices.Clone(req.Messages)
+	}
+	for l.st.Steps < maxSteps {
+		req.Messages = l.st.Messages
 		reply, err := p.Complete(ctx, req)
-		res.Steps++
+		l.st.Steps++
 		if err != nil {
-			res.Messages = msgs
-			return res, err
+			return l.result(), err
 		}
-		res.Usage = res.Usage.Add(reply.Usage)
+		l.st.Usage = l.st.Usage.Add(reply.Usage)
 		if reply.Model != "" {
-			res.Model = reply.Model
+			l.st.Model = reply.Model
 		}
-		res.Text, res.StopReason, res.Truncated = reply.Text, reply.StopReason, reply.Truncated
+		l.st.StopReason, l.st.Truncated = reply.StopReason, reply.Truncated
 		// Give every call an id before it enters the history: the tool result
 		// must answer the same id the assistant turn carries.
 		for i := range reply.ToolCalls {
 			if reply.ToolCalls[i].ID == "" {
-				reply.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", res.Steps, i)
+				reply.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", l.st.Steps, i)
 			}
 		}
-		msgs = append(msgs, model.Message{Role: model.RoleAssistant, Content: reply.Text, ToolCalls: reply.ToolCalls})
+		l.st.Messages = append(l.st.Messages, model.Message{Role: model.RoleAssistant, Content: reply.Text, ToolCalls: reply.ToolCalls})
+		l.saving = l.saving || slices.ContainsFunc(reply.ToolCalls, func(tc model.ToolCall) bool { return tc.Name != NotifyName })
+		if err := l.save(ctx); err != nil {
+			return l.result(), err
+		}
 		if len(reply.ToolCalls) == 0 {
-			res.Messages = msgs
-			return res, nil
+			return l.result(), nil
 		}
-		for _, tc := range reply.ToolCalls {
-			var call Call
-			if _, ok := reg.Lookup(tc.Name); ok && tc.Name != NotifyName && lim.MaxCalls > 0 && calls >= lim.MaxCalls {
-				call = refuse(tc, fmt.Sprintf("not run: this run has made its %d tool calls (runner.max_tool_calls), so no more will run; answer with what you have%s",
-					lim.MaxCalls, notifyHint(reg)))
-			} else {
-				if ok && tc.Name != NotifyName {
-					calls++
-				}
-				call = reg.Call(ctx, tc.ID, tc.Name, tc.Arguments)
-			}
-			res.Calls = append(res.Calls, call)
-			content, isErr := call.Result, call.Error != ""
-			if isErr {
-				content = "error: " + call.Error
-			}
-			msgs = append(msgs, model.Message{Role: model.RoleTool, ToolCallID: tc.ID, ToolName: tc.Name, Content: content, IsError: isErr})
-		}
-		if err := ctx.Err(); err != nil {
-			res.Messages = msgs
-			return res, err
+		if err := l.run(ctx, reply.ToolCalls, false); err != nil {
+			return l.result(), err
 		}
 	}
-	res.Messages = msgs
-	return res, ErrMaxSteps
+	return l.result(), ErrMaxSteps
+}
+
+// loop is one Loop's progress.
+type loop struct {
+	reg     *Registry
+	lim     Limits
+	journal Journal
+	saving  bool // the journal keeps the state (from the first call that is not notify_user on)
+	st      State
+	cut     *Call // a call ctx cut short: on the result, not in the state
+}
+
+// run makes the calls, in order. inFlight says the first that is not
+// notify_user may have been running when an earlier Loop stopped.
+func (l *loop) run(ctx context.Context, calls []model.ToolCall, inFlight bool) error {
+	for _, tc := range calls {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		resumed := inFlight && tc.Name != NotifyName
+		if resumed {
+			inFlight = false
+		}
+		call := l.call(ctx, tc, resumed)
+		if ctx.Err() != nil && call.Outcome != OutcomeRefused && call.Outcome != OutcomeInterrupted {
+			// Cut short: whether it took effect is not known, so its result
+			// is not kept; a Loop resumed from the state treats it as the
+			// call in flight.
+			l.cut = &call
+			return ctx.Err()
+		}
+		content, isErr := call.Result, call.Error != ""
+		if isErr {
+			content = "error: " + call.Error
+		}
+		l.st.Calls = append(l.st.Calls, call)
+		l.st.Messages = append(l.st.Messages, model.Message{Role: model.RoleTool, ToolCallID: tc.ID, ToolName: tc.Name, Content: content, IsError: isErr})
+		if tc.Name != NotifyName {
+			if err := l.save(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// call makes one call, within the limits. resumed: it may have run in an
+// earlier Loop; it runs again only if its tool is Idempotent (a call that
+// would run nothing is made as usual).
+func (l *loop) call(ctx context.Context, tc model.ToolCall, resumed bool) Call {
+	spec, ok := l.reg.Lookup(tc.Name)
+	if ok && tc.Name != NotifyName {
+		if l.lim.MaxCalls > 0 && l.st.Counted >= l.lim.MaxCalls {
+			return refuse(tc, fmt.Sprintf("not run: this run has made its %d tool calls (runner.max_tool_calls), so no more will run; answer with what you have%s",
+				l.lim.MaxCalls, notifyHint(l.reg)))
+		}
+		l.st.Counted++
+	}
+	if resumed && ok && !spec.Idempotent && isObject(tc.Arguments) {
+		return Call{
+			ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, Error: interruptedText, Outcome: OutcomeInterrupted,
+			ArgumentsBytes: len(tc.Arguments), ResultBytes: len(interruptedText),
+		}
+	}
+	return l.reg.Call(ctx, tc.ID, tc.Name, tc.Arguments)
+}
+
+// interruptedText is what the model reads of a call that was running when
+// its run was cut short, and was not made again.
+const interruptedText = "outcome unknown: the run was interrupted while this call ran (agentwork stopped or lost the run), " +
+	"so it may or may not have taken effect; it was not run again. Check whether it took effect before you call it again"
+
+// resume makes the calls of the state's last reply that have no result,
+// and reports whether the state ends with the final reply.
+func (l *loop) resume(ctx context.Context) (done bool, err error) {
+	msgs := l.st.Messages
+	a := len(msgs) - 1
+	for a >= 0 && msgs[a].Role != model.RoleAssistant {
+		a--
+	}
+	if a < 0 {
+		return false, nil // no reply yet
+	}
+	calls := msgs[a].ToolCalls
+	if len(calls) == 0 {
+		return true, nil
+	}
+	// Every message after the reply is the result of one of its calls, in
+	// order.
+	if answered := len(msgs) - 1 - a; answered < len(calls) {
+		return false, l.run(ctx, calls[answered:], true)
+	}
+	return false, nil
+}
+
+func (l *loop) save(ctx context.Context) error {
+	if !l.saving || l.journal == nil {
+		return nil
+	}
+	if err := l.journal.Save(ctx, l.st); err != nil {
+		return fmt.Errorf("tools: save the loop's state: %w", err)
+	}
+	return nil
+}
+
+// result is the Loop's result so far.
+func (l *loop) result() Result {
+	res := Result{
+		Calls: l.st.Calls, Usage: l.st.Usage, Model: l.st.Model, StopReason: l.st.StopReason,
+		Truncated: l.st.Truncated, Steps: l.st.Steps, Messages: l.st.Messages,
+	}
+	if l.cut != nil {
+		res.Calls = append(slices.Clone(res.Calls), *l.cut)
+	}
+	for i := len(l.st.Messages) - 1; i >= 0; i-- {
+		if m := l.st.Messages[i]; m.Role == model.RoleAssistant {
+			res.Text = m.Content
+			break
+		}
+	}
+	return res
 }
 
 func notifyHint(reg *Registry) string {
@@ -189,13 +376,9 @@ func (r *Registry) Call(ctx context.Context, id, name, args string) (c Call) {
 		}
 		return refuse(tc, fmt.Sprintf("%q is not a tool of this run (it is unknown, or outside the run's tool scope), so nothing ran; this run's tools: %s", tc.Name, have))
 	}
-	args = strings.TrimSpace(tc.Arguments)
-	if args == "" {
-		args = "{}"
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(args), &obj); err != nil || obj == nil {
-		return refuse(tc, fmt.Sprintf("arguments are not a JSON object (%v); send a JSON object matching the tool's schema", errOr(err, "null")))
+	args, err := object(tc.Arguments)
+	if err != nil {
+		return refuse(tc, fmt.Sprintf("arguments are not a JSON object (%v); send a JSON object matching the tool's schema", err))
 	}
 	c = Call{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, ArgumentsBytes: len(tc.Arguments)}
 	start := time.Now()
@@ -220,11 +403,25 @@ func (r *Registry) Call(ctx context.Context, id, name, args string) (c Call) {
 	return c
 }
 
-func errOr(err error, s string) string {
-	if err != nil {
-		return err.Error()
+// object returns args ("" is {}) if they are a JSON object.
+func object(args string) (string, error) {
+	args = strings.TrimSpace(args)
+	if args == "" {
+		args = "{}"
 	}
-	return s
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(args), &obj); err != nil {
+		return "", err
+	}
+	if obj == nil {
+		return "", errors.New("null")
+	}
+	return args, nil
+}
+
+func isObject(args string) bool {
+	_, err := object(args)
+	return err == nil
 }
 
 // Record returns c as a run's record keeps it: its arguments, result and

@@ -35,8 +35,11 @@ const MaxNotify = 5
 // WithDelivery): the message will be sent; or it is refused because the
 // run sends its reply or nothing; or it is refused because the run already
 // has MaxNotify messages.
+//
+// It is Idempotent: it only answers the model, and the runner reads what
+// it was given from the calls.
 func Notify() Spec {
-	return Func(NotifyName,
+	s := Func(NotifyName,
 		"Send a short message to the user. Call it only when something needs the user's attention; "+
 			"if nothing does, do not call it and reply briefly that all is well.",
 		func(ctx context.Context, a NotifyArgs) (string, error) {
@@ -61,6 +64,8 @@ func Notify() Spec {
 			}
 			return "acknowledged: the message will be sent to the user when this run completes (unless the same message was sent very recently); your final reply is not sent, so put everything the user needs into notify_user", nil
 		})
+	s.Idempotent = true
+	return s
 }
 
 // Delivery modes of a run, as notify_user sees them.
@@ -86,6 +91,20 @@ type deliveryKey struct{}
 // WithDelivery returns ctx carrying d for the notify_user calls of one run.
 func WithDelivery(ctx context.Context, d *Delivery) context.Context {
 	return context.WithValue(ctx, deliveryKey{}, d)
+}
+
+// restoreDelivery counts the notify_user messages of calls, made before a
+// Loop went on from its State, as accepted by the run's Delivery in ctx.
+func restoreDelivery(ctx context.Context, calls []Call) {
+	d, _ := ctx.Value(deliveryKey{}).(*Delivery)
+	if d == nil {
+		return
+	}
+	for _, c := range calls {
+		if c.Name == NotifyName && c.Outcome == OutcomeOK {
+			d.accepted.Add(1)
+		}
+	}
 }
 
 // ParseNotify checks notify_user arguments and fills defaults.

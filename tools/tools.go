@@ -35,6 +35,11 @@ type Spec struct {
 	// Schema is the JSON Schema of the arguments (an object schema).
 	Schema  json.RawMessage
 	Handler Handler
+	// Idempotent says a call may be made again with the same arguments
+	// without harm (a read, say): when a run is cut short while the call
+	// runs, the run makes it again as it goes on, where it would tell the
+	// model that the call's outcome is unknown (see Loop).
+	Idempotent bool
 }
 
 var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)

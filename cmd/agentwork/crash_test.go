@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/model/openai/openaifake"
 )
 
 // childEnv makes the test binary act as the agentwork command (see TestMain),
@@ -408,5 +412,120 @@ model:
 	t.Logf("%d runs finished before the kill; the last of %d ended %s after the restart", before, runs, took.Round(100*time.Millisecond))
 	if took > 25*time.Second {
 		t.Errorf("the last run ended %s after the restart, want within 25s", took.Round(100*time.Millisecond))
+	}
+}
+
+// TestKilledAfterAToolCallDoesNotRepeatIt is issue 11's "no side effect
+// twice" with the real binary: a task's model calls a tool of a stdio MCP
+// server that appends a line to a file, and the server is killed with
+// SIGKILL while the model works on its second reply. After a restart on
+// the same data dir the run goes on from its checkpoint: the model is
+// asked for the second reply (with the tool's result), not the first
+// again, the tool is not called again, the run ends with one done event
+// and the file holds the line once.
+func TestKilledAfterAToolCallDoesNotRepeatIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	const line = "backup checked at 02:00"
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := openaifake.New(t)
+	t.Setenv("OPENAI_KEY", openaifake.DefaultKey)
+	files := t.TempDir()
+	logFile := filepath.Join(files, "log.txt")
+	srv := startCrashServer(t, fmt.Sprintf(`
+bus:
+  listen: 127.0.0.1:0
+http:
+  listen: "off"
+model:
+  provider: openai
+  base_url: %s
+  model: gpt-fake
+  api_key: ${OPENAI_KEY}
+tasks:
+  log:
+    tools: [fs__append_line]
+mcp:
+  servers:
+    fs:
+      command: %s
+      env:
+        %s: serve
+      cwd: %s
+`, fake.URL, exe, mcpServerEnv, files))
+	first := srv.child
+	first.stderr.waitContains(t, "agentwork is running", 30*time.Second)
+
+	fake.Enqueue(
+		openaifake.Response{Check: wantOffered("fs__append_line"),
+			Reply: model.Reply{ToolCalls: []model.ToolCall{{ID: "a1", Name: "fs__append_line", Arguments: fmt.Sprintf(`{"path":"log.txt","line":%q}`, line)}}}},
+		// The second model call hangs until the server is killed.
+		openaifake.Response{Check: lastToolResult("appended"), Hang: true},
+	)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	b := srv.dial(ctx)
+	pub, err := agentwork.Publish(ctx, b, agentwork.Request{Source: bus.SourceTask, Name: "log", Prompt: "Append the line to log.txt.", Deliver: agentwork.DeliverReply}, agentwork.PublishOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the second model call", func() bool { return len(fake.Requests()) >= 2 }, first)
+	b.Close()
+	srv.kill9()
+	if got, err := os.ReadFile(logFile); err != nil || string(got) != line+"\n" {
+		t.Fatalf("before the restart the file holds %q (%v), want the line once", got, err)
+	}
+
+	// The run goes on with its second model call: the model still sees the
+	// tool's result, and its first reply is not asked for again.
+	fake.Enqueue(openaifake.Response{Check: lastToolResult("appended"), Reply: model.Reply{Text: "The line is in log.txt."}})
+	srv.restart()
+	second := srv.child
+	b2 := srv.dial(ctx)
+	defer b2.Close()
+	ev, res := runEvent(t, ctx, b2, bus.SourceTask, pub.ID)
+	if ev.Type != "agentwork.task.done" || res.Reply != "The line is in log.txt." || res.Attempt != 2 {
+		t.Fatalf("run event = %s %q (%s) attempt %d, want done with the second reply, attempt 2\nserver stderr:\n%s", ev.Type, res.Reply, res.Error, res.Attempt, second.stderr.String())
+	}
+	if got := callNames(res); !slices.Equal(got, []string{"fs__append_line:ok"}) {
+		t.Errorf("the done event lists %v, want fs__append_line:ok once", got)
+	}
+
+	// Give a second run (if the checkpoint were broken) time to happen:
+	// wait until the request consumer has nothing pending or unacked.
+	waitFor(t, 20*time.Second, "settled request consumer", func() bool {
+		cons, err := b2.JetStream().Consumer(ctx, bus.StreamRequests, agentwork.ConsumerName)
+		if err != nil {
+			return false
+		}
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	}, second)
+	oc, err := b2.JetStream().OrderedConsumer(ctx, bus.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{b2.Subjects.Event(bus.SourceTask, "*")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := oc.FetchNoWait(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for m := range batch.Messages() {
+		if ev, err := bus.DecodeEvent(m.Data()); err == nil && ev.CausationID == pub.ID {
+			types = append(types, ev.Type)
+		}
+	}
+	if !slices.Equal(types, []string{"agentwork.task.done"}) {
+		t.Errorf("events of the request = %v, want one agentwork.task.done", types)
+	}
+	if got, err := os.ReadFile(logFile); err != nil || string(got) != line+"\n" {
+		t.Errorf("after the restart the file holds %q (%v), want the line once", got, err)
+	}
+	if n, pending := len(fake.Requests()), fake.Pending(); n != 3 || pending != 0 {
+		t.Errorf("the model was called %d times with %d replies left, want 3 calls (two before the kill, one after) and none left", n, pending)
 	}
 }

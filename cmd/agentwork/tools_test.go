@@ -39,9 +39,14 @@ type writeArgs struct {
 	Content string `json:"content"`
 }
 
+type appendArgs struct {
+	Path string `json:"path"`
+	Line string `json:"line"`
+}
+
 // runMCPServer is the test binary as a stdio MCP server, built with the
-// SDK agentwork uses: read_text_file and write_file, on paths relative to
-// its working directory.
+// SDK agentwork uses: read_text_file, write_file and append_line, on paths
+// relative to its working directory.
 func runMCPServer() int {
 	s := sdk.NewServer(&sdk.Implementation{Name: "fs-test", Version: "1"}, nil)
 	text := func(s string) *sdk.CallToolResult {
@@ -61,6 +66,18 @@ func runMCPServer() int {
 				return nil, nil, err
 			}
 			return text("written"), nil, nil
+		})
+	sdk.AddTool(s, &sdk.Tool{Name: "append_line", Description: "Append a line to a file."},
+		func(_ context.Context, _ *sdk.CallToolRequest, a appendArgs) (*sdk.CallToolResult, any, error) {
+			f, err := os.OpenFile(a.Path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+			if err != nil {
+				return nil, nil, err
+			}
+			defer f.Close()
+			if _, err := f.WriteString(a.Line + "\n"); err != nil {
+				return nil, nil, err
+			}
+			return text("appended"), nil, f.Sync()
 		})
 	if err := s.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "test mcp server:", err)

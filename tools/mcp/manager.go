@@ -253,6 +253,7 @@ func (m *Manager) Status() []Status {
 
 // Idempotent reports whether the tool the model knows as name is listed in
 // its server's idempotent_tools: a call of it cut short may be made again.
+// Its Spec says the same (tools.Spec.Idempotent).
 func (m *Manager) Idempotent(name string) bool {
 	for _, s := range m.servers {
 		s.mu.Lock()

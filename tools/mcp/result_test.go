@@ -120,4 +120,11 @@ func TestToolsNotOffered(t *testing.T) {
 			t.Errorf("Idempotent(%s) = %v, want %v", name, got, want)
 		}
 	}
+	// The tool loop reads it from the spec: a call of fs__read cut short
+	// by a crash is made again, one of fs__write is not.
+	for _, s := range m.Specs() {
+		if want := s.Name == "fs__read"; s.Idempotent != want {
+			t.Errorf("Specs(): %s.Idempotent = %v, want %v", s.Name, s.Idempotent, want)
+		}
+	}
 }

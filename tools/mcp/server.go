@@ -271,7 +271,8 @@ func (s *server) discover(ctx context.Context, sess *sdk.ClientSession) (map[str
 		}
 		out[name] = tool{name: t.Name, spec: tools.Spec{
 			Name: name, Description: desc, Schema: schema,
-			Handler: func(ctx context.Context, args json.RawMessage) (string, error) { return s.call(ctx, name, args) },
+			Handler:    func(ctx context.Context, args json.RawMessage) (string, error) { return s.call(ctx, name, args) },
+			Idempotent: slices.Contains(s.cfg.IdempotentTools, t.Name),
 		}}
 	}
 	for name := range clashed {
