@@ -72,6 +72,10 @@ type Deps struct {
 	// Tools, if set, serves /v1/tools: the tools in scope, the MCP
 	// servers, a call by hand.
 	Tools *agentwork.ToolAdmin
+	// Details, if set, adds to /readyz the state of parts that do not make
+	// the server unready, such as MCP servers ("mcp.fs": "up"). It must
+	// answer at once and name no secret (the route is open).
+	Details func() map[string]string
 }
 
 // Server is agentwork's HTTP API. Safe for concurrent use.
@@ -324,7 +328,14 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		problem.Unavailable(w, 5*time.Second, "not ready: "+err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	body := struct {
+		Status  string            `json:"status"`
+		Details map[string]string `json:"details,omitempty"`
+	}{Status: "ready"}
+	if s.deps.Details != nil {
+		body.Details = s.deps.Details()
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 // problemMux serves mux, answering its own 404 and 405 with problem details

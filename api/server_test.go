@@ -131,8 +131,14 @@ func (notReady) Ready(context.Context) error {
 func TestReadyz(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	if r := f.do(t, "GET", "/readyz", "", ""); r.status != 200 {
-		t.Fatalf("/readyz = %d, want 200; %s", r.status, r.body)
+	if r := f.do(t, "GET", "/readyz", "", ""); r.status != 200 || string(r.body) != "{\"status\":\"ready\"}\n" {
+		t.Fatalf("/readyz = %d %s, want 200 ready", r.status, r.body)
+	}
+	d := newFixture(t, func(_ *api.Config, d *api.Deps) {
+		d.Details = func() map[string]string { return map[string]string{"mcp.fs": "up", "mcp.broken": "down"} }
+	})
+	if r := d.do(t, "GET", "/readyz", "", ""); r.status != 200 || !strings.Contains(string(r.body), `"details":{"mcp.broken":"down","mcp.fs":"up"}`) {
+		t.Errorf("/readyz with a server down = %d %s, want 200 listing the MCP servers' states", r.status, r.body)
 	}
 	if err := f.b.Close(); err != nil {
 		t.Fatal(err)

@@ -326,6 +326,9 @@ mcp:
 	if err := json.Unmarshal([]byte(get("POST", "/v1/tools/fs__read_text_file/call", `{"path":"missing.txt"}`)), &c); err != nil || c.Outcome != tools.OutcomeError {
 		t.Errorf("POST /v1/tools/fs__read_text_file/call (missing file) = %+v, %v; want an error outcome", c, err)
 	}
+	if ready := get("GET", "/readyz", ""); !strings.Contains(ready, `"mcp.broken":"down"`) || !strings.Contains(ready, `"mcp.fs":"up"`) {
+		t.Errorf("/readyz = %s, want ready, with fs up and broken down in its details", ready)
+	}
 	metrics := get("GET", "/metrics", "")
 	for _, want := range []string{
 		`agentwork_tool_calls_total{tool="fs__read_text_file",outcome="ok"} 1`,

@@ -99,7 +99,7 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	toolAdmin := agentwork.NewToolAdmin(w.runner, w.mcp.Status)
 	w.services = append(w.services, toolAdmin.Service())
 
-	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner}, Tools: toolAdmin}
+	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner}, Tools: toolAdmin, Details: mcpStates(w.mcp)}
 	for _, t := range w.triggers {
 		if s, ok := t.(triggers.Servicer); ok {
 			w.services = append(w.services, s.Service())
@@ -129,4 +129,17 @@ type wiring struct {
 	triggers       []triggers.Trigger            // stopped first
 	services       []bus.Service                 // the triggers' NATS APIs, stopped with them
 	http           func(context.Context) error   // the HTTP API (nil: off), stopped with them
+}
+
+// mcpStates reports each MCP server's state for /readyz: a server that is
+// down leaves the runtime ready (its tools answer that it is down), and is
+// shown there. The reason is in agentwork tools list (admin).
+func mcpStates(m *mcp.Manager) func() map[string]string {
+	return func() map[string]string {
+		out := map[string]string{}
+		for _, st := range m.Status() {
+			out["mcp."+st.Name] = string(st.State)
+		}
+		return out
+	}
 }
