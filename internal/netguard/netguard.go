@@ -80,11 +80,15 @@ var (
 	awsMetadata = netip.MustParseAddr("fd00:ec2::254")
 	broadcast   = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 	nat64       = netip.MustParsePrefix("64:ff9b::/96")
+	nat64Local  = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215, IPv4 in its last 32 bits
 	sixToFour   = netip.MustParsePrefix("2002::/16")
+	v4Compat    = netip.MustParsePrefix("::/96") // deprecated IPv4-compatible ::a.b.c.d
+	thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
 )
 
 // Classify says what ip is. An IPv4 address inside IPv6 (::ffff:a.b.c.d,
-// NAT64 64:ff9b::/96, 6to4 2002::/16) is judged by its IPv4 address; a
+// the deprecated ::a.b.c.d, NAT64 64:ff9b::/96 and 64:ff9b:1::/48, 6to4
+// 2002::/16) is judged by its IPv4 address; 0.0.0.0/8 is unspecified; a
 // zone is ignored.
 func Classify(ip netip.Addr) Kind {
 	ip = embedded(ip.WithZone(""))
@@ -99,7 +103,7 @@ func Classify(ip netip.Addr) Kind {
 		return LinkLocal
 	case ip.IsPrivate() || cgnat.Contains(ip):
 		return Private
-	case ip.IsUnspecified():
+	case ip.IsUnspecified() || thisNetwork.Contains(ip):
 		return Unspecified
 	case ip.IsMulticast() || ip == broadcast:
 		return Multicast
@@ -113,7 +117,10 @@ func embedded(ip netip.Addr) netip.Addr {
 	switch {
 	case ip.Is4In6():
 		return ip.Unmap()
-	case nat64.Contains(ip):
+	case nat64.Contains(ip), nat64Local.Contains(ip):
+		b := ip.As16()
+		return netip.AddrFrom4([4]byte(b[12:16]))
+	case v4Compat.Contains(ip) && ip != netip.IPv6Unspecified() && ip != netip.IPv6Loopback():
 		b := ip.As16()
 		return netip.AddrFrom4([4]byte(b[12:16]))
 	case sixToFour.Contains(ip):

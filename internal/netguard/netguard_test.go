@@ -21,7 +21,7 @@ func TestClassify(t *testing.T) {
 		"93.184.216.34": netguard.Public, "2606:2800:220:1::": netguard.Public, "172.32.0.1": netguard.Public, "100.128.0.1": netguard.Public,
 		"127.0.0.1": netguard.Loopback, "127.8.9.1": netguard.Loopback, "::1": netguard.Loopback, "::ffff:127.0.0.1": netguard.Loopback,
 		"169.254.169.254": netguard.Metadata, "fd00:ec2::254": netguard.Metadata, "::ffff:169.254.169.254": netguard.Metadata,
-		"64:ff9b::a9fe:a9fe": netguard.Metadata, "2002:a9fe:a9fe::1": netguard.Metadata,
+		"64:ff9b::a9fe:a9fe": netguard.Metadata, "2002:a9fe:a9fe::1": netguard.Metadata, "64:ff9b:1::a9fe:a9fe": netguard.Metadata, "::7f00:1": netguard.Loopback, "0.1.2.3": netguard.Unspecified,
 		"169.254.0.1": netguard.LinkLocal, "fe80::1%eth0": netguard.LinkLocal,
 		"10.0.0.1": netguard.Private, "172.31.255.255": netguard.Private, "192.168.0.1": netguard.Private,
 		"100.100.100.100": netguard.Private, "fc00::1": netguard.Private, "::ffff:10.0.0.1": netguard.Private,

@@ -71,7 +71,14 @@ func run(ctx context.Context, prog string, argv, env []string, dir string, timeo
 		kill()
 		werr = <-waited
 	}
-	kill() // what the command left behind in its group
+	// What the command left behind in its group. Its leader is reaped
+	// now, so the group's id is free for the kernel to give out again once
+	// the group is empty: signal it only while it has members (kill with
+	// signal 0 fails with ESRCH for an empty group), which leaves a window
+	// of microseconds against a pid counter that must wrap round to reuse it.
+	if syscall.Kill(-cmd.Process.Pid, 0) == nil {
+		kill()
+	}
 	select {
 	case <-read:
 	case <-time.After(drainAfterExit):
