@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentwork/agentwork/internal/httpheader"
 	"github.com/agentwork/agentwork/internal/secret"
 )
 
@@ -98,42 +99,18 @@ func (c Config) Validate() error {
 // an HTTP header, without quoting the value. The key is checked as it is
 // sent: trimmed (a key read from a file often ends in a newline).
 func checkHeaders(c Config) error {
-	if !validHeaderValue(strings.TrimSpace(c.APIKey)) {
+	if !httpheader.ValidValue(strings.TrimSpace(c.APIKey)) {
 		return errors.New("model.api_key: contains a control character (check the ${...} reference or the file it reads)")
 	}
 	for k, v := range c.Headers {
-		if !validHeaderName(k) {
+		if !httpheader.ValidName(k) {
 			return fmt.Errorf("model.headers: %q is not a header name", k)
 		}
-		if !validHeaderValue(v) {
+		if !httpheader.ValidValue(v) {
 			return fmt.Errorf("model.headers: the value of %q contains a control character", k)
 		}
 	}
 	return nil
-}
-
-// validHeaderName reports whether k is an HTTP field name: one or more
-// token characters (RFC 9110 section 5.6.2).
-func validHeaderName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
-
-func validHeaderValue(v string) bool {
-	for _, r := range v {
-		if (r < ' ' && r != '\t') || r == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // KeyHint is the hint of a 401: check model.api_key, naming the variable

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/internal/httpheader"
 	"github.com/agentwork/agentwork/internal/netguard"
 	"github.com/agentwork/agentwork/internal/stdwebhook"
 )
@@ -67,11 +68,11 @@ func (c Config) Validate() error {
 	}
 	for name, v := range c.Headers {
 		switch {
-		case !validHeaderName(name):
-			errs = append(errs, fmt.Errorf("headers: %q is not a header name (want letters, digits and -)", name))
+		case !httpheader.ValidName(name):
+			errs = append(errs, fmt.Errorf("headers: %q is not a header name (want letters, digits and -, no spaces)", name))
 		case isReserved(name):
 			errs = append(errs, fmt.Errorf("headers: %s is set by the connector; leave it out", name))
-		case strings.ContainsFunc(v, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }):
+		case !httpheader.ValidValue(v):
 			errs = append(errs, fmt.Errorf("headers.%s: the value contains a line break or control character", name))
 		}
 	}
@@ -107,20 +108,6 @@ func isReserved(name string) bool {
 		}
 	}
 	return false
-}
-
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // ErrBlocked is the error of a connection the connector refused to make:

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentwork/agentwork/internal/httpheader"
 	"github.com/agentwork/agentwork/internal/netguard"
 	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/tools"
@@ -164,11 +165,11 @@ func (c FetchConfig) validate(p string) []error {
 		}
 		for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
 			switch {
-			case !validHeaderName(k):
+			case !httpheader.ValidName(k):
 				f.fail(rp+".headers", "%q is not a header name", k)
 			case slices.Contains(reservedFetchHeaders, http.CanonicalHeaderKey(k)):
 				f.fail(rp+".headers", "%s is set by http_fetch itself; remove it", k)
-			case !validHeaderValue(r.Headers[k]):
+			case !httpheader.ValidValue(r.Headers[k]):
 				f.fail(rp+".headers."+k, "the value contains a control character (check the ${...} reference)")
 			}
 		}
@@ -627,27 +628,3 @@ type redacted struct {
 
 func (r redacted) Error() string { return secret.Redact(r.err.Error(), r.secrets) }
 func (r redacted) Unwrap() error { return r.err }
-
-// validHeaderName reports whether k is an HTTP field name (RFC 9110
-// section 5.6.2).
-func validHeaderName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
-
-func validHeaderValue(v string) bool {
-	for _, r := range v {
-		if (r < ' ' && r != '\t') || r == 0x7f {
-			return false
-		}
-	}
-	return true
-}

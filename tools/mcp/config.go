@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentwork/agentwork/internal/httpheader"
 	"github.com/agentwork/agentwork/internal/secret"
 )
 
@@ -206,11 +207,11 @@ func (c ServerConfig) validate(p string) []error {
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Headers)) {
 		switch {
-		case !validHeaderName(k):
+		case !httpheader.ValidName(k):
 			fail("headers", "%q is not a header name", k)
 		case reservedHeaders[http.CanonicalHeaderKey(k)]:
 			fail("headers", "%q is set by the MCP client itself; remove it", k)
-		case !validHeaderValue(c.Headers[k]):
+		case !httpheader.ValidValue(c.Headers[k]):
 			fail("headers."+k, "the value contains a control character (check the ${...} reference or the file it reads)")
 		}
 	}
@@ -255,30 +256,6 @@ func checkURL(s string) error {
 		return fmt.Errorf("%q: want no fragment", secret.URL(s))
 	}
 	return nil
-}
-
-// validHeaderName reports whether k is an HTTP field name: one or more
-// token characters (RFC 9110 section 5.6.2).
-func validHeaderName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
-
-func validHeaderValue(v string) bool {
-	for _, r := range v {
-		if (r < ' ' && r != '\t') || r == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // secrets returns the values c says are secret: env and header values and
