@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/agentwork/agentwork/connectors"
 )
 
@@ -42,17 +44,17 @@ func TestDeliveries(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Wait for the dead letter to be written, by watching its bucket.
+	w, err := f.b.DeadLetters.WatchAll(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	waitKV(t, w, func(e jetstream.KeyValueEntry) bool { return e.Operation() == jetstream.KeyValuePut })
 	var list struct{ Deliveries []connectors.DeadLetter }
-	deadline := time.Now().Add(10 * time.Second)
-	for len(list.Deliveries) == 0 && time.Now().Before(deadline) {
-		r := f.do(t, "GET", "/v1/deliveries?connector=chat", adminToken, "")
-		if r.status != 200 {
-			t.Fatalf("GET /v1/deliveries = %d %s", r.status, r.body)
-		}
-		if err := json.Unmarshal(r.body, &list); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	r := f.do(t, "GET", "/v1/deliveries?connector=chat", adminToken, "")
+	if r.status != 200 || json.Unmarshal(r.body, &list) != nil {
+		t.Fatalf("GET /v1/deliveries = %d %s", r.status, r.body)
 	}
 	if len(list.Deliveries) != 1 || list.Deliveries[0].Notification.ID != n.ID || !list.Deliveries[0].Permanent {
 		t.Fatalf("failed deliveries = %+v, want the permanent failure of %s", list.Deliveries, n.ID)
@@ -83,14 +85,28 @@ func TestDeliveries(t *testing.T) {
 	if r := f.do(t, "POST", "/v1/deliveries/"+n.ID+"/retry", adminToken, ""); r.status != 202 {
 		t.Fatalf("POST retry = %d %s, want 202", r.status, r.body)
 	}
-	for time.Now().Before(deadline.Add(5 * time.Second)) {
-		if r := f.do(t, "GET", "/v1/deliveries/"+n.ID, adminToken, ""); r.status == 404 {
-			if got := chat.sends.Load(); got != 2 {
-				t.Fatalf("the connector got %d sends, want 2 (the failure and the retry)", got)
-			}
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	// Delivered on the retry: the dead letter is deleted.
+	waitKV(t, w, func(e jetstream.KeyValueEntry) bool { return e.Operation() == jetstream.KeyValueDelete })
+	if r := f.do(t, "GET", "/v1/deliveries/"+n.ID, adminToken, ""); r.status != 404 {
+		t.Fatalf("GET the retried delivery = %d, want 404 once delivered", r.status)
 	}
-	t.Fatal("the retried delivery is still listed")
+	if got := chat.sends.Load(); got != 2 {
+		t.Fatalf("the connector got %d sends, want 2 (the failure and the retry)", got)
+	}
+}
+
+// waitKV waits for an update of w that ok accepts.
+func waitKV(t *testing.T, w jetstream.KeyWatcher, ok func(jetstream.KeyValueEntry) bool) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-w.Updates():
+			if e != nil && ok(e) {
+				return
+			}
+		case <-timeout:
+			t.Fatal("no such update of the bucket within 10s")
+		}
+	}
 }

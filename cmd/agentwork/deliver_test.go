@@ -200,8 +200,9 @@ delivery:
 		t.Fatalf("deliveries list after the retry = %q, %v; want none", out.String(), err)
 	}
 
-	// Nothing else arrived anywhere, and no secret leaked.
-	time.Sleep(500 * time.Millisecond)
+	// Nothing else arrived anywhere (every connector's queue is settled),
+	// and no secret leaked.
+	deliveriesSettled(t, ctx, b, srv.child, "phone", "team", "chat")
 	if n := len(tg.Requests()); n != 1 {
 		t.Errorf("telegram got %d requests, want 1", n)
 	}
@@ -292,7 +293,10 @@ delivery:
 	waitFor(t, 60*time.Second, "every notification delivered after the restart", func() bool {
 		return len(api.Texts("1001")) >= tasks
 	}, srv.child)
-	time.Sleep(time.Second) // a repeat, if any, would come now
+	// A repeat, if any, would be queued or in flight until the queue settles.
+	b2 := srv.dial(ctx)
+	defer b2.Close()
+	deliveriesSettled(t, ctx, b2, srv.child, "phone")
 	got := api.Texts("1001")
 	seen := map[string]int{}
 	for _, text := range got {
@@ -410,3 +414,24 @@ delivery:
 		}
 	}
 }
+
+// deliveriesSettled waits until the delivery consumers of the connectors
+// named have nothing pending or unacknowledged: whatever was queued has
+// been sent, retried away or given up.
+func deliveriesSettled(t *testing.T, ctx context.Context, b *bus.Bus, c *child, names ...string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "settled delivery queues", func() bool {
+		for _, name := range names {
+			cons, err := b.JetStream().Consumer(ctx, bus.StreamDeliveries, connectors.ConsumerName(name))
+			if err != nil {
+				return false
+			}
+			info, err := cons.Info(ctx)
+			if err != nil || info.NumPending != 0 || info.NumAckPending != 0 {
+				return false
+			}
+		}
+		return true
+	}, c)
+}
+
