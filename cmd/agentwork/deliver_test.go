@@ -434,4 +434,3 @@ func deliveriesSettled(t *testing.T, ctx context.Context, b *bus.Bus, c *child, 
 		return true
 	}, c)
 }
-
