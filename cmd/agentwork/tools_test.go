@@ -120,30 +120,27 @@ func lastToolResult(want string) func(openaifake.Request) error {
 }
 
 // runEvent returns the run event caused by request id, from the events
-// stream.
+// stream: it follows the stream until that event is stored.
 func runEvent(t *testing.T, ctx context.Context, b *bus.Bus, source, id string) (bus.Event, agentwork.Result) {
 	t.Helper()
+	oc, err := b.JetStream().OrderedConsumer(ctx, bus.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{b.Subjects.Event(source, "*")}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		oc, err := b.JetStream().OrderedConsumer(ctx, bus.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{b.Subjects.Event(source, "*")}})
+		m, err := oc.Next(jetstream.FetchMaxWait(time.Until(deadline)))
 		if err != nil {
-			t.Fatal(err)
+			break
 		}
-		batch, err := oc.FetchNoWait(100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for m := range batch.Messages() {
-			ev, err := bus.DecodeEvent(m.Data())
-			if err == nil && ev.CausationID == id {
-				var r agentwork.Result
-				if err := ev.DecodeData(&r); err != nil {
-					t.Fatal(err)
-				}
-				return ev, r
+		ev, err := bus.DecodeEvent(m.Data())
+		if err == nil && ev.CausationID == id {
+			var r agentwork.Result
+			if err := ev.DecodeData(&r); err != nil {
+				t.Fatal(err)
 			}
+			return ev, r
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("no %s event for request %s", source, id)
 	return bus.Event{}, agentwork.Result{}
