@@ -217,3 +217,12 @@ func (g group) verb(e *env, args []string) (verb string, fs *flag.FlagSet, gf *g
 	gf.timeout = fs.Duration("timeout", 30*time.Second, "how long to wait for the server")
 	return verb, fs, gf, false, nil
 }
+
+// quietHelp returns nil for flag.ErrHelp (-h printed the flags: a
+// success), else err.
+func quietHelp(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -131,10 +130,7 @@ func cmdCron(ctx context.Context, e *env, args []string) error {
 	}
 	pos, err := parseFlags(fs, args[1:])
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+		return quietHelp(err)
 	}
 	if needID && len(pos) != 1 {
 		return usageError{fmt.Sprintf("cron %s: want exactly one job id, e.g. agentwork cron %s sales-report", verb, verb)}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -49,10 +48,7 @@ func cmdDeliveries(ctx context.Context, e *env, args []string) error {
 	}
 	pos, err := parseFlags(fs, args[1:])
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+		return quietHelp(err)
 	}
 	switch {
 	case verb == "list" && len(pos) > 0:

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -82,10 +80,7 @@ func cmdHeartbeat(ctx context.Context, e *env, args []string) error {
 	}
 	pos, err := parseFlags(fs, args[1:])
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+		return quietHelp(err)
 	}
 	if len(pos) > 0 {
 		return usageError{fmt.Sprintf("heartbeat %s: unexpected argument %q (the heartbeat is chosen with --name)", verb, pos[0])}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -87,10 +86,7 @@ func cmdTools(ctx context.Context, e *env, args []string) error {
 	}
 	pos, err := parseFlags(fs, args[1:])
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+		return quietHelp(err)
 	}
 	timeout := *gf.timeout
 	if verb == "call" && !flagSet(fs, "timeout") {
