@@ -5,7 +5,6 @@ package builtin_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -92,35 +91,6 @@ func TestExecAllowList(t *testing.T) {
 	if c := execCall(t, reg, "pwd"); c.Result != "exit code 0; output:\n"+dir+"\n" {
 		t.Errorf("exec(pwd) = %+v, want the working directory %s", c, dir)
 	}
-}
-
-// gone reports whether the process pid has ended (it may wait, a zombie,
-// for a parent that does not reap it).
-func gone(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return true
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return os.IsNotExist(err)
-	}
-	// pid (comm) state ...: the state follows the last ')'.
-	s := string(stat)
-	return strings.HasPrefix(s[strings.LastIndexByte(s, ')')+1:], " Z")
-}
-
-// waitGone waits up to 5s for pid to end; a SIGKILL takes effect soon
-// after it is sent, not at once.
-func waitGone(t *testing.T, pid int) bool {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !gone(pid) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
 }
 
 var pidRE = regexp.MustCompile(`output:\n(\d+)\n`)
