@@ -44,6 +44,7 @@ func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, ts Toolset
 	}
 	// notify_user answers the model with what this run will do with it.
 	tctx := tools.WithDelivery(mctx, &tools.Delivery{Mode: r.delivers(run, pol)})
+	tctx = tools.WithRun(tctx, tools.RunInfo{ID: run.ID, Source: run.Request.Source, Name: run.Request.Name, Targets: run.Targets})
 	opts := []tools.LoopOption{tools.WithJournal(j)}
 	if from != nil {
 		opts = append(opts, tools.From(*from))

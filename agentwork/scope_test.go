@@ -71,7 +71,14 @@ const fsSecret = "fs-token-0123456789"
 func TestRunToolScope(t *testing.T) {
 	t.Parallel()
 	var echoRuns, rmRuns, fsRuns atomic.Int32
-	echo := tools.Func("echo", "echo", func(context.Context, struct{}) (string, error) { echoRuns.Add(1); return "echoed", nil })
+	var echoedFor atomic.Value // the tools.RunInfo of the last echo call
+	echo := tools.Func("echo", "echo", func(ctx context.Context, _ struct{}) (string, error) {
+		echoRuns.Add(1)
+		if ri, ok := tools.RunOf(ctx); ok {
+			echoedFor.Store(ri)
+		}
+		return "echoed", nil
+	})
 	rm := tools.Func("rm", "remove everything", func(context.Context, struct{}) (string, error) { rmRuns.Add(1); return "removed", nil })
 	fsRead := tools.Func("fs__read", "read a file", func(context.Context, struct{}) (string, error) {
 		fsRuns.Add(1)
@@ -115,6 +122,11 @@ func TestRunToolScope(t *testing.T) {
 	}
 	evs := events.runEvents(5)
 	stop()
+
+	// A tool learns whose run calls it from the runner, not the model.
+	if ri, _ := echoedFor.Load().(tools.RunInfo); ri.Source != "cron" || ri.Name != "job" || ri.ID == "" {
+		t.Errorf("echo ran for %+v, want the run of cron job", ri)
+	}
 
 	byName := map[string]agentwork.Result{}
 	for _, e := range evs {
