@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -20,7 +19,8 @@ import (
 // from a State an earlier try of the run kept, keeping its State in j. The
 // worker signals progress on the request meanwhile, so a slow model does
 // not get it redelivered.
-func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, ts Toolset, timeout time.Duration, from *tools.State, j tools.Journal) (Output, error) {
+func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, set Settings, ts Toolset, from *tools.State, j tools.Journal) (Output, error) {
+	timeout := set.Timeout
 	mctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -28,10 +28,7 @@ func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, ts Toolset
 	if run.Request.System != "" {
 		system = run.Request.System
 	}
-	steps := r.cfg.MaxSteps
-	if pol.MaxSteps > 0 {
-		steps = pol.MaxSteps
-	}
+	steps := set.MaxSteps
 	specs, err := ts.reg.Tools()
 	if err != nil {
 		return Output{}, &model.Error{Class: model.ClassPermanent, Message: err.Error()}
@@ -119,22 +116,51 @@ func (r *Runner) Toolset(ctx context.Context, source, name string) (Toolset, err
 	if !ok {
 		return Toolset{}, fmt.Errorf("%w %q: no trigger handles it", ErrUnknownSource, source)
 	}
-	return r.toolset(ctx, &Run{Request: Request{Source: source, Name: name}}, pol)
+	run := &Run{Request: Request{Source: source, Name: name}}
+	set, err := r.settings(ctx, run, pol)
+	if err != nil {
+		return Toolset{}, err
+	}
+	return r.toolset(run, pol, set), nil
+}
+
+// settings are the settings of run: its name's (Policy.SettingsFor), else
+// its source's policy's, else the runner's, field by field.
+func (r *Runner) settings(ctx context.Context, run *Run, pol Policy) (Settings, error) {
+	set := Settings{Tools: pol.Tools, MaxSteps: r.cfg.MaxSteps, Timeout: r.cfg.Timeout}
+	if pol.MaxSteps > 0 {
+		set.MaxSteps = pol.MaxSteps
+	}
+	if pol.Timeout > 0 {
+		set.Timeout = pol.Timeout
+	}
+	if pol.SettingsFor == nil {
+		return set, nil
+	}
+	own, err := pol.SettingsFor(ctx, run.Request.Source, run.Request.Name)
+	if err != nil {
+		return Settings{}, fmt.Errorf("the settings of %s %q: %w", run.Request.Source, run.Request.Name, err)
+	}
+	if len(own.Tools) > 0 {
+		set.Tools = own.Tools
+		set.toolsOwn = true
+	}
+	if own.MaxSteps > 0 {
+		set.MaxSteps = own.MaxSteps
+	}
+	if own.Timeout > 0 {
+		set.Timeout = own.Timeout
+	}
+	return set, nil
 }
 
 // toolset is the Toolset of run: its scope (the name's, the source's or
-// the runner's, the first that is not empty) applied to every tool the
-// runner has now (the registry's and those of its sources).
-func (r *Runner) toolset(ctx context.Context, run *Run, pol Policy) (Toolset, error) {
-	ts := Toolset{Scope: pol.Tools, From: ScopeSource}
-	if pol.ToolsFor != nil {
-		globs, err := pol.ToolsFor(ctx, run.Request.Source, run.Request.Name)
-		if err != nil {
-			return Toolset{}, fmt.Errorf("the tools of %s %q: %w", run.Request.Source, run.Request.Name, err)
-		}
-		if len(globs) > 0 {
-			ts.Scope, ts.From = globs, ScopeName
-		}
+// the runner's, the first that is not empty: set.Tools) applied to every
+// tool the runner has now (the registry's and those of its sources).
+func (r *Runner) toolset(run *Run, pol Policy, set Settings) Toolset {
+	ts := Toolset{Scope: set.Tools, From: ScopeSource}
+	if set.toolsOwn {
+		ts.From = ScopeName
 	}
 	if len(ts.Scope) == 0 {
 		ts.Scope, ts.From = r.cfg.Tools, ScopeRunner
@@ -149,12 +175,12 @@ func (r *Runner) toolset(ctx context.Context, run *Run, pol Policy) (Toolset, er
 			ts.Notify = true
 		}
 	}
-	reg, err := tools.NewRegistry(picked...) // picked from one registry: no duplicates
+	reg, err := tools.NewRegistry(picked...)
 	if err != nil {
-		return Toolset{}, err
+		panic(err) // picked from one registry: valid, no duplicates
 	}
 	ts.reg = reg
-	return ts, nil
+	return ts
 }
 
 // allTools returns every tool the runner has now: its registry's, then

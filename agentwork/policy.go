@@ -16,12 +16,12 @@ type Policy struct {
 	// Tools are the tools its runs may use: names and globs (see
 	// tools.Scope). Empty: the runner's (runner.tools).
 	Tools []string
-	// ToolsFor, if set, gives the tools of the runs of one source and name
-	// (a cron job's, a task's): a non-empty answer replaces Tools for those
-	// runs. It is asked after the input gates of every run, and by
-	// Runner.Toolset; it must honour ctx. An error is one the run is tried
-	// again for, as for a gate that cannot answer.
-	ToolsFor func(ctx context.Context, source, name string) ([]string, error)
+	// SettingsFor, if set, gives the settings of the runs of one source and
+	// name (a cron job's, a task's): its non-zero fields replace the
+	// policy's for those runs. It is asked after the input gates of every
+	// run, and by Runner.Toolset; it must honour ctx. An error is one the
+	// run is tried again for, as for a gate that cannot answer.
+	SettingsFor func(ctx context.Context, source, name string) (Settings, error)
 	// System is the system prompt. A request's own System wins.
 	System string
 	// MaxSteps bounds the tool loop. 0: the runner's default.
@@ -37,6 +37,20 @@ type Policy struct {
 	// Observer, if set, is told every outcome (after the event was emitted):
 	// triggers use it to keep their state (last outcome, failures).
 	Observer Observer
+}
+
+// Settings are what the runs of one source and name (a cron job, a task)
+// use instead of their source's policy and the runner's config: a zero
+// field leaves the level above.
+type Settings struct {
+	// Tools are the tools the runs may use (see Policy.Tools).
+	Tools []string
+	// MaxSteps bounds the tool loop.
+	MaxSteps int
+	// Timeout bounds one model run.
+	Timeout time.Duration
+
+	toolsOwn bool // Tools are the name's own (Toolset.From ScopeName)
 }
 
 // Observer learns run outcomes. Observe must not block for long and must be

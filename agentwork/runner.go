@@ -189,10 +189,6 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) (v bus.Verdict) {
 		r.fail(ctx, run, model.ClassPermanent, fmt.Errorf("unknown source %q: no trigger handles it", req.Source))
 		return termAfterEvent(run)
 	}
-	timeout := r.cfg.Timeout
-	if pol.Timeout > 0 {
-		timeout = pol.Timeout
-	}
 	// The claim is a short lease renewed while the run lives, so a request
 	// whose instance crashed is run again within about one lease.
 	lease := r.claimLease()
@@ -262,7 +258,7 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) (v bus.Verdict) {
 		}
 		v = bus.Done()
 	}()
-	v = r.execute(ctx, log, run, pol, timeout, held, lease)
+	v = r.execute(ctx, log, run, pol, held, lease)
 	if v.Kind() == bus.VerdictDone && run.emitErr != nil {
 		// The run ended but its event did not get out (the events stream is
 		// unavailable). Keep the result and put the request back: the next
@@ -311,7 +307,7 @@ const eventRetry = 5 * time.Second
 // model or queueing failure) or a deferral (it did not: a gate said later,
 // a shutdown, a bus outage) when the request should be redelivered after a
 // delay without an event.
-func (r *Runner) execute(ctx context.Context, log *zap.Logger, run *Run, pol Policy, timeout time.Duration, held *heldClaim, lease time.Duration) bus.Verdict {
+func (r *Runner) execute(ctx context.Context, log *zap.Logger, run *Run, pol Policy, held *heldClaim, lease time.Duration) bus.Verdict {
 	if cp := held.checkpoint(); cp != nil && cp.Result != nil {
 		return r.resume(ctx, log, run, pol, cp)
 	}
@@ -362,17 +358,18 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, run *Run, pol Pol
 	// loop keeps its conversation in the claim as it goes (see
 	// claimJournal), and a run that has one goes on from it: no tool call
 	// that finished is made again, no reply the model gave asked again.
-	ts, err := r.toolset(ctx, run, pol)
+	set, err := r.settings(ctx, run, pol)
 	if err != nil {
 		return r.gateFailed(ctx, log, run, pol, err)
 	}
+	ts := r.toolset(run, pol, set)
 	var from *tools.State
 	if cp := held.checkpoint(); cp != nil && cp.Conversation != nil {
 		s := unpackState(cp.Conversation)
 		from = &s
 		log.Info("going on from the run's checkpoint", zap.String("run", run.ID), zap.Int("steps", s.Steps), zap.Int("tool_calls", len(s.Calls)))
 	}
-	out, err := r.callModel(ctx, run, pol, ts, timeout, from, claimJournal{r: r, held: held, requestID: run.Request.ID, lease: lease})
+	out, err := r.callModel(ctx, run, pol, set, ts, from, claimJournal{r: r, held: held, requestID: run.Request.ID, lease: lease})
 	run.Output = &out // also on error: the tokens spent are reported
 	if err != nil {
 		if ctx.Err() != nil {

@@ -94,14 +94,14 @@ func TestRunToolScope(t *testing.T) {
 	cfg.MaxToolCalls = 2
 	r := agentwork.NewRunner(b, m, must(tools.NewRegistry(tools.Notify(), echo, rm)), cfg,
 		agentwork.WithToolSource(live), agentwork.WithSecrets(fsSecret))
-	r.Handle("task", agentwork.Policy{ToolsFor: func(_ context.Context, source, name string) ([]string, error) {
+	r.Handle("task", agentwork.Policy{SettingsFor: func(_ context.Context, source, name string) (agentwork.Settings, error) {
 		switch name {
 		case "special", "special-reply":
-			return []string{"fs__*"}, nil
+			return agentwork.Settings{Tools: []string{"fs__*"}}, nil
 		case "broken":
-			return nil, errors.New("the job store does not answer")
+			return agentwork.Settings{}, errors.New("the job store does not answer")
 		}
-		return nil, nil
+		return agentwork.Settings{}, nil
 	}})
 	r.Handle("cron", agentwork.Policy{Tools: []string{"echo", "rm"}})
 	stop := runInBackground(t, "runner", r.Run)
@@ -300,11 +300,11 @@ func TestRunBuiltinToolScope(t *testing.T) {
 	events := watchEvents(t, b)
 	m := &fetchModel{url: srv.URL + "/status", offered: map[string][]string{}}
 	r := agentwork.NewRunner(b, m, must(tools.NewRegistry(tools.Notify(), fetch)), testConfig())
-	r.Handle("task", agentwork.Policy{ToolsFor: func(_ context.Context, _, name string) ([]string, error) {
+	r.Handle("task", agentwork.Policy{SettingsFor: func(_ context.Context, _, name string) (agentwork.Settings, error) {
 		if name == "fetcher" {
-			return []string{"http_*"}, nil
+			return agentwork.Settings{Tools: []string{"http_*"}}, nil
 		}
-		return nil, nil // runner.tools: notify_user
+		return agentwork.Settings{}, nil // runner.tools: notify_user
 	}})
 	stop := runInBackground(t, "runner", r.Run)
 	publish(t, b, agentwork.Request{Source: "task", Name: "fetcher", Prompt: "is the backup ok?", Deliver: agentwork.DeliverReply})

@@ -1,6 +1,7 @@
 package cron
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -251,27 +252,31 @@ func TestPolicyToolsOfTheJob(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
 	s, _ := startScheduler(t, b, Config{Jobs: []Job{{ID: "sales", Schedule: "0 9 * * *", Prompt: "analyse", Tools: []string{"sales__*"}}}}, make(chan TickResult, 100))
-	toolsFor := s.Policy().ToolsFor
+	settingsFor := s.Policy().SettingsFor
+	toolsFor := func(ctx context.Context, source, name string) ([]string, error) {
+		set, err := settingsFor(ctx, source, name)
+		return set.Tools, err
+	}
 	ctx := t.Context()
 	if got, err := toolsFor(ctx, "cron", "sales"); err != nil || !slices.Equal(got, []string{"sales__*"}) {
-		t.Fatalf("ToolsFor(sales) = %v, %v; want [sales__*]", got, err)
+		t.Fatalf("the tools of (sales) = %v, %v; want [sales__*]", got, err)
 	}
 	if _, err := s.Add(ctx, Job{ID: "adhoc", Schedule: "0 9 * * *", Prompt: "look"}); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := toolsFor(ctx, "cron", "adhoc"); err != nil || got != nil {
-		t.Errorf("ToolsFor(adhoc) = %v, %v; want none (runner.tools)", got, err)
+		t.Errorf("the tools of (adhoc) = %v, %v; want none (runner.tools)", got, err)
 	}
 	if _, err := s.Update(ctx, "adhoc", json.RawMessage(`{"tools":["sales__read_*","notify_user"]}`)); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := toolsFor(ctx, "cron", "adhoc"); !slices.Equal(got, []string{"sales__read_*", "notify_user"}) {
-		t.Errorf("ToolsFor(adhoc) after the update = %v, want the new tools", got)
+		t.Errorf("the tools of (adhoc) after the update = %v, want the new tools", got)
 	}
 	if _, err := s.Update(ctx, "adhoc", json.RawMessage(`{"tools":["bad glob"]}`)); !isErr(err, ErrInvalid) || !strings.Contains(err.Error(), "tools[0]") {
 		t.Errorf("Update(bad glob) = %v, want ErrInvalid naming tools[0]", err)
 	}
 	if got, err := toolsFor(ctx, "cron", "gone"); err != nil || got != nil {
-		t.Errorf("ToolsFor(no such job) = %v, %v; want none (the job gate skips the run)", got, err)
+		t.Errorf("the tools of (no such job) = %v, %v; want none (the job gate skips the run)", got, err)
 	}
 }

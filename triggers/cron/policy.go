@@ -25,25 +25,25 @@ import (
 func (s *Scheduler) Policy() agentwork.Policy {
 	noRunnerAlert := false // the observer alerts per alert_after instead
 	return agentwork.Policy{
-		Input:    []agentwork.InputGate{&jobGate{s: s}},
-		Overlap:  agentwork.Overlap{Mode: agentwork.OverlapSkip, Poll: s.queuePoll},
-		Output:   []agentwork.OutputGate{agentwork.ModeGate{Default: agentwork.DeliverAuto}, &agentwork.DedupGate{KV: s.bus.Dedup, Window: s.cfg.DedupWindow}},
-		Targets:  s.cfg.Targets,
-		ToolsFor: s.toolsOf,
-		Timeout:  s.cfg.Timeout,
-		Alert:    &noRunnerAlert,
-		Observer: agentwork.ObserverFunc(s.observe),
+		Input:       []agentwork.InputGate{&jobGate{s: s}},
+		Overlap:     agentwork.Overlap{Mode: agentwork.OverlapSkip, Poll: s.queuePoll},
+		Output:      []agentwork.OutputGate{agentwork.ModeGate{Default: agentwork.DeliverAuto}, &agentwork.DedupGate{KV: s.bus.Dedup, Window: s.cfg.DedupWindow}},
+		Targets:     s.cfg.Targets,
+		SettingsFor: s.settingsOf,
+		Timeout:     s.cfg.Timeout,
+		Alert:       &noRunnerAlert,
+		Observer:    agentwork.ObserverFunc(s.observe),
 	}
 }
 
-// toolsOf returns the tools of job id as it is now (none for a job that no
-// longer exists: its run is skipped by the job gate).
-func (s *Scheduler) toolsOf(ctx context.Context, _, id string) ([]string, error) {
+// settingsOf returns the settings of job id as it is now (none for a job
+// that no longer exists: its run is skipped by the job gate).
+func (s *Scheduler) settingsOf(ctx context.Context, _, id string) (agentwork.Settings, error) {
 	j, _, err := s.readJob(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		return nil, nil
+		return agentwork.Settings{}, nil
 	}
-	return j.Tools, err
+	return agentwork.Settings{Tools: j.Tools}, err
 }
 
 // jobGate checks a cron request against its job and sets the run's

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/tools"
 )
@@ -51,10 +52,10 @@ func (t Tasks) Validate() error {
 // WithTasks sets the settings of tasks by name (the tasks section).
 func WithTasks(t Tasks) Option { return func(h *Handler) { h.tasks = t } }
 
-// toolsOf returns the tools of the tasks called name: tasks.<name>.tools.
-func (h *Handler) toolsOf(_ context.Context, source, name string) ([]string, error) {
+// settingsOf returns the settings of the tasks called name: tasks.<name>.
+func (h *Handler) settingsOf(_ context.Context, source, name string) (agentwork.Settings, error) {
 	if source != bus.SourceTask {
-		return nil, nil
+		return agentwork.Settings{}, nil
 	}
-	return h.tasks[name].Tools, nil
+	return agentwork.Settings{Tools: h.tasks[name].Tools}, nil
 }

@@ -35,7 +35,7 @@ func TestTaskTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	toolsFor := h.Policy().ToolsFor
+	settingsFor := h.Policy().SettingsFor
 	for _, tt := range []struct {
 		source, name string
 		want         []string
@@ -44,8 +44,8 @@ func TestTaskTools(t *testing.T) {
 		{"task", "default", nil},
 		{"deploy", "report", nil},
 	} {
-		if got, err := toolsFor(t.Context(), tt.source, tt.name); err != nil || !slices.Equal(got, tt.want) {
-			t.Errorf("ToolsFor(%s, %s) = %v, %v; want %v", tt.source, tt.name, got, err, tt.want)
+		if got, err := settingsFor(t.Context(), tt.source, tt.name); err != nil || !slices.Equal(got.Tools, tt.want) {
+			t.Errorf("SettingsFor(%s, %s) = %+v, %v; want tools %v", tt.source, tt.name, got, err, tt.want)
 		}
 	}
 }

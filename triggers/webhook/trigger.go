@@ -50,7 +50,7 @@ func (h *Handler) grants() []Grant {
 // request's delivery (auto unless the task says otherwise), dedup within
 // the request's dedup window or runner.dedup_window, and the tools of
 // tasks.<name> for a task (else runner.tools).
-func (h *Handler) Policy() agentwork.Policy { return agentwork.Policy{ToolsFor: h.toolsOf} }
+func (h *Handler) Policy() agentwork.Policy { return agentwork.Policy{SettingsFor: h.settingsOf} }
 
 // Run waits until ctx is done and returns nil: the webhook works in its
 // route.
