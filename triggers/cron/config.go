@@ -67,10 +67,13 @@ type Config struct {
 	// Timeout bounds one cron run's model work. Default 5m.
 	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
 	// Grace is how late a tick may fire and still count as on time; older
-	// ticks (after downtime) follow the job's catch-up policy. Default 1m.
+	// ticks, and every tick but the latest of those due at once (after
+	// downtime), follow the job's catch-up policy. Default 1m.
 	Grace time.Duration `yaml:"grace" json:"grace,omitempty"`
 	// Concurrency is how many fires of the jobs' timers one instance
-	// handles at once (each publishes the ticks of one job). Default 16.
+	// works on the bus at once (each publishes the ticks of one job).
+	// Fires waiting for their tick (a timer fires one second ahead) do
+	// not count: up to 64 times as many may wait. Default 16.
 	Concurrency int `yaml:"concurrency" json:"concurrency,omitempty"`
 	// Targets are the connectors of jobs that name none. Default: the
 	// runner's default targets.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -86,7 +87,7 @@ func (s *Scheduler) handle(ctx context.Context, m jetstream.Msg) bus.Verdict {
 	}
 	log := s.log.With(zap.String("job", id))
 	if retry {
-		err = s.fireRetry(ctx, log, id, d)
+		err = s.busy(ctx, func() error { return s.fireRetry(ctx, log, id, d) })
 	} else {
 		err = s.fireJob(ctx, log, id, attempt)
 	}
@@ -117,7 +118,19 @@ func (s *Scheduler) handle(ctx context.Context, m jetstream.Msg) bus.Verdict {
 // the job's state and arms the timer for the next tick. A job that is
 // deleted, paused, disabled or done is left without a timer: resuming or
 // changing it arms it again.
+//
+// The timer fires fireLead ahead of the tick: the fire reads the job and
+// its state then, waits for the tick without holding one of the
+// cron.concurrency slots, and publishes an on-time tick at once, however
+// many other jobs share the instant; what follows (the state, the next
+// timer) and any catch-up take a slot again.
 func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, attempt int) error {
+	defer s.firing(id)()
+	release, err := s.slot(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { release() }()
 	j, _, err := s.readJob(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil
@@ -138,13 +151,37 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 		return nil
 	}
 	now := s.clock.Now()
+	waited := false
+	if next := nextTick(j, sched, st); !next.IsZero() {
+		due := next.Add(jitter(j.ID, next, time.Duration(j.Jitter)))
+		if wait := due.Sub(now); wait > 0 && wait <= fireLead+fireLeadSlack {
+			release()
+			if err := s.waitUntil(ctx, wait); err != nil {
+				return err
+			}
+			waited, now = true, s.clock.Now()
+		}
+	}
 	left := -1
 	if j.MaxRuns > 0 {
 		left = j.MaxRuns - st.Fires
 	}
 	b := plan(j, sched, anchor(j, st), now, s.cfg.Grace, left)
+	if waited && !b.onTime() {
+		// Not the one tick it waited for after all: a catch-up works in a slot.
+		if release, err = s.slot(ctx); err != nil {
+			return err
+		}
+	}
 	var done progress
 	err = s.publish(ctx, log, j, b, attempt, &done)
+	if waited && b.onTime() {
+		// The tick is out; what is left is bookkeeping.
+		var serr error
+		if release, serr = s.slot(ctx); serr != nil {
+			return errors.Join(err, serr)
+		}
+	}
 	if done.any() || (err == nil && !b.last.IsZero()) {
 		if err == nil {
 			done.last = b.last // and the ticks max_runs left out
@@ -277,7 +314,76 @@ func (s *Scheduler) arm(ctx context.Context, j Job, sched Schedule, st State) er
 	if err != nil {
 		return err
 	}
-	return s.timers.Set(ctx, timerKey(j.ID), tick.Add(jitter(j.ID, tick, time.Duration(j.Jitter))), data)
+	due := tick.Add(jitter(j.ID, tick, time.Duration(j.Jitter)))
+	return s.timers.Set(ctx, timerKey(j.ID), due.Add(-fireLead), data)
+}
+
+// fireLead is how long before a tick its timer fires: longer than the
+// time engine's firing passes (250 ms) and a fire's reads under load, so
+// that the tick is published on time; fireLeadSlack is how much earlier a
+// fire may come (a pass that caught it early) and still wait for its tick.
+const (
+	fireLead      = time.Second
+	fireLeadSlack = 500 * time.Millisecond
+)
+
+// waitSlots is how many fires per cron.concurrency slot may wait for
+// their ticks at once: the jobs that share one instant wait together.
+const waitSlots = 64
+
+// slot takes one of the cron.concurrency slots that bound the fires'
+// reads and writes on the bus; release gives it back (once; later calls
+// do nothing).
+func (s *Scheduler) slot(ctx context.Context) (release func(), err error) {
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return func() {}, ctx.Err()
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-s.slots }) }, nil
+}
+
+// firing notes that this instance handles a fire of job id until done is
+// called: the fire arms the job's next timer, so a check of its timers
+// meanwhile (which finds none pending) is put off until the fire is done,
+// instead of arming a second timer for the tick in hand.
+func (s *Scheduler) firing(id string) (done func()) {
+	s.mu.Lock()
+	s.inFire[id]++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.inFire[id]--; s.inFire[id] > 0 {
+			return
+		}
+		delete(s.inFire, id)
+		if s.putOff[id] {
+			delete(s.putOff, id)
+			s.markDirty(id)
+		}
+	}
+}
+
+// busy runs fn in a slot.
+func (s *Scheduler) busy(ctx context.Context, fn func() error) error {
+	release, err := s.slot(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return fn()
+}
+
+// waitUntil waits d on the scheduler's clock, or until ctx is done.
+func (s *Scheduler) waitUntil(ctx context.Context, d time.Duration) error {
+	select {
+	case <-s.clock.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // fireRetry handles a fire of the job's retry timer: it publishes the

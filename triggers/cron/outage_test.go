@@ -192,20 +192,23 @@ func TestStateWriteFailureIsRetried(t *testing.T) {
 func TestTicksThroughAnOutageAndRestart(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
-		name  string
-		grace time.Duration
-		// want is what becomes of the ticks that failed: within the grace
-		// period they still run; past it (run_once, with on-time ticks)
-		// they are missed.
+		name    string
+		catchup Catchup
+		// want is what becomes of the ticks that failed: overtaken by
+		// the ticks after them, they are late whatever the grace period;
+		// run_all runs them, run_once (with on-time ticks) records them
+		// missed.
 		want string
 	}{
-		{"within grace", 0, "fired"},
-		{"past grace", time.Second, "missed"},
+		{"run_all", Catchup{Policy: CatchupRunAll, Max: 100}, "fired"},
+		{"run_once", Catchup{Policy: CatchupRunOnce}, "missed"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := bustest.New(t)
-			cfg := Config{Jobs: []Job{secondJob("sec")}, Grace: tt.grace}
+			job := secondJob("sec")
+			job.Catchup = tt.catchup
+			cfg := Config{Jobs: []Job{job}}
 			results := make(chan TickResult, 1000)
 			_, stop := startScheduler(t, b, cfg, results)
 			waitResult(t, results, func(r TickResult) bool { return r.What == "fired" })

@@ -73,8 +73,12 @@ type Scheduler struct {
 	retryBase, retryMax time.Duration      // backoff of a fire that failed
 	stateKV             jetstream.KeyValue // test seam for the fires' state writes; nil: bus.State
 
+	slots chan struct{} // cron.concurrency: the fires at work on the bus
+
 	mu      sync.Mutex
 	entries map[string]*entry // the jobs and states, as the watches last saw them
+	inFire  map[string]int    // jobs whose timer's fire is in hand here (see firing)
+	putOff  map[string]bool   // jobs whose timers to check once their fire is done
 	loaded  bool              // the watches' first values are in: changes check timers
 	ready   chan struct{}
 	dirty   map[string]bool   // jobs whose timers to check
@@ -130,7 +134,7 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Scheduler, error) {
 	s := &Scheduler{
 		bus: b, cfg: cfg.WithDefaults(), log: zap.NewNop(), clock: clock.Real{}, timers: bus.NewTimers(b),
 		queuePoll: 2 * time.Second, retryBase: defaultRetryBase, retryMax: defaultRetryMax,
-		entries: map[string]*entry{}, ready: make(chan struct{}),
+		entries: map[string]*entry{}, inFire: map[string]int{}, putOff: map[string]bool{}, ready: make(chan struct{}), slots: make(chan struct{}, cfg.WithDefaults().Concurrency),
 		dirty: map[string]bool{}, kick: make(chan struct{}, 1), lastErr: map[string]string{},
 	}
 	for _, o := range opts {
@@ -163,9 +167,12 @@ func (s *Scheduler) Run(parent context.Context) error {
 			FilterSubject: s.bus.Subjects.TimerFired("cron") + ".>",
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			MaxDeliver:    -1,
+			MaxAckPending: s.cfg.Concurrency * waitSlots,
 		},
-		Concurrency: s.cfg.Concurrency,
-		PullMax:     s.cfg.Concurrency,
+		// Fires wait for their ticks without a slot (see fireJob): many
+		// more may be in hand than work at once.
+		Concurrency: s.cfg.Concurrency * waitSlots,
+		PullMax:     s.cfg.Concurrency * waitSlots,
 		Log:         s.log,
 	}, s.handle)
 	if err != nil {
@@ -335,16 +342,18 @@ func (b *batch) addMore(from, to time.Time, n int) {
 
 func (b *batch) hasMore() bool { return b.moreN > 0 || b.moreAtLeast }
 
-// applyCatchup splits due ticks into fired and missed per the policy c:
-// ticks before cut are late.
+// onTime reports whether the batch is nothing but ticks due within grace:
+// nothing missed, nothing caught up.
+func (b *batch) onTime() bool { return b.late == 0 && len(b.missed) == 0 && !b.hasMore() }
+
+// applyCatchup splits due ticks into fired and missed per the policy c.
+// Only the latest tick is on time, and only if it is not before cut (the
+// grace period): an older tick due with it was overtaken by it, so it is
+// late like one older than grace, and the policy decides whether it runs.
 func (b *batch) applyCatchup(c Catchup, due []time.Time, cut time.Time) {
-	var late, onTime []time.Time
-	for _, d := range due {
-		if d.Before(cut) {
-			late = append(late, d)
-		} else {
-			onTime = append(onTime, d)
-		}
+	late, onTime := due, []time.Time(nil)
+	if n := len(due); n > 0 && !due[n-1].Before(cut) {
+		late, onTime = due[:n-1], due[n-1:]
 	}
 	switch c.Policy {
 	case CatchupSkip:

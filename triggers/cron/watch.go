@@ -221,6 +221,12 @@ func (s *Scheduler) checkOne(ctx context.Context, id string) error {
 	if ok {
 		cp = *e
 	}
+	if s.inFire[id] > 0 {
+		// A fire here is at work on it: check once it is done.
+		s.putOff[id] = true
+		s.mu.Unlock()
+		return nil
+	}
 	s.mu.Unlock()
 	if !ok || cp.job.ID == "" {
 		// Deleted: its timers go too (a fire that comes anyway finds no job).
