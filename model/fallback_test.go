@@ -13,8 +13,11 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/model/anthropic"
+	"github.com/agentwork/agentwork/model/anthropic/anthropicfake"
 	"github.com/agentwork/agentwork/model/openai"
 	"github.com/agentwork/agentwork/model/openai/openaifake"
+	"github.com/agentwork/agentwork/tools"
 )
 
 // fakeModel is a provider named name on an OpenAI-compatible fake that
@@ -150,5 +153,55 @@ func TestFallbackOfOneIsTheProvider(t *testing.T) {
 	cheap, _ := fakeModel(t, "cheap", "cheap-1")
 	if p := model.Fallback(nil, cheap); p != cheap.Provider {
 		t.Errorf("Fallback(one) = %T, want the provider itself", p)
+	}
+}
+
+// A tool loop begun on one provider goes on on the other when the first
+// becomes unavailable mid-run: the conversation (its tool calls and their
+// results) is provider-neutral, and each fake checks it as its real API
+// would (every result answers a call, no call is left unanswered).
+func TestFallbackAcrossProvidersMidConversation(t *testing.T) {
+	t.Parallel()
+	oa := openaifake.New(t)
+	an := anthropicfake.New(t)
+	op, err := openai.New(oa.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap, err := anthropic.New(an.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpt, claude := model.Named{Name: "gpt", Provider: op}, model.Named{Name: "claude", Provider: ap}
+	lookup := tools.Func("lookup", "look a host up", func(context.Context, struct{}) (string, error) { return "db-1 is down", nil })
+	reg, err := tools.NewRegistry(lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name  string
+		chain []model.Named
+	}{
+		{"openai then anthropic", []model.Named{gpt, claude}},
+		{"anthropic then openai", []model.Named{claude, gpt}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			call := model.ToolCall{ID: "call_1", Name: "lookup", Arguments: `{}`}
+			if tt.chain[0].Name == "gpt" {
+				oa.Enqueue(openaifake.ToolCalls(call), openaifake.Error(http.StatusServiceUnavailable, "overloaded"))
+				an.Enqueue(anthropicfake.Text("db-1 is down, says claude"))
+			} else {
+				call.ID = "toolu_1"
+				an.Enqueue(anthropicfake.ToolCalls(call), anthropicfake.Overloaded())
+				oa.Enqueue(openaifake.Text("db-1 is down, says gpt"))
+			}
+			res, err := tools.Loop(t.Context(), model.Fallback(nil, tt.chain...), reg, hello, tools.Limits{})
+			if err != nil || !strings.HasPrefix(res.Text, "db-1 is down, says ") || len(res.Calls) != 1 || res.Calls[0].Outcome != tools.OutcomeOK {
+				t.Fatalf("Loop = %+v, %v; want the fallback's answer after the tool call", res, err)
+			}
+			if want := "says " + tt.chain[1].Name; !strings.HasSuffix(res.Text, want) {
+				t.Errorf("the answer %q is not %s's", res.Text, tt.chain[1].Name)
+			}
+		})
 	}
 }
