@@ -20,7 +20,7 @@ import (
 // worker signals progress on the request meanwhile, so a slow model does
 // not get it redelivered.
 func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, set Settings, ts Toolset, from *tools.State, j tools.Journal) (Output, error) {
-	provider, err := r.providerFor(set)
+	provider, err := r.providerFor(run, set)
 	if err != nil {
 		return Output{}, err
 	}

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/agentwork/agentwork/model"
 )
 
@@ -33,10 +35,10 @@ func (r *Runner) ModelNames() []string {
 	return names
 }
 
-// providerFor returns the provider of a run with settings set: its model,
+// providerFor returns the provider of run with settings set: its model,
 // wrapped in model.Fallback when it has a fallback list. A name the runner
 // has no model by is a permanent error: the run fails at once, saying so.
-func (r *Runner) providerFor(set Settings) (model.Provider, error) {
+func (r *Runner) providerFor(run *Run, set Settings) (model.Provider, error) {
 	names := []string{set.Model}
 	for _, f := range set.Fallback {
 		if !slices.Contains(names, f) {
@@ -56,7 +58,11 @@ func (r *Runner) providerFor(set Settings) (model.Provider, error) {
 		}
 		chain = append(chain, model.Named{Name: n, Provider: p})
 	}
-	return model.Fallback(r.log, chain...), nil
+	if len(chain) == 1 {
+		return chain[0].Provider, nil
+	}
+	log := r.log.With(zap.String("source", run.Request.Source), zap.String("name", run.Request.Name), zap.String("run", run.ID))
+	return model.Fallback(log, chain...), nil
 }
 
 // CheckModels checks that model and each name of fallback is one of

@@ -132,13 +132,13 @@ cron:
 		t.Errorf("the backup server saw %d requests, want one for backup-1", len(got))
 	}
 
-	// The cron API checks the models a job names.
-	jobFile := filepath.Join(dir, "job.yaml")
-	if err := os.WriteFile(jobFile, []byte("id: adhoc\nschedule: \"@daily\"\nprompt: x\nmodel: strnog\n"), 0o600); err != nil {
-		t.Fatal(err)
+	// The cron API checks the models a job names; cron show shows them.
+	if out, err := cli("cron", "add", "adhoc", "--schedule", "@daily", "--prompt", "x", "--model", "strong", "--fallback", "strnog"); err == nil ||
+		!strings.Contains(out+err.Error(), `fallback[0]: "strnog": no such model (models: backup, cheap, default, strong)`) {
+		t.Errorf("cron add (unknown fallback model) = %v:\n%s\nwant a refusal naming the field and the models", err, out)
 	}
-	if out, err := cli("cron", "add", "--file", jobFile); err == nil || !strings.Contains(out+err.Error(), `model: "strnog": no such model (models: backup, cheap, default, strong)`) {
-		t.Errorf("cron add (unknown model) = %v:\n%s\nwant a refusal naming the field and the models", err, out)
+	if out, err := cli("cron", "show", "report"); err != nil || !regexpMatch(`model:\s+strong\n`, out) || !regexpMatch(`fallback:\s+backup\n`, out) {
+		t.Errorf("cron show report = %v:\n%s\nwant its model and fallback", err, out)
 	}
 }
 

@@ -288,7 +288,7 @@ func TestPolicyModelOfTheJob(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
 	job := Job{ID: "report", Schedule: "0 9 * * *", Prompt: "sum up", Model: "strong", Fallback: []string{"default"}, MaxSteps: 3, Timeout: Duration(time.Minute)}
-	s, _ := startScheduler(t, b, Config{Jobs: []Job{job}}, make(chan TickResult, 100), func(s *Scheduler) { s.models = []string{"cheap", "default", "strong"} })
+	s, _ := startScheduler(t, b, Config{Jobs: []Job{job}}, make(chan TickResult, 100), WithModels("cheap", "default", "strong"))
 	ctx := t.Context()
 	set, err := s.Policy().SettingsFor(ctx, "cron", "report")
 	if err != nil || set.Model != "strong" || !slices.Equal(set.Fallback, []string{"default"}) || set.MaxSteps != 3 || set.Timeout != time.Minute {
