@@ -20,6 +20,10 @@ import (
 // worker signals progress on the request meanwhile, so a slow model does
 // not get it redelivered.
 func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, set Settings, ts Toolset, from *tools.State, j tools.Journal) (Output, error) {
+	provider, err := r.providerFor(run, set)
+	if err != nil {
+		return Output{}, err
+	}
 	timeout := set.Timeout
 	mctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -46,7 +50,7 @@ func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, set Settin
 	if from != nil {
 		opts = append(opts, tools.From(*from))
 	}
-	res, err := tools.Loop(tctx, r.provider, ts.reg, req, tools.Limits{MaxSteps: steps, MaxCalls: r.cfg.MaxToolCalls}, opts...)
+	res, err := tools.Loop(tctx, provider, ts.reg, req, tools.Limits{MaxSteps: steps, MaxCalls: r.cfg.MaxToolCalls}, opts...)
 	// The run's own deadline, not one inside the provider (model.timeout
 	// per call): only then is the whole run too long.
 	if err != nil && errors.Is(mctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
@@ -127,7 +131,13 @@ func (r *Runner) Toolset(ctx context.Context, source, name string) (Toolset, err
 // settings are the settings of run: its name's (Policy.SettingsFor), else
 // its source's policy's, else the runner's, field by field.
 func (r *Runner) settings(ctx context.Context, run *Run, pol Policy) (Settings, error) {
-	set := Settings{Tools: pol.Tools, MaxSteps: r.cfg.MaxSteps, Timeout: r.cfg.Timeout}
+	set := Settings{Tools: pol.Tools, MaxSteps: r.cfg.MaxSteps, Timeout: r.cfg.Timeout, Model: r.cfg.Model, Fallback: r.cfg.Fallback}
+	if pol.Model != "" {
+		set.Model = pol.Model
+	}
+	if len(pol.Fallback) > 0 {
+		set.Fallback = pol.Fallback
+	}
 	if pol.MaxSteps > 0 {
 		set.MaxSteps = pol.MaxSteps
 	}
@@ -150,6 +160,12 @@ func (r *Runner) settings(ctx context.Context, run *Run, pol Policy) (Settings, 
 	}
 	if own.Timeout > 0 {
 		set.Timeout = own.Timeout
+	}
+	if own.Model != "" {
+		set.Model = own.Model
+	}
+	if len(own.Fallback) > 0 {
+		set.Fallback = own.Fallback
 	}
 	return set, nil
 }

@@ -53,6 +53,18 @@ type Config struct {
 	// has its own bound of 5 messages): a call beyond is refused, and the
 	// model is told so. Default 20, at most 1000.
 	MaxToolCalls int `yaml:"max_tool_calls" json:"max_tool_calls,omitempty"`
+	// Model names the model of every run: "default" (the model section)
+	// or a key of the models section. heartbeat.model, a cron job's model
+	// and tasks.<name>.model replace it for their runs. Default "default".
+	Model string `yaml:"model" json:"model,omitempty"`
+	// Fallback names the models that take over, in order, when a run's
+	// model is unavailable (5xx, 429, overloaded, 404 no such model, a
+	// rejected key): the next answers that call at once, before the
+	// runner tries the run again with backoff. A request the model
+	// rejected (400, 413, 422) does not fall back. heartbeat.fallback, a
+	// cron job's fallback and tasks.<name>.fallback replace it for their
+	// runs. Default: none.
+	Fallback []string `yaml:"fallback" json:"fallback,omitempty"`
 }
 
 // DefaultMaxToolCalls is the default of Config.MaxToolCalls.

@@ -28,6 +28,11 @@ type Policy struct {
 	MaxSteps int
 	// Timeout bounds one model run (the whole tool loop). 0: the runner's default.
 	Timeout time.Duration
+	// Model names the model of its runs (see WithModels), and Fallback
+	// those that take over when it is unavailable. Empty: the runner's
+	// (runner.model, runner.fallback).
+	Model    string
+	Fallback []string
 	// Overlap keeps runs of the same work (by default: the same source and
 	// name) from going on at once. Default: they may.
 	Overlap Overlap
@@ -49,6 +54,11 @@ type Settings struct {
 	MaxSteps int
 	// Timeout bounds one model run.
 	Timeout time.Duration
+	// Model names the model the runs use (see WithModels).
+	Model string
+	// Fallback names the models that take over, in order, when Model
+	// fails with an error another model may not have (model.FallsBack).
+	Fallback []string
 
 	toolsOwn bool // Tools are the name's own (Toolset.From ScopeName)
 }

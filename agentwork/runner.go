@@ -30,6 +30,7 @@ const inflightRecheck = time.Second
 type Runner struct {
 	bus      *bus.Bus
 	provider model.Provider
+	models   map[string]model.Provider // by name, beside provider (model.DefaultName); see WithModels
 	tools    *tools.Registry
 	sources  []tools.Source // tools that change while running (MCP servers)
 	secrets  []string       // cut out of the tool calls on record

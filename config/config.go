@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -35,8 +36,14 @@ import (
 type File struct {
 	// Bus: the embedded NATS server or an external cluster.
 	Bus bus.Config `yaml:"bus" json:"bus,omitempty"`
-	// Model: the model provider.
+	// Model: the model provider; the model named "default".
 	Model Model `yaml:"model" json:"model,omitempty"`
+	// Models: more models by name, each with the fields of the model
+	// section (its own provider, base_url, model, api_key, ...), for
+	// runner.model, heartbeat.model, a cron job's model,
+	// tasks.<name>.model and their fallback lists. "default" is the model
+	// section's name and not one of these.
+	Models map[string]Model `yaml:"models" json:"models,omitempty"`
 	// Runner: concurrency, retries, timeouts of runs.
 	Runner agentwork.Config `yaml:"runner" json:"runner,omitempty"`
 	// Connectors: where notifications go, by name (the targets elsewhere).
@@ -73,6 +80,19 @@ type Model struct {
 	model.Config `yaml:",inline"`
 	// Script holds the rules of the script provider.
 	Script script.Config `yaml:"script" json:"script,omitempty"`
+}
+
+// ModelNames returns the names of the models, sorted: "default" (the
+// model section) and those of the models section.
+func (f *File) ModelNames() []string {
+	names := []string{model.DefaultName}
+	for n := range f.Models {
+		if n != model.DefaultName {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // Log configures logging.
@@ -122,6 +142,23 @@ func (f *File) Validate() error {
 	add(f.Bus.Validate())
 	add(f.Model.Config.Validate())
 	add(f.Model.Script.Validate())
+	for _, name := range slices.Sorted(maps.Keys(f.Models)) {
+		m := f.Models[name]
+		switch {
+		case name == model.DefaultName:
+			add(fmt.Errorf("models.%s: the model section is the model named %s; give this one another name", name, name))
+		case !bus.ValidToken(name):
+			add(fmt.Errorf("models.%s: a model name is 1-64 characters of a-z, 0-9, _ and -", name))
+		case m.Provider == "":
+			// Not script by default, as the model section is: a named
+			// model inherits nothing, and a forgotten provider would
+			// answer every run with a script's canned text.
+			add(fmt.Errorf("models.%s.provider: required (openai, anthropic or script)", name))
+		}
+		m.Section = "models." + name
+		add(m.Config.Validate())
+		add(m.Script.Validate())
+	}
 	add(f.Runner.Validate())
 	switch f.Log.Level {
 	case "", "debug", "info", "warn", "error":
@@ -145,6 +182,7 @@ func (f *File) Validate() error {
 	add(f.validateTargets())
 	add(f.validateWebhookSources())
 	add(f.validateTools())
+	add(f.validateModels())
 	return errors.Join(errs...)
 }
 
@@ -201,6 +239,13 @@ func Parse(name string, raw []byte, lookup func(string) (string, bool), types co
 		return nil, inFile(name, errors.Join(yamlstrict.Errors(err)...))
 	}
 	keyEnv := envName(lookupNode(&root, "model", "api_key"))
+	modelKeyEnv := map[string]string{}
+	if n := lookupNode(&root, "models"); n != nil && n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			name := n.Content[i].Value
+			modelKeyEnv[name] = envName(lookupNode(&root, "models", name, "api_key"))
+		}
+	}
 	secrets, err := expandEnv(name, &root, lookup)
 	if err != nil {
 		return nil, err
@@ -223,6 +268,10 @@ func Parse(name string, raw []byte, lookup func(string) (string, bool), types co
 	}
 	f.path, f.secrets = name, secrets
 	f.Model.APIKeyEnv = keyEnv
+	for name, m := range f.Models {
+		m.APIKeyEnv, m.Section = modelKeyEnv[name], "models."+name
+		f.Models[name] = m
+	}
 	f.resolvePaths()
 	f.applyDefaults(types)
 	return f, nil

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/builtin"
@@ -112,6 +113,23 @@ func (f *File) validateTools() error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.Tasks)) {
 		check("tasks."+name+".tools", f.Tasks[name].Tools)
+	}
+	return errors.Join(errs...)
+}
+
+// validateModels checks that every model and fallback list names a model:
+// "default" (the model section) or one of the models section.
+func (f *File) validateModels() error {
+	names := f.ModelNames()
+	errs := []error{
+		agentwork.CheckModels("runner.", f.Runner.Model, f.Runner.Fallback, names),
+		agentwork.CheckModels("heartbeat.", f.Heartbeat.Model, f.Heartbeat.Fallback, names),
+	}
+	for i, j := range f.Cron.Jobs {
+		errs = append(errs, agentwork.CheckModels(fmt.Sprintf("cron.jobs[%d].", i), j.Model, j.Fallback, names))
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.Tasks)) {
+		errs = append(errs, agentwork.CheckModels("tasks."+name+".", f.Tasks[name].Model, f.Tasks[name].Fallback, names))
 	}
 	return errors.Join(errs...)
 }

@@ -2,7 +2,6 @@ package model
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -31,6 +30,10 @@ type Config struct {
 	// config wrote it as a ${VAR} reference (set by the config loader, not
 	// written by users): error hints name it.
 	APIKeyEnv string `yaml:"-" json:"-"`
+	// Section is where the config file has this model: "model" (the
+	// default, also when empty) or "models.<name>" (set by the config
+	// loader, not written by users): errors and hints name its fields so.
+	Section string `yaml:"-" json:"-"`
 	// Timeout bounds one model call. Default 120s.
 	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
 	// MaxTokens caps the reply. Default 1024 (Anthropic requires a value).
@@ -61,36 +64,45 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// Field returns the name of one of its fields as the config file writes
+// it, e.g. "model.api_key" or "models.cheap.api_key".
+func (c Config) Field(name string) string {
+	if c.Section == "" {
+		return "model." + name
+	}
+	return c.Section + "." + name
+}
+
 // Validate checks the fields every provider shares.
 func (c Config) Validate() error {
 	switch c.Provider {
 	case "", "script", "openai", "anthropic":
 	default:
-		return fmt.Errorf("model.provider: %q is not a provider (want script, openai or anthropic)", c.Provider)
+		return fmt.Errorf("%s: %q is not a provider (want script, openai or anthropic)", c.Field("provider"), c.Provider)
 	}
 	if c.BaseURL != "" {
 		u, err := url.Parse(c.BaseURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("model.base_url: %q is not an http(s) URL", secret.URL(c.BaseURL))
+			return fmt.Errorf("%s: %q is not an http(s) URL", c.Field("base_url"), secret.URL(c.BaseURL))
 		}
 	}
 	if c.Timeout < 0 {
-		return fmt.Errorf("model.timeout: %s is negative", c.Timeout)
+		return fmt.Errorf("%s: %s is negative", c.Field("timeout"), c.Timeout)
 	}
 	if c.MaxTokens < 0 {
-		return fmt.Errorf("model.max_tokens: %d is negative", c.MaxTokens)
+		return fmt.Errorf("%s: %d is negative", c.Field("max_tokens"), c.MaxTokens)
 	}
 	if c.Temperature != nil && (*c.Temperature < 0 || *c.Temperature > 2) {
-		return fmt.Errorf("model.temperature: %g is out of range (want 0-2)", *c.Temperature)
+		return fmt.Errorf("%s: %g is out of range (want 0-2)", c.Field("temperature"), *c.Temperature)
 	}
 	if c.Provider == "anthropic" && c.Temperature != nil && *c.Temperature > 1 {
-		return fmt.Errorf("model.temperature: %g is out of range for Anthropic (want 0-1)", *c.Temperature)
+		return fmt.Errorf("%s: %g is out of range for Anthropic (want 0-1)", c.Field("temperature"), *c.Temperature)
 	}
 	if err := checkHeaders(c); err != nil {
 		return err
 	}
 	if (c.Provider == "openai" || c.Provider == "anthropic") && c.Model == "" {
-		return fmt.Errorf("model.model: required for provider %s (e.g. gpt-4o-mini, claude-sonnet-4-5, llama3.1)", c.Provider)
+		return fmt.Errorf("%s: required for provider %s (e.g. gpt-4o-mini, claude-sonnet-4-5, llama3.1)", c.Field("model"), c.Provider)
 	}
 	return nil
 }
@@ -100,20 +112,20 @@ func (c Config) Validate() error {
 // sent: trimmed (a key read from a file often ends in a newline).
 func checkHeaders(c Config) error {
 	if !httpheader.ValidValue(strings.TrimSpace(c.APIKey)) {
-		return errors.New("model.api_key: contains a control character (check the ${...} reference or the file it reads)")
+		return fmt.Errorf("%s: contains a control character (check the ${...} reference or the file it reads)", c.Field("api_key"))
 	}
 	for k, v := range c.Headers {
 		if !httpheader.ValidName(k) {
-			return fmt.Errorf("model.headers: %q is not a header name", k)
+			return fmt.Errorf("%s: %q is not a header name", c.Field("headers"), k)
 		}
 		if !httpheader.ValidValue(v) {
-			return fmt.Errorf("model.headers: the value of %q contains a control character", k)
+			return fmt.Errorf("%s: the value of %q contains a control character", c.Field("headers"), k)
 		}
 	}
 	return nil
 }
 
-// KeyHint is the hint of a 401: check model.api_key, naming the variable
+// KeyHint is the hint of a 401: check model.api_key (Field), naming the variable
 // it comes from when the config said (see APIKeyEnv). how, if not empty,
 // says how the key is sent (e.g. "sent as x-api-key").
 func (c Config) KeyHint(how string) string {
@@ -129,7 +141,7 @@ func (c Config) KeyHint(how string) string {
 	default:
 		parts = append(parts, "is the key valid for this server?")
 	}
-	return "check model.api_key (" + strings.Join(parts, "; ") + ")"
+	return "check " + c.Field("api_key") + " (" + strings.Join(parts, "; ") + ")"
 }
 
 // ProviderFunc adapts a function to Provider.

@@ -155,6 +155,8 @@ func cronAddFlags(fs *flag.FlagSet) func(pos []string) (cron.Job, error) {
 	prompt := fs.String("prompt", "", "what the model should do")
 	targets := fs.String("targets", "", "comma-separated connector names")
 	toolList := fs.String("tools", "", "comma-separated tools the job may use, names or globs such as fs__* (default: runner.tools)")
+	modelName := fs.String("model", "", "the model of its runs: default or a key of the models section (default: runner.model)")
+	fallback := fs.String("fallback", "", "comma-separated models that take over when its model is unavailable (default: runner.fallback)")
 	deliver := fs.String("deliver", "", "auto (default: the notify_user messages if the model sends any, else its reply), reply, notify or none")
 	overlap := fs.String("overlap", "", "skip (default), queue or allow")
 	catchup := fs.String("catchup", "", "run_once (default), skip, or run_all[:max]")
@@ -196,6 +198,10 @@ func cronAddFlags(fs *flag.FlagSet) func(pos []string) (cron.Job, error) {
 		}
 		if set["tools"] {
 			j.Tools = strings.Split(*toolList, ",")
+		}
+		str("model", &j.Model, *modelName)
+		if set["fallback"] {
+			j.Fallback = strings.Split(*fallback, ",")
 		}
 		for flag, dst := range map[string]**time.Time{"at": &j.At, "expires-at": &j.ExpiresAt} {
 			v := map[string]string{"at": *at, "expires-at": *expires}[flag]
@@ -314,6 +320,8 @@ func cronPrintJob(w io.Writer, st cron.Status) {
 	row("prompt", j.Prompt)
 	row("targets", strings.Join(j.Targets, ", "))
 	row("tools", strings.Join(j.Tools, ", "))
+	row("model", j.Model)
+	row("fallback", strings.Join(j.Fallback, ", "))
 	row("deliver", j.Deliver)
 	row("overlap", j.Overlap)
 	row("catchup", cronCatchupText(j.Catchup))

@@ -245,6 +245,7 @@ func TestConfigCheck(t *testing.T) {
 		{"unknown connector type", "connectors:\n  ops:\n    type: pigeon\n", `agentwork.yaml:3: connectors.ops.type: "pigeon" is not a connector type of this build (known: ` + strings.Join(connectorTypes().Names(), ", ") + ")"},
 		{"unknown connector key", "connectors:\n  alerts:\n    type: nats\n    subject: a.b\n    format: json\n", `agentwork.yaml:5: unknown key "connectors.alerts.format" (known: jetstream, subject;`},
 		{"bad connector value", "connectors:\n  alerts: {type: nats, subject: \"a.>\"}\n", "connectors.alerts.subject:"},
+		{"unknown model", "cron:\n  jobs:\n    - id: a\n      schedule: \"@daily\"\n      prompt: x\n      model: strong\n", `cron.jobs[0].model: "strong": no such model (models: default)`},
 		{"unset secret", "model:\n  provider: openai\n  model: m\n  api_key: ${AGENTWORK_TEST_UNSET_KEY}\n", "AGENTWORK_TEST_UNSET_KEY is not set"},
 	}
 	for i, tt := range tests {

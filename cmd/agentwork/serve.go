@@ -69,7 +69,7 @@ func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
 		log.Info("stopped")
 	}()
 
-	provider, err := newProvider(f, log)
+	provider, err := newProvider(f.Model, log.Named("model"))
 	if err != nil {
 		return err
 	}

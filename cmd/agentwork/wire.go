@@ -23,17 +23,32 @@ import (
 	"github.com/agentwork/agentwork/triggers/webhook"
 )
 
-func newProvider(f *config.File, log *zap.Logger) (model.Provider, error) {
-	switch f.Model.Provider {
+// newProvider builds the provider of one model section (model, or
+// models.<name>).
+func newProvider(m config.Model, log *zap.Logger) (model.Provider, error) {
+	switch m.Provider {
 	case "", "script":
-		return script.New(f.Model.Script)
+		return script.New(m.Script)
 	case "openai":
-		return openai.New(f.Model.Config, openai.WithLogger(log.Named("model")))
+		return openai.New(m.Config, openai.WithLogger(log))
 	case "anthropic":
-		return anthropic.New(f.Model.Config, anthropic.WithLogger(log.Named("model")))
+		return anthropic.New(m.Config, anthropic.WithLogger(log))
 	default:
-		return nil, fmt.Errorf("model.provider: %s is not available in this build", f.Model.Provider)
+		return nil, fmt.Errorf("%s: %s is not available in this build", m.Field("provider"), m.Provider)
 	}
+}
+
+// newModels builds the providers of the models section, by name.
+func newModels(f *config.File, log *zap.Logger) (map[string]model.Provider, error) {
+	out := make(map[string]model.Provider, len(f.Models))
+	for name, m := range f.Models {
+		p, err := newProvider(m, log.Named("model."+name))
+		if err != nil {
+			return nil, err
+		}
+		out[name] = p
+	}
+	return out, nil
 }
 
 // newTriggers builds the triggers of this build from the config. A new
@@ -44,7 +59,7 @@ func newTriggers(f *config.File, b *bus.Bus, connectors []string, log *zap.Logge
 	if err != nil {
 		return nil, err
 	}
-	sched, err := cron.New(b, f.Cron, cron.WithLogger(log.Named("cron")))
+	sched, err := cron.New(b, f.Cron, cron.WithLogger(log.Named("cron")), cron.WithModels(f.ModelNames()...))
 	if err != nil {
 		return nil, err
 	}
@@ -90,8 +105,12 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	if w.mcp, err = mcp.New(f.MCP, mcp.WithLogger(log.Named("mcp")), mcp.WithVersion(version)); err != nil {
 		return nil, err
 	}
+	models, err := newModels(f, log)
+	if err != nil {
+		return nil, err
+	}
 	w.runner = agentwork.NewRunner(b, provider, reg, f.Runner,
-		agentwork.WithLogger(log.Named("runner")), agentwork.WithConnectors(w.connectorNames...),
+		agentwork.WithLogger(log.Named("runner")), agentwork.WithConnectors(w.connectorNames...), agentwork.WithModels(models),
 		agentwork.WithToolSource(w.mcp), agentwork.WithSecrets(f.Secrets()...))
 	for source, p := range policies {
 		w.runner.Handle(source, p)

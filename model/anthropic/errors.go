@@ -40,8 +40,8 @@ func (c *Client) errs() httperr.Endpoint {
 		Reset:    rateLimitReset,
 		Hints: map[int]string{
 			http.StatusUnauthorized: c.cfg.KeyHint("sent as x-api-key"),
-			http.StatusNotFound: fmt.Sprintf("check model.model (%q) and model.base_url (the root that /v1/messages is appended to, e.g. https://api.anthropic.com or http://127.0.0.1:11434 for Ollama)",
-				c.cfg.Model),
+			http.StatusNotFound: fmt.Sprintf("check %s (%q) and %s (the root that /v1/messages is appended to, e.g. https://api.anthropic.com or http://127.0.0.1:11434 for Ollama)",
+				c.cfg.Field("model"), c.cfg.Model, c.cfg.Field("base_url")),
 		},
 	}
 }

@@ -25,10 +25,10 @@ func (c *Client) errs() httperr.Endpoint {
 		Now:      c.now,
 		Reset:    rateLimitReset,
 		Hints: map[int]string{
-			http.StatusPaymentRequired: "the account behind model.api_key has no credit or quota left; check its plan and billing",
+			http.StatusPaymentRequired: "the account behind " + c.cfg.Field("api_key") + " has no credit or quota left; check its plan and billing",
 			http.StatusUnauthorized:    c.cfg.KeyHint(""),
-			http.StatusNotFound: fmt.Sprintf("check model.model (%q) and model.base_url (OpenAI-compatible servers want the API root with /v1, e.g. http://127.0.0.1:11434/v1)",
-				c.cfg.Model),
+			http.StatusNotFound: fmt.Sprintf("check %s (%q) and %s (OpenAI-compatible servers want the API root with /v1, e.g. http://127.0.0.1:11434/v1)",
+				c.cfg.Field("model"), c.cfg.Model, c.cfg.Field("base_url")),
 		},
 	}
 }

@@ -63,7 +63,7 @@ func (s *Scheduler) status(j Job, st State) Status {
 	now := s.clock.Now()
 	sched, err := j.Sched()
 	if err == nil {
-		err = j.Validate()
+		err = s.validate(j)
 	}
 	switch {
 	case err != nil:
@@ -206,9 +206,18 @@ func (s *Scheduler) Add(ctx context.Context, j Job) (Status, error) {
 	return s.status(j, State{}), nil
 }
 
+// validate checks j, and that the models it names are ours (WithModels).
+func (s *Scheduler) validate(j Job) error {
+	err := j.Validate()
+	if s.models != nil {
+		err = errors.Join(err, agentwork.CheckModels("", j.Model, j.Fallback, s.models))
+	}
+	return err
+}
+
 // check validates and normalizes a job from the API.
 func (s *Scheduler) check(j *Job, now time.Time) error {
-	if err := j.Validate(); err != nil {
+	if err := s.validate(*j); err != nil {
 		return apiErr(ErrInvalid, "%v", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	if j.At != nil && !j.At.After(now) {

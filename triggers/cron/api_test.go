@@ -280,3 +280,33 @@ func TestPolicyToolsOfTheJob(t *testing.T) {
 		t.Errorf("the tools of (no such job) = %v, %v; want none (the job gate skips the run)", got, err)
 	}
 }
+
+// A job's model, fallback, max_steps and timeout are its runs' settings;
+// the API refuses a model the runtime does not have, naming the field and
+// the models there are.
+func TestPolicyModelOfTheJob(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	job := Job{ID: "report", Schedule: "0 9 * * *", Prompt: "sum up", Model: "strong", Fallback: []string{"default"}, MaxSteps: 3, Timeout: Duration(time.Minute)}
+	s, _ := startScheduler(t, b, Config{Jobs: []Job{job}}, make(chan TickResult, 100), WithModels("cheap", "default", "strong"))
+	ctx := t.Context()
+	set, err := s.Policy().SettingsFor(ctx, "cron", "report")
+	if err != nil || set.Model != "strong" || !slices.Equal(set.Fallback, []string{"default"}) || set.MaxSteps != 3 || set.Timeout != time.Minute {
+		t.Fatalf("the settings of (report) = %+v, %v; want its model, fallback, max_steps and timeout", set, err)
+	}
+	c := NewClient(bustest.Client(t, b))
+	_, err = c.Add(ctx, Job{ID: "adhoc", Schedule: "@daily", Prompt: "x", Model: "strnog"})
+	if !isErr(err, ErrInvalid) || !strings.Contains(err.Error(), `model: "strnog": no such model (models: cheap, default, strong)`) {
+		t.Fatalf("Add(unknown model) = %v, want ErrInvalid naming the field and the models", err)
+	}
+	if _, err := c.Add(ctx, Job{ID: "adhoc", Schedule: "@daily", Prompt: "x", Model: "cheap"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Update(ctx, "adhoc", json.RawMessage(`{"fallback":["strong","gone"],"max_steps":-1}`))
+	if !isErr(err, ErrInvalid) || !strings.Contains(err.Error(), `fallback[1]: "gone": no such model`) || !strings.Contains(err.Error(), "max_steps: -1") {
+		t.Fatalf("Update(unknown fallback, negative max_steps) = %v, want ErrInvalid naming both", err)
+	}
+	if st, err := c.Update(ctx, "adhoc", json.RawMessage(`{"fallback":["strong"]}`)); err != nil || !slices.Equal(st.Job.Fallback, []string{"strong"}) {
+		t.Fatalf("Update(fallback) = %+v, %v", st.Job, err)
+	}
+}

@@ -184,6 +184,17 @@ type Job struct {
 	// names and globs (e.g. [sales__*]). With deliver auto or notify it
 	// has notify_user in any case. Default: runner.tools.
 	Tools []string `yaml:"tools" json:"tools,omitempty"`
+	// Model names the model of the job's runs: "default" (the model
+	// section) or a key of the models section. Default: runner.model.
+	Model string `yaml:"model" json:"model,omitempty"`
+	// Fallback names the models that take over, in order, when Model is
+	// unavailable (see runner.fallback). Default: runner.fallback.
+	Fallback []string `yaml:"fallback" json:"fallback,omitempty"`
+	// MaxSteps bounds the tool loop of its runs (model calls per run).
+	// Default: runner.max_steps.
+	MaxSteps int `yaml:"max_steps" json:"max_steps,omitempty"`
+	// Timeout bounds one run's model work. Default: cron.timeout.
+	Timeout Duration `yaml:"timeout" json:"timeout,omitempty"`
 
 	// Origin is "config" or "api" (set by the scheduler).
 	Origin string `yaml:"-" json:"origin,omitempty"`
@@ -319,6 +330,12 @@ func (j *Job) validate(p string) error {
 		if k == "" {
 			add("metadata", "empty key")
 		}
+	}
+	if j.MaxSteps < 0 {
+		add("max_steps", "%d: must not be negative (0: runner.max_steps)", j.MaxSteps)
+	}
+	if j.Timeout < 0 {
+		add("timeout", "%s: must not be negative (0: cron.timeout)", j.Timeout)
 	}
 	errs = append(errs, tools.Scope(j.Tools).Check(p+"tools"))
 	return errors.Join(errs...)

@@ -17,7 +17,8 @@ import (
 
 // Policy is how the runner treats cron requests: the job gate (deleted,
 // disabled, paused, expired; the job's overlap mode, which the runner's
-// overlap lease applies), the job's tools (else runner.tools), reply
+// overlap lease applies), the job's tools, model, fallback, max_steps and
+// timeout (else the runner's), reply
 // delivery by default, and the observer that
 // keeps each job's state, alerts after alert_after consecutive failures
 // and pauses after pause_after.
@@ -43,7 +44,7 @@ func (s *Scheduler) settingsOf(ctx context.Context, _, id string) (agentwork.Set
 	if errors.Is(err, ErrNotFound) {
 		return agentwork.Settings{}, nil
 	}
-	return agentwork.Settings{Tools: j.Tools}, err
+	return agentwork.Settings{Tools: j.Tools, MaxSteps: j.MaxSteps, Timeout: time.Duration(j.Timeout), Model: j.Model, Fallback: j.Fallback}, err
 }
 
 // jobGate checks a cron request against its job and sets the run's

@@ -84,6 +84,8 @@ type Scheduler struct {
 	dirty   map[string]bool   // jobs whose timers to check
 	kick    chan struct{}     // dirty has work
 	lastErr map[string]string // job: why its last fire here failed
+
+	models []string // the models jobs may name; nil: any (WithModels)
 }
 
 // entry is one job as the watches last saw it.
@@ -116,6 +118,11 @@ type Option func(*Scheduler)
 
 // WithLogger sets the logger (default zap.NewNop()).
 func WithLogger(l *zap.Logger) Option { return func(s *Scheduler) { s.log = l } }
+
+// WithModels sets the names of the models jobs may name (model, fallback):
+// the API refuses a job that names another, and lists one as invalid.
+// Default: no check (the runner fails such a job's runs, saying why).
+func WithModels(names ...string) Option { return func(s *Scheduler) { s.models = names } }
 
 // WithTickObserver sets a function told about every tick this instance
 // handled (for metrics and tests). It is called from the handlers of the

@@ -87,6 +87,16 @@ type Config struct {
 	// names and globs (e.g. [fs__read_text_file, fs__list_directory]). In
 	// notify mode it has notify_user in any case. Default: runner.tools.
 	Tools []string `yaml:"tools" json:"tools,omitempty"`
+	// Model names the model of its runs: "default" (the model section) or
+	// a key of the models section, e.g. a cheaper one than the work it
+	// triggers. Default: runner.model.
+	Model string `yaml:"model" json:"model,omitempty"`
+	// Fallback names the models that take over, in order, when Model is
+	// unavailable (see runner.fallback). Default: runner.fallback.
+	Fallback []string `yaml:"fallback" json:"fallback,omitempty"`
+	// MaxSteps bounds its tool loop (model calls per run). Default:
+	// runner.max_steps.
+	MaxSteps int `yaml:"max_steps" json:"max_steps,omitempty"`
 }
 
 // WithDefaults returns c with zero fields filled.
@@ -149,6 +159,9 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < time.Second {
 		errs = append(errs, fmt.Errorf("heartbeat.timeout: %s: want at least 1s", c.Timeout))
+	}
+	if c.MaxSteps < 0 {
+		errs = append(errs, fmt.Errorf("heartbeat.max_steps: %d: must not be negative (0: runner.max_steps)", c.MaxSteps))
 	}
 	errs = append(errs, tools.Scope(c.Tools).Check("heartbeat.tools"))
 	return errors.Join(errs...)

@@ -29,6 +29,8 @@ func TestConfigValidate(t *testing.T) {
 		{"negative dedup", heartbeat.Config{DedupWindow: -time.Hour}, "heartbeat.dedup_window: -1h0m0s: must not be negative"},
 		{"tiny timeout", heartbeat.Config{Timeout: time.Millisecond}, "heartbeat.timeout: 1ms: want at least 1s"},
 		{"tools", heartbeat.Config{Tools: []string{"fs__read_text_file", "fs__list_*"}}, ""},
+		{"model", heartbeat.Config{Model: "cheap", Fallback: []string{"default"}, MaxSteps: 3}, ""},
+		{"negative max_steps", heartbeat.Config{MaxSteps: -1}, "heartbeat.max_steps: -1: must not be negative"},
 		{"bad tools glob", heartbeat.Config{Tools: []string{"fs__*", "fs__[read"}}, `heartbeat.tools[1]: "fs__[read" is not a well-formed glob`},
 	}
 	for _, c := range cases {

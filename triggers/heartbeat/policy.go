@@ -24,8 +24,8 @@ import (
 // the runner's overlap lease: one heartbeat at a time across all instances
 // (skip "busy", or wait with overlap: queue unless a newer tick is due).
 // Output gates: notify_user (fail-closed) or
-// the HEARTBEAT_OK token, then dedup within dedup_window. Tools:
-// heartbeat.tools, else runner.tools. A run that fails
+// the HEARTBEAT_OK token, then dedup within dedup_window. Tools, model,
+// fallback and max_steps: heartbeat's, else the runner's. A run that fails
 // for good alerts the targets. The observer keeps the state (last run,
 // consecutive errors) on whichever instance ran it.
 func (h *Heartbeat) Policy() agentwork.Policy {
@@ -53,6 +53,9 @@ func (h *Heartbeat) Policy() agentwork.Policy {
 		Targets:  h.cfg.Targets,
 		Tools:    h.cfg.Tools,
 		Timeout:  h.cfg.Timeout,
+		MaxSteps: h.cfg.MaxSteps,
+		Model:    h.cfg.Model,
+		Fallback: h.cfg.Fallback,
 		Observer: agentwork.ObserverFunc(h.observe),
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
@@ -14,14 +15,15 @@ import (
 
 // Tasks is the tasks section of agentwork.yaml: the settings of the tasks
 // of one name (requests of source task, such as POST /v1/tasks with
-// {"name": "report"}), keyed by that name. Today it holds their tools; the
-// per-task settings to come (the model, say) go here too.
+// {"name": "report"}), keyed by that name: their tools, model, fallback
+// models, max steps and timeout.
 //
 //	tasks:
 //	  report:
 //	    tools: [sales__*]
+//	    model: strong
 //
-// A task whose name is not listed uses runner.tools. Requests of the other
+// A task whose name is not listed uses the runner's (runner.tools, ...). Requests of the other
 // sources a webhook credential may be granted are not tasks: they use
 // runner.tools.
 type Tasks map[string]TaskConfig
@@ -33,6 +35,17 @@ type TaskConfig struct {
 	// the model passes to notify_user (deliver auto or notify) has it in
 	// any case. Default: runner.tools.
 	Tools []string `yaml:"tools" json:"tools,omitempty"`
+	// Model names the model of its runs: "default" (the model section) or
+	// a key of the models section. Default: runner.model.
+	Model string `yaml:"model" json:"model,omitempty"`
+	// Fallback names the models that take over, in order, when Model is
+	// unavailable (see runner.fallback). Default: runner.fallback.
+	Fallback []string `yaml:"fallback" json:"fallback,omitempty"`
+	// MaxSteps bounds the tool loop of its runs (model calls per run).
+	// Default: runner.max_steps.
+	MaxSteps int `yaml:"max_steps" json:"max_steps,omitempty"`
+	// Timeout bounds one run's model work. Default: runner.timeout.
+	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
 }
 
 // Validate checks every task's name and settings; errors read
@@ -44,7 +57,14 @@ func (t Tasks) Validate() error {
 			errs = append(errs, fmt.Errorf("tasks.%s: a task name is 1-64 characters of a-z, 0-9, _ and - (the name requests give)", name))
 			continue
 		}
-		errs = append(errs, tools.Scope(t[name].Tools).Check("tasks."+name+".tools"))
+		tc := t[name]
+		if tc.MaxSteps < 0 {
+			errs = append(errs, fmt.Errorf("tasks.%s.max_steps: %d: must not be negative (0: runner.max_steps)", name, tc.MaxSteps))
+		}
+		if tc.Timeout < 0 {
+			errs = append(errs, fmt.Errorf("tasks.%s.timeout: %s: must not be negative (0: runner.timeout)", name, tc.Timeout))
+		}
+		errs = append(errs, tools.Scope(tc.Tools).Check("tasks."+name+".tools"))
 	}
 	return errors.Join(errs...)
 }
@@ -57,5 +77,6 @@ func (h *Handler) settingsOf(_ context.Context, source, name string) (agentwork.
 	if source != bus.SourceTask {
 		return agentwork.Settings{}, nil
 	}
-	return agentwork.Settings{Tools: h.tasks[name].Tools}, nil
+	tc := h.tasks[name]
+	return agentwork.Settings{Tools: tc.Tools, MaxSteps: tc.MaxSteps, Timeout: tc.Timeout, Model: tc.Model, Fallback: tc.Fallback}, nil
 }
