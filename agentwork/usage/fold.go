@@ -285,4 +285,3 @@ func fold(ctx context.Context, kv jetstream.KeyValue, key string, es []*entry, f
 	}
 	return err
 }
-

@@ -101,6 +101,25 @@ type Filter struct {
 // ErrBadFilter is wrapped by the error of a Filter that cannot be used.
 var ErrBadFilter = errors.New("usage: bad filter")
 
+// ParseFilter builds a filter from its text form, as the CLI flags and
+// the HTTP query give it: since a number of days ("7d": today and the six
+// days before, in UTC) or a duration back from now ("36h", from the start
+// of that UTC day), by a comma-separated list of dimensions. Errors wrap
+// ErrBadFilter.
+func ParseFilter(since, source, name, by string, now time.Time) (Filter, error) {
+	f := Filter{Source: source, Name: name}
+	var err error
+	if f.Since, err = ParseSince(since, now); err != nil {
+		return f, err
+	}
+	if !f.Since.IsZero() {
+		y, m, d := f.Since.UTC().Date()
+		f.Since = time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	}
+	f.By, err = ParseBy(by)
+	return f, err
+}
+
 // ParseBy parses a comma-separated list of dimensions ("day,source").
 func ParseBy(s string) ([]string, error) {
 	if strings.TrimSpace(s) == "" {
