@@ -150,4 +150,3 @@ func TestSpend(t *testing.T) {
 		t.Error("a job without a budget paused")
 	}
 }
-
