@@ -33,6 +33,10 @@ const maxModels = 100
 // invents (refused, but counted).
 const maxTools = 200
 
+// maxJobs bounds the name label of the per-job token counter (cron jobs,
+// which the API and the agent may add, and heartbeats) the same way.
+const maxJobs = 200
+
 // toolBuckets are the upper bounds, in seconds, of the tool call duration
 // histogram: from an in-process tool to an MCP server's 60s timeout.
 var toolBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
@@ -54,7 +58,10 @@ type metrics struct {
 	models      map[string]bool      // model labels in use
 	toolCalls   map[[2]string]uint64 // tool, outcome
 	toolTimes   map[string]*histogram
-	tools       map[string]bool // tool labels in use
+	tools       map[string]bool      // tool labels in use
+	srcTokens   map[[3]string]uint64 // source, model, kind
+	jobTokens   map[[3]string]uint64 // source (cron|heartbeat), name, kind
+	jobs        map[string]bool      // source/name labels in use
 
 	streams atomic.Int64 // open event streams
 }
@@ -64,6 +71,7 @@ func newMetrics(version string) *metrics {
 		version: version, requests: map[[2]string]uint64{}, runs: map[[2]string]uint64{}, deliveries: map[string]uint64{},
 		tokens: map[[2]string]uint64{}, modelRuns: map[[2]string]uint64{}, modelErrors: map[string]uint64{}, models: map[string]bool{}, truncated: map[string]uint64{},
 		toolCalls: map[[2]string]uint64{}, toolTimes: map[string]*histogram{}, tools: map[string]bool{},
+		srcTokens: map[[3]string]uint64{}, jobTokens: map[[3]string]uint64{}, jobs: map[string]bool{},
 	}
 }
 
@@ -90,6 +98,7 @@ func (m *metrics) countEvents(b *bus.Bus) (unsubscribe func(), err error) {
 // modelFacts are the fields of a run event's data (agentwork.Result) that
 // the model metrics read.
 type modelFacts struct {
+	Name  string       `json:"name"`
 	Model string       `json:"model"`
 	Usage *model.Usage `json:"usage"`
 	Class string       `json:"class"`
@@ -166,9 +175,33 @@ func (m *metrics) count(rest string, data []byte) {
 		m.modelRuns[[2]string{name, outcome}]++
 	}
 	if u := facts.Usage; u != nil {
-		m.tokens[[2]string{name, "input"}] += uint64(max(u.InputTokens, 0))
-		m.tokens[[2]string{name, "output"}] += uint64(max(u.OutputTokens, 0))
+		in, out, cached := uint64(max(u.InputTokens, 0)), uint64(max(u.OutputTokens, 0)), uint64(max(u.CachedInputTokens, 0))
+		m.tokens[[2]string{name, "input"}] += in
+		m.tokens[[2]string{name, "output"}] += out
+		m.srcTokens[[3]string{source, name, "input"}] += in
+		m.srcTokens[[3]string{source, name, "output"}] += out
+		if cached > 0 {
+			m.srcTokens[[3]string{source, name, "cached_input"}] += cached
+		}
+		if source == bus.SourceCron || source == bus.SourceHeartbeat {
+			job := m.jobLabel(source, facts.Name)
+			m.jobTokens[[3]string{source, job, "input"}] += in
+			m.jobTokens[[3]string{source, job, "output"}] += out
+		}
 	}
+}
+
+// jobLabel is modelLabel for the names of cron jobs and heartbeats. Call
+// with m.mu held.
+func (m *metrics) jobLabel(source, name string) string {
+	if m.jobs[source+"/"+name] {
+		return name
+	}
+	if len(m.jobs) >= maxJobs {
+		return "other"
+	}
+	m.jobs[source+"/"+name] = true
+	return name
 }
 
 // modelLabel returns the label of a model name: the name, or "other" once
@@ -274,6 +307,10 @@ func (m *metrics) expose(busReady, storeFull float64, deadLetters int) []byte {
 	for _, k := range sortedPairs(m.tokens) {
 		fmt.Fprintf(&b, "agentwork_model_tokens_total{model=\"%s\",kind=\"%s\"} %d\n", escape(k[0]), escape(k[1]), m.tokens[k])
 	}
+	family("agentwork_tokens_total", "counter", "Model tokens used by runs, by source, model and kind (input, output, cached_input: the part of input read from the provider's prompt cache), from the run events seen on the bus, from every instance: do not sum across instances.")
+	triples(&b, "agentwork_tokens_total", [3]string{"source", "model", "kind"}, m.srcTokens)
+	family("agentwork_job_tokens_total", "counter", "Model tokens used by the runs of each cron job and heartbeat (source cron or heartbeat, name the job id or heartbeat name, kind input or output), from the run events seen on the bus, from every instance; past 200 names, further ones count as \"other\".")
+	triples(&b, "agentwork_job_tokens_total", [3]string{"source", "name", "kind"}, m.jobTokens)
 	family("agentwork_model_runs_total", "counter", "Runs that reached the model, by model and outcome, from the run events seen on the bus: every done, and skip or error when the event names the model.")
 	for _, k := range sortedPairs(m.modelRuns) {
 		fmt.Fprintf(&b, "agentwork_model_runs_total{model=\"%s\",outcome=\"%s\"} %d\n", escape(k[0]), escape(k[1]), m.modelRuns[k])
@@ -308,6 +345,16 @@ func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 func series(b *bytes.Buffer, name, label string, m map[string]uint64) {
 	for _, v := range slices.Sorted(maps.Keys(m)) {
 		fmt.Fprintf(b, "%s{%s=\"%s\"} %d\n", name, label, escape(v), m[v])
+	}
+}
+
+// triples writes the samples of a counter with three labels, sorted.
+func triples(b *bytes.Buffer, name string, labels [3]string, m map[[3]string]uint64) {
+	keys := slices.SortedFunc(maps.Keys(m), func(a, b [3]string) int {
+		return strings.Compare(a[0]+"\x00"+a[1]+"\x00"+a[2], b[0]+"\x00"+b[1]+"\x00"+b[2])
+	})
+	for _, k := range keys {
+		fmt.Fprintf(b, "%s{%s=\"%s\",%s=\"%s\",%s=\"%s\"} %d\n", name, labels[0], escape(k[0]), labels[1], escape(k[1]), labels[2], escape(k[2]), m[k])
 	}
 }
 

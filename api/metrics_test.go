@@ -104,6 +104,13 @@ func TestModelMetrics(t *testing.T) {
 		`agentwork_runs_total{source="cron",outcome="error"} 2`,
 		`agentwork_deliveries_total{outcome="delivered"} 1`,
 		`agentwork_model_truncated_total{source="task"} 1`,
+		`agentwork_tokens_total{source="heartbeat",model="gpt-4o-mini",kind="input"} 110`,
+		`agentwork_tokens_total{source="cron",model="gpt-4o-mini",kind="output"} 6`,
+		`agentwork_tokens_total{source="task",model="claude-sonnet-4-5",kind="input"} 7`,
+		`agentwork_job_tokens_total{source="cron",name="report",kind="input"} 50`,
+		`agentwork_job_tokens_total{source="heartbeat",name="default",kind="output"} 21`,
+		"# TYPE agentwork_tokens_total counter",
+		"# TYPE agentwork_job_tokens_total counter",
 		"# TYPE agentwork_model_tokens_total counter",
 		"# TYPE agentwork_model_runs_total counter",
 		"# TYPE agentwork_model_errors_total counter",
@@ -113,6 +120,9 @@ func TestModelMetrics(t *testing.T) {
 		if strings.Contains(modelLines(body), unwanted) {
 			t.Errorf("/metrics model series contain %q:\n%s", unwanted, modelLines(body))
 		}
+	}
+	if strings.Contains(body, `agentwork_job_tokens_total{source="task"`) {
+		t.Errorf("/metrics counts tokens per task name (unbounded): want cron jobs and heartbeats only:\n%s", body)
 	}
 }
 

@@ -294,12 +294,13 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 //	GET  /metrics            open from loopback, else admin
 //	the PublicRoutes         their own auth (POST /v1/tasks: webhook
 //	                         credentials, or the admin token)
-//	/v1/...                  admin: events, runs, failed deliveries, tools,
+//	/v1/...                  admin: events, runs, usage, failed deliveries, tools,
 //	                         and the mounted Routes
 func (s *Server) routes() http.Handler {
 	admin := http.NewServeMux()
 	admin.HandleFunc("GET /v1/events", s.events)
 	admin.HandleFunc("GET /v1/runs", s.runs)
+	admin.HandleFunc("GET /v1/usage", s.usage)
 	s.deliveryRoutes(admin)
 	s.toolRoutes(admin)
 	for _, r := range s.deps.Routes {

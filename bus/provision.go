@@ -26,6 +26,9 @@ const (
 	// BucketDeadLetters holds the notifications a connector failed to
 	// deliver for good, for a user to list and send again.
 	BucketDeadLetters = "agentwork_deadletters"
+	// BucketUsage holds the model tokens of runs summed per day, source,
+	// name and model (package agentwork/usage folds them in).
+	BucketUsage = "agentwork_usage"
 )
 
 // Retention of the streams and buckets. Each window is sized to what it
@@ -81,6 +84,10 @@ const (
 	// DeadLettersTTL is how long a failed delivery waits to be sent again:
 	// as long as the events stream keeps its delivery.failed event.
 	DeadLettersTTL = EventsMaxAge
+	// UsageTTL is how long a day's token usage of one source, name and
+	// model is kept after its last run: about a quarter, long after the
+	// events it sums are gone (EventsMaxAge).
+	UsageTTL = 90 * 24 * time.Hour
 	// TimersDuplicates is how long the timers stream remembers a Set's
 	// message id: long enough to cover Set's own retries after a lost ack
 	// (TimerSetRetry), short enough that the ids of a busy schedule (500
@@ -123,6 +130,7 @@ func (b *Bus) bucketConfigs() []jetstream.KeyValueConfig {
 		{Bucket: BucketDedup, Description: "notification dedup keys (per-key TTL)", History: 1, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: time.Minute},
 		{Bucket: BucketLocks, Description: "leases and run claims (per-key TTL once settled)", History: 1, TTL: LocksTTL, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: LocksMarkerTTL},
 		{Bucket: BucketDeadLetters, Description: "notifications that failed delivery for good", History: 1, TTL: DeadLettersTTL, Storage: jetstream.FileStorage, Replicas: r},
+		{Bucket: BucketUsage, Description: "model tokens per day, source, name and model", History: 1, TTL: UsageTTL, Storage: jetstream.FileStorage, Replicas: r},
 	}
 }
 
@@ -188,7 +196,7 @@ func (b *Bus) bindBuckets(ctx context.Context) error {
 		return kv
 	}
 	b.Jobs, b.State, b.Dedup, b.Locks = bind(BucketJobs), bind(BucketState), bind(BucketDedup), bind(BucketLocks)
-	b.DeadLetters = bind(BucketDeadLetters)
+	b.DeadLetters, b.Usage = bind(BucketDeadLetters), bind(BucketUsage)
 	return err
 }
 

@@ -71,11 +71,16 @@ type Request struct {
 type Usage struct {
 	InputTokens  int `json:"input_tokens"`
 	OutputTokens int `json:"output_tokens"`
+	// CachedInputTokens is the part of InputTokens the provider read from
+	// its prompt cache (OpenAI's prompt_tokens_details.cached_tokens,
+	// Anthropic's cache_read_input_tokens), where it reports it.
+	CachedInputTokens int `json:"cached_input_tokens,omitempty"`
 }
 
 // Add returns the sum of two usages.
 func (u Usage) Add(o Usage) Usage {
-	return Usage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens}
+	return Usage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens + o.CachedInputTokens}
 }
 
 // Reply is one answer of a model.

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/agentwork"
+	tokenusage "github.com/agentwork/agentwork/agentwork/usage"
 	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/config"
@@ -115,6 +116,7 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	for source, p := range policies {
 		w.runner.Handle(source, p)
 	}
+	w.usage = tokenusage.NewFolder(b, tokenusage.FolderConfig{Log: log.Named("usage")})
 	toolAdmin := agentwork.NewToolAdmin(w.runner, w.mcp.Status)
 	w.services = append(w.services, toolAdmin.Service())
 
@@ -143,6 +145,7 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 type wiring struct {
 	connectorNames []string
 	runner         *agentwork.Runner
+	usage          *tokenusage.Folder            // a consumer: sums the tokens of run events
 	mcp            *mcp.Manager                  // runs beside the consumers, stopped after them
 	consumers      []func(context.Context) error // stopped after the triggers
 	triggers       []triggers.Trigger            // stopped first

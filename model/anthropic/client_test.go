@@ -172,7 +172,7 @@ func TestReplyShapes(t *testing.T) {
 		{
 			name: "cache tokens count as input",
 			body: `{"type":"message","model":"m","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":5,"cache_creation_input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":2}}`,
-			want: model.Reply{Text: "hi", Model: "m", StopReason: "end_turn", Usage: model.Usage{InputTokens: 1105, OutputTokens: 2}},
+			want: model.Reply{Text: "hi", Model: "m", StopReason: "end_turn", Usage: model.Usage{InputTokens: 1105, OutputTokens: 2, CachedInputTokens: 1000}},
 		},
 		{
 			name: "input as a string, missing input",

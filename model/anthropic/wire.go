@@ -221,6 +221,9 @@ func decodeReply(body []byte) (model.Reply, error) {
 		reply.Usage = model.Usage{
 			InputTokens:  r.Usage.InputTokens + r.Usage.CacheCreationInputTokens + r.Usage.CacheReadInputTokens,
 			OutputTokens: r.Usage.OutputTokens,
+			// Cache writes cost more than plain input, reads far less:
+			// only the reads are "cached".
+			CachedInputTokens: r.Usage.CacheReadInputTokens,
 		}
 	}
 	return reply, nil

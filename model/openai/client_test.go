@@ -187,6 +187,11 @@ func TestReplyQuirks(t *testing.T) {
 			want: model.Reply{Text: "I can't help with that.", Model: "m", StopReason: "stop"},
 		},
 		{
+			name: "cached prompt tokens",
+			resp: openaifake.Response{Body: `{"model":"m","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1200,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":1024}}}`},
+			want: model.Reply{Text: "hi", Model: "m", StopReason: "stop", Usage: model.Usage{InputTokens: 1200, OutputTokens: 3, CachedInputTokens: 1024}},
+		},
+		{
 			name: "no usage, no model, null finish_reason",
 			resp: openaifake.Response{Body: `{"choices":[{"message":{"content":"hi"},"finish_reason":null}]}`},
 			want: model.Reply{Text: "hi", Model: openaifake.DefaultModel},

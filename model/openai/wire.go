@@ -148,8 +148,11 @@ type replyFunction struct {
 }
 
 type chatUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
 }
 
 // errMalformed marks a reply body that is not a usable chat completion.
@@ -221,6 +224,9 @@ func decodeReply(body []byte) (model.Reply, error) {
 	}
 	if r.Usage != nil {
 		reply.Usage = model.Usage{InputTokens: r.Usage.PromptTokens, OutputTokens: r.Usage.CompletionTokens}
+		if d := r.Usage.PromptTokensDetails; d != nil {
+			reply.Usage.CachedInputTokens = d.CachedTokens
+		}
 	}
 	return reply, nil
 }

@@ -71,7 +71,7 @@ func (s *Scheduler) status(j Job, st State) Status {
 		return out
 	case !j.IsEnabled():
 		out.Status = StatusDisabled
-	case st.Paused:
+	case st.pausedAt(now):
 		out.Status = StatusPaused
 	case j.MaxRuns > 0 && st.Fires >= j.MaxRuns:
 		out.Status = StatusCompleted
@@ -80,7 +80,7 @@ func (s *Scheduler) status(j Job, st State) Status {
 	default:
 		out.Status = StatusActive
 	}
-	if out.Status == StatusActive {
+	if out.Status == StatusActive || (out.Status == StatusPaused && st.PausedUntil != nil) {
 		a := anchor(j, st)
 		if a.Before(now) {
 			a = now
@@ -303,7 +303,7 @@ func (s *Scheduler) Pause(ctx context.Context, id, reason string) (Status, error
 	}
 	now := s.clock.Now().UTC()
 	st, err := updateState(ctx, s.bus.State, id, func(st *State) bool {
-		st.Paused, st.PausedReason, st.PausedAt = true, reason, &now
+		st.Paused, st.PausedReason, st.PausedAt, st.PausedUntil = true, reason, &now, nil
 		return true
 	})
 	if err != nil {
@@ -313,7 +313,8 @@ func (s *Scheduler) Pause(ctx context.Context, id, reason string) (Status, error
 }
 
 // Resume lets a paused job fire again from its next tick (ticks during the
-// pause are not caught up) and resets its failure count.
+// pause are not caught up) and resets its failure count and today's count
+// of tokens: a job its budget paused may spend its budget once more today.
 func (s *Scheduler) Resume(ctx context.Context, id string) (Status, error) {
 	j, _, err := s.readJob(ctx, id)
 	if err != nil {
@@ -324,8 +325,11 @@ func (s *Scheduler) Resume(ctx context.Context, id string) (Status, error) {
 		if !st.Paused {
 			return false
 		}
-		st.Paused, st.PausedReason, st.PausedAt, st.ResumedAt = false, "", nil, &now
+		st.Paused, st.PausedReason, st.PausedAt, st.PausedUntil, st.ResumedAt = false, "", nil, nil, &now
 		st.ConsecutiveFailures = 0
+		if st.Spent != nil {
+			st.Spent.Tokens = 0
+		}
 		return true
 	})
 	if err != nil {

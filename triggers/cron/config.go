@@ -178,6 +178,11 @@ type Job struct {
 	// AlertAfter and PauseAfter override cron.alert_after / cron.pause_after.
 	AlertAfter int `yaml:"alert_after" json:"alert_after,omitempty"`
 	PauseAfter int `yaml:"pause_after" json:"pause_after,omitempty"`
+	// Budget caps the model tokens the job's runs spend per day, in the
+	// job's time zone: when the next run would pass it, the job pauses
+	// itself with one alert to its targets until the next midnight there,
+	// or until cron resume. Default: no cap.
+	Budget Budget `yaml:"budget" json:"budget,omitzero"`
 	// Metadata is passed through to the request, events and notifications.
 	Metadata map[string]string `yaml:"metadata" json:"metadata,omitempty"`
 	// Tools are the tools the job's runs may use, instead of runner.tools:
@@ -219,6 +224,18 @@ type Retry struct {
 	// Default 1m.
 	Backoff Duration `yaml:"backoff" json:"backoff,omitempty"`
 }
+
+// Budget is a cap on a job's model tokens.
+type Budget struct {
+	// DailyTokens is how many tokens (input plus output, as the provider
+	// reports them) the job's runs may use per day. The job pauses when
+	// today's tokens plus those of its last run would pass it: a run is
+	// not started that would likely go over. 0: no cap.
+	DailyTokens int64 `yaml:"daily_tokens" json:"daily_tokens,omitempty"`
+}
+
+// IsZero reports whether no budget is set.
+func (b Budget) IsZero() bool { return b == Budget{} }
 
 // Catchup is the catch-up policy. In YAML and JSON it is either the policy
 // name ("run_once") or an object {policy: run_all, max: 10}.
@@ -313,6 +330,9 @@ func (j *Job) validate(p string) error {
 	}
 	if j.MaxRuns < 0 {
 		add("max_runs", "%d: must not be negative (0: no limit)", j.MaxRuns)
+	}
+	if j.Budget.DailyTokens < 0 {
+		add("budget.daily_tokens", "%d: must not be negative (0: no cap)", j.Budget.DailyTokens)
 	}
 	if j.DedupWindow < 0 || time.Duration(j.DedupWindow) > agentwork.MaxDedupWindow {
 		add("dedup_window", "%s: want 0 (cron.dedup_window) to 720h", j.DedupWindow)

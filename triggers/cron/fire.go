@@ -162,6 +162,12 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 			waited, now = true, s.clock.Now()
 		}
 	}
+	if st.Paused && st.PausedUntil != nil && !now.Before(*st.PausedUntil) {
+		if st, err = s.lift(ctx, id, *st.PausedUntil); err != nil {
+			return err
+		}
+		log.Info("job resumed: its pause ended", zap.Time("paused_until", *st.ResumedAt))
+	}
 	left := -1
 	if j.MaxRuns > 0 {
 		left = j.MaxRuns - st.Fires
@@ -196,6 +202,22 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 		return err
 	}
 	return s.arm(ctx, j, sched, st)
+}
+
+// lift ends a pause that was until until (the budget's): the job fires
+// again from its first tick at or after until, and its count of tokens
+// starts afresh on the new day.
+func (s *Scheduler) lift(ctx context.Context, id string, until time.Time) (State, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	return updateState(ctx, s.states(), id, func(st *State) bool {
+		if !st.Paused || st.PausedUntil == nil || !st.PausedUntil.Equal(until) {
+			return false // resumed or paused again meanwhile
+		}
+		resumed := until.Add(-time.Nanosecond).UTC() // the tick at until runs
+		st.Paused, st.PausedReason, st.PausedAt, st.PausedUntil, st.ResumedAt = false, "", nil, nil, &resumed
+		return true
+	})
 }
 
 // progress is what a fire did of its batch.

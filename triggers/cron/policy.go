@@ -73,7 +73,7 @@ func (g *jobGate) Check(ctx context.Context, run *agentwork.Run) error {
 		switch {
 		case !j.IsEnabled():
 			return agentwork.Skip(agentwork.ReasonDisabled, "the job is disabled")
-		case st.Paused:
+		case st.pausedAt(s.clock.Now()):
 			return agentwork.Skip(agentwork.ReasonPaused, st.PausedReason)
 		case j.ExpiresAt != nil && req.ScheduledAt != nil && req.ScheduledAt.After(*j.ExpiresAt):
 			return agentwork.Skip(ReasonExpired, "the job expired at "+j.ExpiresAt.UTC().Format(time.RFC3339))
@@ -128,9 +128,12 @@ func (s *Scheduler) observe(run *agentwork.Run, outcome string) {
 	}
 	attempt, _ := strconv.Atoi(run.Request.Metadata[metaRetry])
 	now := s.clock.Now().UTC()
-	var alert, paused bool
+	var alert, paused, overBudget bool
 	st, err := updateState(ctx, s.bus.State, id, func(st *State) bool {
-		alert, paused = false, false
+		alert, paused, overBudget = false, false, false
+		if res.Usage != nil && st.LastRunID != run.ID { // once per run
+			overBudget = spend(st, j, res.Usage.InputTokens+res.Usage.OutputTokens, now)
+		}
 		st.LastRunAt, st.LastRunID, st.LastOutcome = &now, run.ID, outcome
 		st.LastReason, st.LastError = res.Reason, res.Error
 		if outcome == bus.OutcomeError {
@@ -148,7 +151,7 @@ func (s *Scheduler) observe(run *agentwork.Run, outcome string) {
 		st.ConsecutiveFailures++
 		alert = alertAfter > 0 && st.ConsecutiveFailures == alertAfter
 		if pauseAfter > 0 && st.ConsecutiveFailures >= pauseAfter && !st.Paused {
-			st.Paused, st.PausedAt, paused = true, &now, true
+			st.Paused, st.PausedAt, st.PausedUntil, paused = true, &now, nil, true
 			st.PausedReason = fmt.Sprintf("paused after %d consecutive failed runs; last error: %s", st.ConsecutiveFailures, res.Error)
 			st.Retry = nil
 		}
@@ -169,6 +172,37 @@ func (s *Scheduler) observe(run *agentwork.Run, outcome string) {
 		s.alert(ctx, run, j, fmt.Sprintf("agentwork: cron job %q is paused after %d failed runs in a row; last error: %s. Fix it, then: agentwork cron resume %s", j.ID, st.ConsecutiveFailures, res.Error, j.ID), "paused")
 		log.Warn("job paused after consecutive failures", zap.Int("failures", st.ConsecutiveFailures))
 	}
+	if overBudget && !paused {
+		s.alert(ctx, run, j, fmt.Sprintf("agentwork: cron job %q %s. To let it run again today: agentwork cron resume %s", j.ID, st.PausedReason, j.ID), "budget")
+		log.Warn("job paused: its daily token budget would be passed", zap.Int64("tokens_today", st.Spent.Tokens), zap.Int64("budget", j.Budget.DailyTokens))
+	}
+}
+
+// spend adds a run's tokens to the job's count of the day (in the job's
+// time zone; a new day starts it afresh) and, when the job has a budget
+// that the next run would pass (today's tokens plus the last run's), pauses
+// the job until its next midnight. It reports that pause.
+func spend(st *State, j Job, tokens int, now time.Time) bool {
+	loc := j.Location()
+	local := now.In(loc)
+	day := local.Format(time.DateOnly)
+	if st.Spent == nil || st.Spent.Day != day {
+		st.Spent = &Spent{Day: day}
+	}
+	used := int64(max(tokens, 0))
+	st.Spent.Tokens += used
+	st.Spent.LastRun = used
+	st.Spent.Runs++
+	budget := j.Budget.DailyTokens
+	if budget <= 0 || st.pausedAt(now) || st.Spent.Tokens+st.Spent.LastRun <= budget {
+		return false
+	}
+	y, m, d := local.Date()
+	until := time.Date(y, m, d+1, 0, 0, 0, 0, loc).UTC()
+	st.Paused, st.PausedAt, st.PausedUntil = true, &now, &until
+	st.PausedReason = fmt.Sprintf("used %d tokens today of its daily budget of %d (its last run %d: the next would pass it); paused until %s",
+		st.Spent.Tokens, budget, st.Spent.LastRun, until.In(loc).Format("2006-01-02 15:04 MST"))
+	return true
 }
 
 // alert queues an important notification to the run's targets.

@@ -14,6 +14,7 @@ import (
 	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/internal/clock"
+	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/tools"
 )
@@ -26,6 +27,12 @@ func startRunner(t *testing.T, b *bus.Bus, clk clock.Clock, s *Scheduler, rules 
 	if err != nil {
 		t.Fatal(err)
 	}
+	startRunnerWith(t, b, clk, s, p)
+}
+
+// startRunnerWith is startRunner with another model provider.
+func startRunnerWith(t *testing.T, b *bus.Bus, clk clock.Clock, s *Scheduler, p model.Provider) {
+	t.Helper()
 	reg, err := tools.NewRegistry(tools.Notify())
 	if err != nil {
 		t.Fatal(err)

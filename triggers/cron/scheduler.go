@@ -250,12 +250,20 @@ func anchor(j Job, st State) time.Time {
 			a = *t
 		}
 	}
+	if st.Paused && st.PausedUntil != nil {
+		// A pause until a time: the next tick is the first from then on.
+		if u := st.PausedUntil.Add(-time.Nanosecond); u.After(a) {
+			a = u
+		}
+	}
 	return a
 }
 
-// active reports whether the job fires on its schedule at all.
+// active reports whether the job fires on its schedule at all: a pause
+// that lifts itself keeps the job's timer, armed for the first tick after
+// it.
 func active(j Job, st State) bool {
-	return j.IsEnabled() && !st.Paused && (j.MaxRuns == 0 || st.Fires < j.MaxRuns)
+	return j.IsEnabled() && (!st.Paused || st.PausedUntil != nil) && (j.MaxRuns == 0 || st.Fires < j.MaxRuns)
 }
 
 // nextTick returns the job's next tick after its anchor, zero when it

@@ -47,12 +47,41 @@ type State struct {
 	Paused       bool       `json:"paused,omitempty"`
 	PausedReason string     `json:"paused_reason,omitempty"`
 	PausedAt     *time.Time `json:"paused_at,omitempty"`
+	// PausedUntil, on a pause that lifts itself (the budget's), is when:
+	// the job's next midnight in its time zone. The first fire of its
+	// timer from then on resumes the job.
+	PausedUntil *time.Time `json:"paused_until,omitempty"`
 	// ResumedAt: ticks before it are not caught up.
 	ResumedAt *time.Time `json:"resumed_at,omitempty"`
+
+	// Spent is what the job's runs spent today, for its budget.
+	Spent *Spent `json:"spent,omitempty"`
 
 	// Retry is a pending re-run of a failed tick (its timer is
 	// cron.<id>.retry).
 	Retry *RetryState `json:"retry,omitempty"`
+}
+
+// Spent counts the model tokens of a job's runs on one day (in the job's
+// time zone). The observer adds each run's usage as it records the run,
+// once per run id.
+type Spent struct {
+	// Day is the date, YYYY-MM-DD in the job's time zone.
+	Day string `json:"day"`
+	// Tokens are the input plus output tokens of the day's runs (since a
+	// cron resume, which starts the count afresh).
+	Tokens int64 `json:"tokens"`
+	// LastRun are the tokens of the latest run: the budget expects the
+	// next to use as many.
+	LastRun int64 `json:"last_run"`
+	// Runs counts the runs that reported a usage.
+	Runs int `json:"runs"`
+}
+
+// pausedAt reports whether the job is paused at now: paused, and not a
+// pause that lifted itself by now.
+func (st *State) pausedAt(now time.Time) bool {
+	return st.Paused && (st.PausedUntil == nil || now.Before(*st.PausedUntil))
 }
 
 // RetryState is a pending re-run of a failed tick.
