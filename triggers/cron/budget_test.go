@@ -59,7 +59,7 @@ func TestBudgetPausesWithOneAlert(t *testing.T) {
 		t.Fatalf("alerts = %q, want one saying the job paused on its budget", alerts)
 	}
 	// The timer waits for the first tick of the next day.
-	eventually(t, func() bool { return pendingDue(t, b, timerKey("spender")).Equal(midnight) })
+	eventually(t, func() bool { return pendingDue(t, b, timerKey("spender")).Add(fireLead).Equal(midnight) })
 	got, err := s.Get(t.Context(), "spender")
 	if err != nil || got.Status != StatusPaused || got.Next == nil || !got.Next.Equal(midnight) {
 		t.Fatalf("Get = %+v, %v; want paused, next %s", got, err, midnight)
@@ -99,7 +99,7 @@ func TestBudgetResumesNextDay(t *testing.T) {
 	if reqs := requests(t, b); len(reqs) != 0 {
 		t.Fatalf("a paused job fired: %+v", reqs)
 	}
-	if due := pendingDue(t, b, timerKey("daily")); !due.Equal(until) {
+	if due := pendingDue(t, b, timerKey("daily")).Add(fireLead); !due.Equal(until) {
 		t.Fatalf("timer due %s, want the next midnight %s", due, until)
 	}
 
