@@ -32,6 +32,9 @@ const (
 	RunName    = "schedule_run"
 )
 
+// Names are the names of the schedule tools.
+var Names = []string{CreateName, ListName, PauseName, ResumeName, DeleteName, RunName}
+
 // Owner is whose jobs the tools act on: the calling run's source and name,
 // and the run id that created a job.
 type Owner struct {
