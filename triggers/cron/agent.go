@@ -177,11 +177,13 @@ func (a *AgentJobs) existing(ctx context.Context, o schedule.Owner, id string) (
 		return schedule.Info{}, false, agentError(err)
 	}
 	hist, err := s.bus.Jobs.History(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || len(hist) < 2 {
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return schedule.Info{}, false, nil
-	}
-	if err != nil {
-		return schedule.Info{}, false, agentError(err)
+	case err != nil:
+		return schedule.Info{}, false, fmt.Errorf("the jobs cannot be read now (%w); try again later", err)
+	case len(hist) < 2:
+		return schedule.Info{}, false, nil
 	}
 	last, prev := hist[len(hist)-1], hist[len(hist)-2]
 	if last.Operation() == jetstream.KeyValuePut || s.clock.Now().Sub(last.Created()) > IdempotencyWindow {
