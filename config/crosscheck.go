@@ -13,6 +13,7 @@ import (
 	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/builtin"
 	"github.com/agentwork/agentwork/tools/mcp"
+	"github.com/agentwork/agentwork/tools/schedule"
 )
 
 // validateTargets checks that every target names a configured connector: a
@@ -88,7 +89,7 @@ func (f *File) validateTools() error {
 			if err := scope.Check(field); err != nil {
 				continue // the section's Validate says so
 			}
-			if scope.Allows(tools.NotifyName) || slices.ContainsFunc(on, scope.Allows) {
+			if scope.Allows(tools.NotifyName) || slices.ContainsFunc(on, scope.Allows) || slices.ContainsFunc(schedule.Names, scope.Allows) {
 				continue
 			}
 			server, _, named := strings.Cut(g, mcp.Separator)
@@ -99,7 +100,7 @@ func (f *File) validateTools() error {
 			case !named && len(off) > 0:
 				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: the built-in %s is off (turn it on under tools.%s)", field, i, g, off[0], off[0]))
 			case !named:
-				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: want notify_user, a built-in tool that is on (tools section: %s), or <server>__<tool> for a tool of an MCP server (%s)",
+				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: want notify_user, schedule_*, a built-in tool that is on (tools section: %s), or <server>__<tool> for a tool of an MCP server (%s)",
 					field, i, g, strings.Join(builtin.Names, ", "), have))
 			case !slices.ContainsFunc(servers, func(s string) bool { ok, _ := path.Match(server, s); return ok }):
 				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: no MCP server is called %q (%s)", field, i, g, server, have))
@@ -108,6 +109,7 @@ func (f *File) validateTools() error {
 	}
 	check("runner.tools", f.Runner.Tools)
 	check("heartbeat.tools", f.Heartbeat.Tools)
+	check("cron.agent.tools", f.Cron.Agent.Tools)
 	for i, j := range f.Cron.Jobs {
 		check(fmt.Sprintf("cron.jobs[%d].tools", i), j.Tools)
 	}

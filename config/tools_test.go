@@ -76,7 +76,9 @@ mcp:
 		{"no such server", "heartbeat:\n  tools: [fss__read]\nmcp:\n  servers:\n    fs: {command: npx}\n",
 			`heartbeat.tools[0]: "fss__read" matches no tool: no MCP server is called "fss" (mcp.servers has fs)`},
 		{"no servers", "runner:\n  tools: [fs__*]\n", `runner.tools[0]: "fs__*" matches no tool: no MCP server is called "fs" (mcp.servers has none)`},
-		{"no tool", "tasks:\n  report:\n    tools: [notfy_user]\n", `tasks.report.tools[0]: "notfy_user" matches no tool: want notify_user, a built-in tool that is on (tools section: http_fetch, exec), or <server>__<tool>`},
+		{"no tool", "tasks:\n  report:\n    tools: [notfy_user]\n", `tasks.report.tools[0]: "notfy_user" matches no tool: want notify_user, schedule_*, a built-in tool that is on (tools section: http_fetch, exec), or <server>__<tool>`},
+		{"agent jobs' tools", "cron:\n  agent:\n    tools: [sched_create]\n", `cron.agent.tools[0]: "sched_create" matches no tool`},
+		{"agent quota", "cron:\n  agent:\n    max_jobs: -1\n", "cron.agent.max_jobs: -1: want 1-10000"},
 		{"job", "cron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, tools: ['gh__*']}\n", `cron.jobs[0].tools[0]: "gh__*" matches no tool`},
 		{"bad glob", "runner:\n  tools: ['fs__[x']\n", `runner.tools[0]: "fs__[x" is not a well-formed glob`},
 		{"max calls", "runner:\n  max_tool_calls: 5000\n", "runner.max_tool_calls: 5000: want 1-1000"},
@@ -93,6 +95,7 @@ mcp:
 	for _, ok := range []string{
 		"runner:\n  tools: ['*']\n",
 		"runner:\n  tools: ['notify_*']\n",
+		"tasks:\n  planner:\n    tools: [schedule_*]\ncron:\n  agent: {max_jobs: 5, min_interval: 10m, tools: [notify_user, schedule_list]}\n",
 		"runner:\n  tools: ['f*']\nmcp:\n  servers:\n    fs: {command: npx}\n",
 		"runner:\n  tools: ['f?__*']\nmcp:\n  servers:\n    fs: {command: npx}\n",
 	} {

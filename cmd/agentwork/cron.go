@@ -276,7 +276,7 @@ func cronPrintJobs(w io.Writer, list []cron.Status) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tSCHEDULE\tNEXT\tLAST RUN\tFAILS")
+	fmt.Fprintln(tw, "ID\tORIGIN\tSTATUS\tSCHEDULE\tNEXT\tLAST RUN\tFAILS")
 	for _, st := range list {
 		last := "-"
 		if st.State.LastOutcome != "" {
@@ -286,9 +286,17 @@ func cronPrintJobs(w io.Writer, list []cron.Status) {
 			}
 			last += " " + cronTime(st.State.LastRunAt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", st.Job.ID, st.Status, cronScheduleText(st.Job), cronTime(st.Next), last, st.State.ConsecutiveFailures)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", st.Job.ID, cronOrigin(st.Job), st.Status, cronScheduleText(st.Job), cronTime(st.Next), last, st.State.ConsecutiveFailures)
 	}
 	_ = tw.Flush()
+}
+
+// cronOrigin is a job's origin, with its owner for an agent's.
+func cronOrigin(j cron.Job) string {
+	if j.Creator != nil {
+		return j.Origin + " (" + j.Creator.String() + ")"
+	}
+	return j.Origin
 }
 
 func cronScheduleText(j cron.Job) string {
@@ -338,6 +346,13 @@ func cronPrintJob(w io.Writer, st cron.Status) {
 		row("retry", fmt.Sprintf("%d time(s), backoff %s", j.Retry.Attempts, j.Retry.Backoff))
 	}
 	row("origin", j.Origin)
+	if c := j.Creator; c != nil {
+		row("created by", fmt.Sprintf("%s/%s (run %s)", c.Source, c.Name, c.RunID))
+	}
+	row("idempotency key", j.IdempotencyKey)
+	if j.DeleteAfterRun {
+		row("delete after run", "yes")
+	}
 	row("last tick", cronTime(s.LastTick))
 	if s.LastOutcome != "" {
 		out := s.LastOutcome

@@ -18,6 +18,7 @@ import (
 	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/builtin"
 	"github.com/agentwork/agentwork/tools/mcp"
+	"github.com/agentwork/agentwork/tools/schedule"
 	"github.com/agentwork/agentwork/triggers"
 	"github.com/agentwork/agentwork/triggers/cron"
 	"github.com/agentwork/agentwork/triggers/heartbeat"
@@ -60,7 +61,7 @@ func newTriggers(f *config.File, b *bus.Bus, connectors []string, log *zap.Logge
 	if err != nil {
 		return nil, err
 	}
-	sched, err := cron.New(b, f.Cron, cron.WithLogger(log.Named("cron")), cron.WithModels(f.ModelNames()...))
+	sched, err := cron.New(b, f.Cron, cron.WithLogger(log.Named("cron")), cron.WithModels(f.ModelNames()...), cron.WithConnectors(connectors...))
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +95,15 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	if err != nil {
 		return nil, err
 	}
-	reg, err := tools.NewRegistry(append([]tools.Spec{tools.Notify()}, builtins...)...)
+	specs := append([]tools.Spec{tools.Notify()}, builtins...)
+	for _, t := range w.triggers {
+		// The schedule tools act on the cron scheduler's jobs; runs see
+		// them where their scope names schedule_*.
+		if s, ok := t.(*cron.Scheduler); ok {
+			specs = append(specs, schedule.Tools(s.Agent(), nil)...)
+		}
+	}
+	reg, err := tools.NewRegistry(specs...)
 	if err != nil {
 		return nil, err
 	}

@@ -187,7 +187,13 @@ func (s *Scheduler) Add(ctx context.Context, j Job) (Status, error) {
 	if err := s.check(&j, now); err != nil {
 		return Status{}, err
 	}
-	j.Origin, j.CreatedAt, j.UpdatedAt = OriginAPI, now, now
+	j.Creator, j.IdempotencyKey = nil, "" // the agent's, never the API's
+	return s.create(ctx, j, OriginAPI, now)
+}
+
+// create writes the checked job j of origin as new.
+func (s *Scheduler) create(ctx context.Context, j Job, origin string, now time.Time) (Status, error) {
+	j.Origin, j.CreatedAt, j.UpdatedAt = origin, now, now
 	data, err := json.Marshal(j)
 	if err != nil {
 		return Status{}, err
@@ -257,6 +263,12 @@ func (s *Scheduler) Update(ctx context.Context, id string, patch json.RawMessage
 			return Status{}, err
 		}
 		j.Origin, j.CreatedAt, j.UpdatedAt = OriginAPI, old.CreatedAt, now
+		if old.Origin == OriginAgent {
+			// An agent's job stays its creator's, whoever changes it.
+			j.Origin, j.Creator, j.IdempotencyKey = OriginAgent, old.Creator, old.IdempotencyKey
+		} else {
+			j.Creator, j.IdempotencyKey = nil, ""
+		}
 		data, _ := json.Marshal(j)
 		if _, err := s.bus.Jobs.Update(ctx, id, data, rev); err != nil {
 			if bus.IsConflict(err) {
@@ -283,6 +295,11 @@ func (s *Scheduler) Delete(ctx context.Context, id string) error {
 	if j.Origin == OriginConfig {
 		return apiErr(ErrConfigJob, "job %q is defined in the config file: remove it there, or pause it", id)
 	}
+	return s.deleteAt(ctx, id, rev)
+}
+
+// deleteAt removes job id at revision rev of its definition, and its state.
+func (s *Scheduler) deleteAt(ctx context.Context, id string, rev uint64) error {
 	if err := s.bus.Jobs.Delete(ctx, id, jetstream.LastRevision(rev)); err != nil {
 		return fmt.Errorf("cron: delete job %s: %w", id, err)
 	}

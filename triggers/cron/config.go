@@ -14,6 +14,7 @@ import (
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/tools"
+	"github.com/agentwork/agentwork/tools/schedule"
 )
 
 // Overlap policies: what a tick does when the job's previous run is still going.
@@ -82,6 +83,8 @@ type Config struct {
 	// notification with the same text to the same targets is not sent again
 	// within it. Default 0: every notification is sent.
 	DedupWindow time.Duration `yaml:"dedup_window" json:"dedup_window,omitempty"`
+	// Agent limits the jobs runs create with the schedule tools.
+	Agent Agent `yaml:"agent" json:"agent,omitzero"`
 }
 
 // WithDefaults returns c with zero fields filled.
@@ -101,6 +104,7 @@ func (c Config) WithDefaults() Config {
 	if c.Concurrency <= 0 {
 		c.Concurrency = DefaultConcurrency
 	}
+	c.Agent = c.Agent.withDefaults()
 	return c
 }
 
@@ -112,6 +116,9 @@ func (c Config) Validate() error {
 	for i, j := range c.Jobs {
 		p := fmt.Sprintf("cron.jobs[%d].", i)
 		errs = append(errs, j.validate(p))
+		if j.DeleteAfterRun {
+			errs = append(errs, fmt.Errorf("%sdelete_after_run: a config job cannot delete itself (the file defines it); remove it from the file instead", p))
+		}
 		if prev, dup := seen[j.ID]; dup && j.ID != "" {
 			errs = append(errs, fmt.Errorf("%sid: %q is already the id of cron.jobs[%d]", p, j.ID, prev))
 		}
@@ -129,6 +136,7 @@ func (c Config) Validate() error {
 	for _, t := range c.Targets {
 		errs = append(errs, connectors.CheckTarget("cron.targets", t))
 	}
+	errs = append(errs, c.Agent.validate())
 	return errors.Join(errs...)
 }
 
@@ -185,6 +193,17 @@ type Job struct {
 	Budget Budget `yaml:"budget" json:"budget,omitzero"`
 	// Metadata is passed through to the request, events and notifications.
 	Metadata map[string]string `yaml:"metadata" json:"metadata,omitempty"`
+	// DeleteAfterRun deletes the job once the run of its last tick ended
+	// (done, skipped, or failed for good): a one-shot's one tick, or the
+	// tick max_runs or expires_at ends it with. Not for config jobs.
+	// Default false (the schedule tools set it for one-shots).
+	DeleteAfterRun bool `yaml:"delete_after_run" json:"delete_after_run,omitempty"`
+	// Creator is the run that created a job of origin agent (set by the
+	// scheduler): its source and name own the job.
+	Creator *schedule.Owner `yaml:"-" json:"creator,omitempty"`
+	// IdempotencyKey is the key an agent created the job with (the job's
+	// id is derived from it and the creator).
+	IdempotencyKey string `yaml:"-" json:"idempotency_key,omitempty"`
 	// Tools are the tools the job's runs may use, instead of runner.tools:
 	// names and globs (e.g. [sales__*]). With deliver auto or notify it
 	// has notify_user in any case. Default: runner.tools.
@@ -201,7 +220,7 @@ type Job struct {
 	// Timeout bounds one run's model work. Default: cron.timeout.
 	Timeout Duration `yaml:"timeout" json:"timeout,omitempty"`
 
-	// Origin is "config" or "api" (set by the scheduler).
+	// Origin is "config", "api" or "agent" (set by the scheduler).
 	Origin string `yaml:"-" json:"origin,omitempty"`
 	// CreatedAt and UpdatedAt are set by the scheduler.
 	CreatedAt time.Time `yaml:"-" json:"created_at,omitzero"`
@@ -212,6 +231,8 @@ type Job struct {
 const (
 	OriginConfig = "config"
 	OriginAPI    = "api"
+	// OriginAgent: created by a run through the schedule tools.
+	OriginAgent = "agent"
 )
 
 // Retry re-runs a job whose run ended in an error. This is on top of the
@@ -395,8 +416,8 @@ func (j *Job) normalize() {
 // sameDefinition reports whether a and b define the same job, ignoring
 // the bookkeeping fields.
 func sameDefinition(a, b Job) bool {
-	a.Origin, a.CreatedAt, a.UpdatedAt = "", time.Time{}, time.Time{}
-	b.Origin, b.CreatedAt, b.UpdatedAt = "", time.Time{}, time.Time{}
+	a.Origin, a.CreatedAt, a.UpdatedAt, a.Creator = "", time.Time{}, time.Time{}, nil
+	b.Origin, b.CreatedAt, b.UpdatedAt, b.Creator = "", time.Time{}, time.Time{}, nil
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)

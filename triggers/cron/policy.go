@@ -44,7 +44,12 @@ func (s *Scheduler) settingsOf(ctx context.Context, _, id string) (agentwork.Set
 	if errors.Is(err, ErrNotFound) {
 		return agentwork.Settings{}, nil
 	}
-	return agentwork.Settings{Tools: j.Tools, MaxSteps: j.MaxSteps, Timeout: time.Duration(j.Timeout), Model: j.Model, Fallback: j.Fallback}, err
+	set := agentwork.Settings{Tools: j.Tools, MaxSteps: j.MaxSteps, Timeout: time.Duration(j.Timeout), Model: j.Model, Fallback: j.Fallback}
+	if err == nil && len(j.Tools) == 0 && j.Origin == OriginAgent {
+		// The allow-list of agent-created jobs, as the config says now.
+		set.Tools = s.cfg.Agent.Tools
+	}
+	return set, err
 }
 
 // jobGate checks a cron request against its job and sets the run's
@@ -107,7 +112,7 @@ func (s *Scheduler) observe(run *agentwork.Run, outcome string) {
 	log := s.log.With(zap.String("job", id), zap.String("run", run.ID))
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	j, _, err := s.readJob(ctx, id)
+	j, rev, err := s.readJob(ctx, id)
 	if err != nil {
 		if !errors.Is(err, ErrNotFound) {
 			log.Warn("observe run: read job", zap.Error(err))
@@ -164,6 +169,11 @@ func (s *Scheduler) observe(run *agentwork.Run, outcome string) {
 	if err != nil {
 		log.Warn("observe run: state not updated", zap.Error(err))
 		return
+	}
+	if deleted, err := s.deleteAfterRun(ctx, run, j, rev, st); err != nil {
+		log.Warn("observe run: job not deleted after its last run (delete it with agentwork cron delete)", zap.Error(err))
+	} else if deleted {
+		log.Info("job deleted after its last run (delete_after_run)", zap.String("outcome", outcome))
 	}
 	if alert && !paused {
 		s.alert(ctx, run, j, fmt.Sprintf("agentwork: cron job %q failed %d time(s) in a row; last error: %s", j.ID, st.ConsecutiveFailures, res.Error), "alert")

@@ -66,6 +66,8 @@ type Scheduler struct {
 	clock  clock.Clock
 	timers *bus.Timers
 
+	connectors []string // the runtime's, for the targets of agent jobs (nil: not checked)
+
 	queuePoll time.Duration    // how soon a queued run looks again
 	onTick    func(TickResult) // told about each tick handled
 	stats     struct{ fired, missed, failed atomic.Int64 }

@@ -1,0 +1,201 @@
+package cron
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/bus/bustest"
+	"github.com/agentwork/agentwork/tools/schedule"
+)
+
+var (
+	alice = schedule.Owner{Source: "task", Name: "alice", RunID: "run-a"}
+	bob   = schedule.Owner{Source: "task", Name: "bob", RunID: "run-b"}
+)
+
+func oneShot(key string, in time.Duration) schedule.Job {
+	at := time.Now().Add(in).UTC().Truncate(time.Second)
+	return schedule.Job{Name: "tea", Prompt: "remind the user of the tea", At: &at, IdempotencyKey: key, DeleteAfterRun: true, Targets: []string{"console"}}
+}
+
+func TestAgentJobsIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, _ := startScheduler(t, b, Config{}, make(chan TickResult, 100))
+	a, ctx := s.Agent(), t.Context()
+
+	// Concurrent creates with one key (as two instances would make them)
+	// give one job; every call answers with it.
+	var wg sync.WaitGroup
+	infos := make([]schedule.Info, 8)
+	created := make([]bool, 8)
+	for i := range infos {
+		wg.Go(func() {
+			var err error
+			if infos[i], created[i], err = a.Create(ctx, alice, oneShot("tea-1", time.Hour)); err != nil {
+				t.Errorf("Create: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	n := 0
+	for i := range infos {
+		if created[i] {
+			n++
+		}
+		if infos[i].ID != infos[0].ID || infos[i].ID == "" {
+			t.Errorf("Create #%d answered job %q, want %q", i, infos[i].ID, infos[0].ID)
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d creates with one key created a job, want 1", n)
+	}
+	st, err := s.Get(ctx, infos[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := st.Job; j.Origin != OriginAgent || j.Creator == nil || *j.Creator != alice || j.IdempotencyKey != "tea-1" || !j.DeleteAfterRun {
+		t.Errorf("stored job = %+v, want origin agent, created by %v with key tea-1, delete_after_run", j, alice)
+	}
+	// The same key of another owner is another job.
+	other, ok, err := a.Create(ctx, bob, oneShot("tea-1", time.Hour))
+	if err != nil || !ok || other.ID == infos[0].ID {
+		t.Errorf("Create(bob, same key) = %+v, %v, %v; want a job of its own", other, ok, err)
+	}
+
+	// After the job ran and deleted itself, its key still answers with it.
+	j := st.Job
+	s.observe(&agentwork.Run{ID: "r1", Request: agentwork.Request{Source: bus.SourceCron, Name: j.ID, ScheduledAt: j.At}}, bus.OutcomeDone)
+	if _, err := s.Get(ctx, j.ID); !isErr(err, ErrNotFound) {
+		t.Fatalf("Get after the one-shot's run = %v, want not found (delete_after_run)", err)
+	}
+	again, ok, err := a.Create(ctx, alice, oneShot("tea-1", time.Hour))
+	if err != nil || ok || again.Status != schedule.StatusRemoved || again.ID != j.ID || again.RemovedAt == nil {
+		t.Errorf("Create after the run = %+v, %v, %v; want the removed job, nothing created", again, ok, err)
+	}
+	if _, err := s.Get(ctx, j.ID); !isErr(err, ErrNotFound) {
+		t.Errorf("Get after the repeated create = %v, want not found", err)
+	}
+}
+
+func TestAgentJobsDeleteAfterRunOnlyAfterTheLastTick(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, _ := startScheduler(t, b, Config{}, make(chan TickResult, 100))
+	a, ctx := s.Agent(), t.Context()
+	info, _, err := a.Create(ctx, alice, oneShot("", time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.Get(ctx, info.ID)
+	at := *st.Job.At
+	// A manual run, and a run whose retry is pending, leave the job.
+	s.observe(&agentwork.Run{ID: "m", Request: agentwork.Request{Source: bus.SourceCron, Name: info.ID, ScheduledAt: &at, Manual: true}}, bus.OutcomeDone)
+	if _, err := s.Update(ctx, info.ID, json.RawMessage(`{"retry":{"attempts":1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	s.observe(&agentwork.Run{ID: "e", Request: agentwork.Request{Source: bus.SourceCron, Name: info.ID, ScheduledAt: &at}, Result: &agentwork.Result{Error: "boom"}}, bus.OutcomeError)
+	st, err = s.Get(ctx, info.ID)
+	if err != nil {
+		t.Fatalf("Get after a manual run and a failed run with a retry pending = %v, want the job kept", err)
+	}
+	if st.Job.Origin != OriginAgent || st.Job.Creator == nil || *st.Job.Creator != alice {
+		t.Errorf("after cron update the job is %s by %v, want still the agent's (%v)", st.Job.Origin, st.Job.Creator, alice)
+	}
+	// The retry's run ends it for good: deleted.
+	s.observe(&agentwork.Run{ID: "e2", Request: agentwork.Request{Source: bus.SourceCron, Name: info.ID, ScheduledAt: &at, Metadata: map[string]string{metaRetry: "1"}}, Result: &agentwork.Result{Error: "boom"}}, bus.OutcomeError)
+	if _, err := s.Get(ctx, info.ID); !isErr(err, ErrNotFound) {
+		t.Errorf("Get after the retry failed = %v, want not found", err)
+	}
+}
+
+func TestAgentJobsLimitsAndOwnership(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, _ := startScheduler(t, b, Config{
+		Jobs:  []Job{{ID: "report", Schedule: "0 9 * * *", Prompt: "report"}},
+		Agent: Agent{MaxJobs: 2, MinInterval: 10 * time.Minute},
+	}, make(chan TickResult, 100), func(s *Scheduler) { s.connectors = []string{"console", "telegram"} })
+	a, ctx := s.Agent(), t.Context()
+	every := func(d string) schedule.Job {
+		return schedule.Job{Name: "poll", Prompt: "poll", Schedule: "@every " + d}
+	}
+
+	for _, tc := range []struct {
+		name    string
+		job     schedule.Job
+		wantErr string
+	}{
+		{"too frequent @every", every("5m"), `too frequent: "@every 5m" runs 5m0s apart; agent-created jobs run at most every 10m0s`},
+		{"too frequent cron", schedule.Job{Name: "x", Prompt: "x", Schedule: "*/5 * * * *"}, "too frequent"},
+		{"bad cron", schedule.Job{Name: "x", Prompt: "x", Schedule: "61 * * * *"}, "schedule:"},
+		{"unknown connector", schedule.Job{Name: "x", Prompt: "x", Schedule: "@every 1h", Targets: []string{"slack"}}, `targets: "slack" is not a connector of this runtime (there are: console, telegram)`},
+	} {
+		if _, _, err := a.Create(ctx, alice, tc.job); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("Create(%s) = %v, want an error containing %q", tc.name, err, tc.wantErr)
+		}
+	}
+
+	// The quota: two jobs of alice, then refused; bob has his own.
+	var ids []string
+	for range 2 {
+		info, _, err := a.Create(ctx, alice, every("1h"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, info.ID)
+	}
+	eventually(t, func() bool { l, _ := a.List(ctx, alice); return len(l) == 2 })
+	if _, _, err := a.Create(ctx, alice, every("1h")); err == nil || !strings.Contains(err.Error(), "quota reached: task/alice has 2 scheduled jobs") {
+		t.Errorf("a third job = %v, want quota reached", err)
+	}
+	bobs, _, err := a.Create(ctx, bob, every("1h"))
+	if err != nil {
+		t.Fatalf("bob's first job: %v", err)
+	}
+	eventually(t, func() bool { l, _ := a.List(ctx, bob); return len(l) == 1 })
+
+	// Each sees, pauses and deletes only its own.
+	if l, _ := a.List(ctx, alice); len(l) != 2 || !slices.Contains(ids, l[0].ID) || !slices.Contains(ids, l[1].ID) {
+		t.Errorf("List(alice) = %+v, want her 2 jobs", l)
+	}
+	for _, tc := range []struct{ id, wantErr string }{
+		{bobs.ID, `is not yours: it was created by task/bob`},
+		{"report", "is not yours: it was created by the config file"},
+		{"nope", `no job "nope" among yours`},
+	} {
+		if _, err := a.Act(ctx, alice, tc.id, schedule.ActionDelete); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("Act(alice, delete %s) = %v, want %q", tc.id, err, tc.wantErr)
+		}
+	}
+	if info, err := a.Act(ctx, alice, ids[0], schedule.ActionPause); err != nil || info.Status != StatusPaused {
+		t.Errorf("pause = %+v, %v; want paused", info, err)
+	}
+	if info, err := a.Act(ctx, alice, ids[0], schedule.ActionResume); err != nil || info.Status != StatusActive {
+		t.Errorf("resume = %+v, %v; want active", info, err)
+	}
+	if _, err := a.Act(ctx, alice, ids[0], schedule.ActionDelete); err != nil {
+		t.Errorf("delete: %v", err)
+	}
+	if _, err := s.Get(ctx, bobs.ID); err != nil {
+		t.Errorf("bob's job after alice's calls: %v", err)
+	}
+	// Deleting makes room again.
+	eventually(t, func() bool { l, _ := a.List(ctx, alice); return len(l) == 1 })
+	if _, _, err := a.Create(ctx, alice, every("1h")); err != nil {
+		t.Errorf("a job after a delete: %v", err)
+	}
+
+	// Their runs use cron.agent.tools (default notify_user), unless the
+	// operator gave the job its own.
+	set, err := s.Policy().SettingsFor(ctx, bus.SourceCron, bobs.ID)
+	if err != nil || !slices.Equal(set.Tools, []string{"notify_user"}) {
+		t.Errorf("the tools of an agent job = %v, %v; want [notify_user]", set.Tools, err)
+	}
+}
