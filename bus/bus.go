@@ -54,6 +54,8 @@ type Bus struct {
 	Locks jetstream.KeyValue // agentwork_locks: leases and run claims
 	// DeadLetters is agentwork_deadletters: failed deliveries.
 	DeadLetters jetstream.KeyValue
+	// Memory is agentwork_memory: the agent's memory documents.
+	Memory jetstream.KeyValue
 
 	storeFull atomic.Bool // a write was refused for lack of space (NoteWrite)
 
