@@ -17,6 +17,7 @@ import (
 	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/builtin"
 	"github.com/agentwork/agentwork/tools/mcp"
+	"github.com/agentwork/agentwork/tools/memory"
 	"github.com/agentwork/agentwork/triggers"
 	"github.com/agentwork/agentwork/triggers/cron"
 	"github.com/agentwork/agentwork/triggers/heartbeat"
@@ -78,7 +79,14 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	if err != nil {
 		return nil, err
 	}
-	reg, err := tools.NewRegistry(append([]tools.Spec{tools.Notify()}, builtins...)...)
+	// The agent's memory on the bus: its tools (offered where a scope
+	// names memory_*), its place in prompts, its admin API.
+	mem, err := memory.New(b, f.Memory)
+	if err != nil {
+		return nil, err
+	}
+	specs := append([]tools.Spec{tools.Notify()}, builtins...)
+	reg, err := tools.NewRegistry(append(specs, mem.Tools()...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -92,14 +100,16 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	}
 	w.runner = agentwork.NewRunner(b, provider, reg, f.Runner,
 		agentwork.WithLogger(log.Named("runner")), agentwork.WithConnectors(w.connectorNames...),
-		agentwork.WithToolSource(w.mcp), agentwork.WithSecrets(f.Secrets()...))
+		agentwork.WithToolSource(w.mcp), agentwork.WithSecrets(f.Secrets()...),
+		agentwork.WithMemory(mem))
 	for source, p := range policies {
 		w.runner.Handle(source, p)
 	}
 	toolAdmin := agentwork.NewToolAdmin(w.runner, w.mcp.Status)
-	w.services = append(w.services, toolAdmin.Service())
+	w.services = append(w.services, toolAdmin.Service(), mem.Service())
 
-	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner}, Tools: toolAdmin, Details: mcpStates(w.mcp)}
+	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner}, Tools: toolAdmin, Details: mcpStates(w.mcp),
+		Memory: mem}
 	for _, t := range w.triggers {
 		if s, ok := t.(triggers.Servicer); ok {
 			w.services = append(w.services, s.Service())

@@ -43,7 +43,7 @@ func (s *Scheduler) settingsOf(ctx context.Context, _, id string) (agentwork.Set
 	if errors.Is(err, ErrNotFound) {
 		return agentwork.Settings{}, nil
 	}
-	return agentwork.Settings{Tools: j.Tools}, err
+	return agentwork.Settings{Tools: j.Tools, Memory: j.Memory}, err
 }
 
 // jobGate checks a cron request against its job and sets the run's

@@ -9,6 +9,7 @@ import (
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/tools"
+	"github.com/agentwork/agentwork/tools/memory"
 	"github.com/agentwork/agentwork/triggers/activehours"
 )
 
@@ -87,6 +88,10 @@ type Config struct {
 	// names and globs (e.g. [fs__read_text_file, fs__list_directory]). In
 	// notify mode it has notify_user in any case. Default: runner.tools.
 	Tools []string `yaml:"tools" json:"tools,omitempty"`
+	// Memory is how much of the agent's memory a heartbeat's prompt holds:
+	// none, light (long-term memory) or full (and today's and yesterday's
+	// log). Default: runner.memory.
+	Memory string `yaml:"memory" json:"memory,omitempty" jsonschema:"enum=none,enum=light,enum=full"`
 }
 
 // WithDefaults returns c with zero fields filled.
@@ -151,5 +156,6 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("heartbeat.timeout: %s: want at least 1s", c.Timeout))
 	}
 	errs = append(errs, tools.Scope(c.Tools).Check("heartbeat.tools"))
+	errs = append(errs, memory.CheckLevel("heartbeat.memory", c.Memory))
 	return errors.Join(errs...)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/tools"
+	"github.com/agentwork/agentwork/tools/memory"
 )
 
 // Tasks is the tasks section of agentwork.yaml: the settings of the tasks
@@ -33,6 +34,10 @@ type TaskConfig struct {
 	// the model passes to notify_user (deliver auto or notify) has it in
 	// any case. Default: runner.tools.
 	Tools []string `yaml:"tools" json:"tools,omitempty"`
+	// Memory is how much of the agent's memory its runs' prompt holds:
+	// none, light (long-term memory) or full (and today's and yesterday's
+	// log). Default: runner.memory.
+	Memory string `yaml:"memory" json:"memory,omitempty" jsonschema:"enum=none,enum=light,enum=full"`
 }
 
 // Validate checks every task's name and settings; errors read
@@ -45,6 +50,7 @@ func (t Tasks) Validate() error {
 			continue
 		}
 		errs = append(errs, tools.Scope(t[name].Tools).Check("tasks."+name+".tools"))
+		errs = append(errs, memory.CheckLevel("tasks."+name+".memory", t[name].Memory))
 	}
 	return errors.Join(errs...)
 }
@@ -57,5 +63,5 @@ func (h *Handler) settingsOf(_ context.Context, source, name string) (agentwork.
 	if source != bus.SourceTask {
 		return agentwork.Settings{}, nil
 	}
-	return agentwork.Settings{Tools: h.tasks[name].Tools}, nil
+	return agentwork.Settings{Tools: h.tasks[name].Tools, Memory: h.tasks[name].Memory}, nil
 }
