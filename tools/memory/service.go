@@ -62,3 +62,33 @@ func (s *Store) Service() bus.Service {
 	}
 	return svc
 }
+
+// Client calls the memory service of a running runtime.
+type Client struct{ bus *bus.Bus }
+
+// NewClient returns a client of the memory service on b.
+func NewClient(b *bus.Bus) *Client { return &Client{bus: b} }
+
+// List returns the documents, without their text.
+func (c *Client) List(ctx context.Context) ([]Doc, error) {
+	var out []Doc
+	return out, c.bus.Call(ctx, ServiceName, VerbList, ServiceRequest{}, &out)
+}
+
+// Get returns the document called name; ErrNotFound when it is empty.
+func (c *Client) Get(ctx context.Context, name string) (Doc, error) {
+	var out Doc
+	return out, c.bus.Call(ctx, ServiceName, VerbGet, ServiceRequest{Name: name}, &out)
+}
+
+// History returns the kept revisions of the document called name.
+func (c *Client) History(ctx context.Context, name string) ([]Doc, error) {
+	var out []Doc
+	return out, c.bus.Call(ctx, ServiceName, VerbHistory, ServiceRequest{Name: name}, &out)
+}
+
+// Put replaces the document called name (see Store.Put).
+func (c *Client) Put(ctx context.Context, name, text, by string, rev *uint64) (Doc, error) {
+	var out Doc
+	return out, c.bus.Call(ctx, ServiceName, VerbPut, ServiceRequest{Name: name, Text: text, By: by, Revision: rev}, &out)
+}
