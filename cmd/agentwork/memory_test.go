@@ -161,4 +161,3 @@ printf -- '- Cy joined.\n' >> "$1"`, childEnv, childEnv, other, dataDir, os.Args
 		t.Fatal(err)
 	}
 }
-
