@@ -76,7 +76,10 @@ mcp:
 		{"no such server", "heartbeat:\n  tools: [fss__read]\nmcp:\n  servers:\n    fs: {command: npx}\n",
 			`heartbeat.tools[0]: "fss__read" matches no tool: no MCP server is called "fss" (mcp.servers has fs)`},
 		{"no servers", "runner:\n  tools: [fs__*]\n", `runner.tools[0]: "fs__*" matches no tool: no MCP server is called "fs" (mcp.servers has none)`},
-		{"no tool", "tasks:\n  report:\n    tools: [notfy_user]\n", `tasks.report.tools[0]: "notfy_user" matches no tool: want notify_user, a built-in tool that is on (tools section: http_fetch, exec), or <server>__<tool>`},
+		{"no tool", "tasks:\n  report:\n    tools: [notfy_user]\n", `tasks.report.tools[0]: "notfy_user" matches no tool: want notify_user, memory_* (the memory tools), a built-in tool that is on (tools section: http_fetch, exec), or <server>__<tool>`},
+		{"memory level", "cron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, memory: all}\n", `cron.jobs[0].memory: "all": want none, light`},
+		{"memory level of a task", "tasks:\n  report:\n    memory: lots\n", `tasks.report.memory: "lots": want none`},
+		{"memory zone", "memory:\n  timezone: Mars/Olympus\n", `memory.timezone: "Mars/Olympus" is not an IANA time zone`},
 		{"job", "cron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, tools: ['gh__*']}\n", `cron.jobs[0].tools[0]: "gh__*" matches no tool`},
 		{"bad glob", "runner:\n  tools: ['fs__[x']\n", `runner.tools[0]: "fs__[x" is not a well-formed glob`},
 		{"max calls", "runner:\n  max_tool_calls: 5000\n", "runner.max_tool_calls: 5000: want 1-1000"},
@@ -93,6 +96,7 @@ mcp:
 	for _, ok := range []string{
 		"runner:\n  tools: ['*']\n",
 		"runner:\n  tools: ['notify_*']\n",
+		"runner:\n  memory: light\nheartbeat:\n  tools: [memory_*]\n  memory: full\ntasks:\n  report:\n    tools: [memory_read]\n",
 		"runner:\n  tools: ['f*']\nmcp:\n  servers:\n    fs: {command: npx}\n",
 		"runner:\n  tools: ['f?__*']\nmcp:\n  servers:\n    fs: {command: npx}\n",
 	} {

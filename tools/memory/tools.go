@@ -17,6 +17,9 @@ const (
 	ListName    = "memory_list"
 )
 
+// Names are the names of the memory tools, which every runtime has.
+var Names = []string{ReadName, AppendName, ReplaceName, ListName}
+
 // ReadArgs are the arguments of memory_read.
 type ReadArgs struct {
 	Name string `json:"name" jsonschema:"description=Which document: long (long-term memory\\, MEMORY.md)\\, today or yesterday (a daily log)\\, a date YYYY-MM-DD (that day's log)\\, or checklist (the heartbeat's checklist)."`
