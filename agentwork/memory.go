@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"go.uber.org/zap"
+
+	"github.com/agentwork/agentwork/tools/memory"
 )
 
 // Memory is the agent's memory as the runner puts it into a run's prompt
@@ -20,13 +22,13 @@ type Memory interface {
 // level. Memory that cannot be read is said in the prompt, not left out
 // silently: the run goes on without it.
 func (r *Runner) withMemory(ctx context.Context, run *Run, system, level string) string {
-	if r.memory == nil || level == "" || level == "none" {
+	if r.memory == nil || level == "" || level == memory.LevelNone {
 		return system
 	}
 	section, err := r.memory.Prompt(ctx, level)
 	if err != nil {
 		r.log.Warn("memory not in the prompt", zap.String("run", run.ID), zap.Error(err))
-		section = "<memory>\nYour memory could not be read for this run: " + err.Error() + "\n</memory>"
+		section = memory.PromptBegin + "\nYour memory could not be read for this run: " + err.Error() + "\n" + memory.PromptEnd
 	}
 	if section == "" {
 		return system
