@@ -32,6 +32,7 @@ func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, set Settin
 	if run.Request.System != "" {
 		system = run.Request.System
 	}
+	system = r.withMemory(mctx, run, system, set.Memory)
 	steps := set.MaxSteps
 	specs, err := ts.reg.Tools()
 	if err != nil {
@@ -144,6 +145,10 @@ func (r *Runner) settings(ctx context.Context, run *Run, pol Policy) (Settings, 
 	if pol.Timeout > 0 {
 		set.Timeout = pol.Timeout
 	}
+	set.Memory = r.cfg.Memory
+	if pol.Memory != "" {
+		set.Memory = pol.Memory
+	}
 	if pol.SettingsFor == nil {
 		return set, nil
 	}
@@ -166,6 +171,9 @@ func (r *Runner) settings(ctx context.Context, run *Run, pol Policy) (Settings, 
 	}
 	if len(own.Fallback) > 0 {
 		set.Fallback = own.Fallback
+	}
+	if own.Memory != "" {
+		set.Memory = own.Memory
 	}
 	return set, nil
 }

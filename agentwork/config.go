@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/tools"
+	"github.com/agentwork/agentwork/tools/memory"
 )
 
 // Config configures a Runner. Zero fields take the documented defaults.
@@ -65,6 +66,12 @@ type Config struct {
 	// cron job's fallback and tasks.<name>.fallback replace it for their
 	// runs. Default: none.
 	Fallback []string `yaml:"fallback" json:"fallback,omitempty"`
+	// Memory is how much of the agent's memory (docs/memory.md) the system
+	// prompt of every run holds: none, light (long-term memory) or full
+	// (long-term memory, today's and yesterday's log), cut to size with a
+	// line that says so. heartbeat.memory, a cron job's memory and
+	// tasks.<name>.memory replace it for their runs. Default none.
+	Memory string `yaml:"memory" json:"memory,omitempty" jsonschema:"enum=none,enum=light,enum=full"`
 }
 
 // DefaultMaxToolCalls is the default of Config.MaxToolCalls.
@@ -125,6 +132,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxToolCalls < 0 || c.MaxToolCalls > 1000 {
 		return fmt.Errorf("runner.max_tool_calls: %d: want 1-1000 (0 for the default %d)", c.MaxToolCalls, DefaultMaxToolCalls)
+	}
+	if err := memory.CheckLevel("runner.memory", c.Memory); err != nil {
+		return err
 	}
 	return tools.Scope(c.Tools).Check("runner.tools")
 }

@@ -24,6 +24,10 @@ type Policy struct {
 	SettingsFor func(ctx context.Context, source, name string) (Settings, error)
 	// System is the system prompt. A request's own System wins.
 	System string
+	// Memory is how much of the agent's memory its runs' system prompt
+	// holds (none, light, full; see WithMemory). Empty: the runner's
+	// (runner.memory).
+	Memory string
 	// MaxSteps bounds the tool loop. 0: the runner's default.
 	MaxSteps int
 	// Timeout bounds one model run (the whole tool loop). 0: the runner's default.
@@ -59,6 +63,8 @@ type Settings struct {
 	// Fallback names the models that take over, in order, when Model
 	// fails with an error another model may not have (model.FallsBack).
 	Fallback []string
+	// Memory is how much memory the runs' prompt holds (see Policy.Memory).
+	Memory string
 
 	toolsOwn bool // Tools are the name's own (Toolset.From ScopeName)
 }

@@ -34,6 +34,7 @@ type Runner struct {
 	tools    *tools.Registry
 	sources  []tools.Source // tools that change while running (MCP servers)
 	secrets  []string       // cut out of the tool calls on record
+	memory   Memory         // the agent's memory, for the prompt (nil: none)
 	cfg      Config
 	log      *zap.Logger
 	now      func() time.Time
@@ -91,6 +92,11 @@ func WithToolSource(src tools.Source) Option {
 func WithSecrets(secrets ...string) Option {
 	return func(r *Runner) { r.secrets = append(r.secrets, secrets...) }
 }
+
+// WithMemory gives the runs the agent's memory: the system prompt of a run
+// whose memory setting (runner.memory, a policy's, a job's or task's) is
+// light or full holds that much of it.
+func WithMemory(m Memory) Option { return func(r *Runner) { r.memory = m } }
 
 // NewRunner returns a runner whose runs may use the tools of reg (and of
 // the sources added by WithToolSource), each run those in its scope. It

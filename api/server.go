@@ -20,6 +20,7 @@ import (
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/api/problem"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/tools/memory"
 )
 
 // Router is the capability of a part with admin routes (cron jobs, the
@@ -72,6 +73,8 @@ type Deps struct {
 	// Tools, if set, serves /v1/tools: the tools in scope, the MCP
 	// servers, a call by hand.
 	Tools *agentwork.ToolAdmin
+	// Memory, if set, serves /v1/memory: the agent's memory documents.
+	Memory *memory.Store
 	// Details, if set, adds to /readyz the state of parts that do not make
 	// the server unready, such as MCP servers ("mcp.fs": "up"). It must
 	// answer at once and name no secret (the route is open).
@@ -303,6 +306,7 @@ func (s *Server) routes() http.Handler {
 	admin.HandleFunc("GET /v1/usage", s.usage)
 	s.deliveryRoutes(admin)
 	s.toolRoutes(admin)
+	s.memoryRoutes(admin)
 	for _, r := range s.deps.Routes {
 		r.Routes(admin)
 	}

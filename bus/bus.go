@@ -56,6 +56,8 @@ type Bus struct {
 	DeadLetters jetstream.KeyValue
 	// Usage is agentwork_usage: model tokens per day, source, name and model.
 	Usage jetstream.KeyValue
+	// Memory is agentwork_memory: the agent's memory documents.
+	Memory jetstream.KeyValue
 
 	storeFull atomic.Bool // a write was refused for lack of space (NoteWrite)
 

@@ -29,6 +29,9 @@ const (
 	// BucketUsage holds the model tokens of runs summed per day, source,
 	// name and model (package agentwork/usage folds them in).
 	BucketUsage = "agentwork_usage"
+	// BucketMemory holds the agent's memory: long-term memory, daily logs
+	// and the heartbeat checklist, one key each (tools/memory).
+	BucketMemory = "agentwork_memory"
 )
 
 // Retention of the streams and buckets. Each window is sized to what it
@@ -97,6 +100,13 @@ const (
 	// stream keeps one fired copy per key (MaxMsgsPerSubject 1), so the TTL
 	// only bounds keys that are never used again (one-shot timers).
 	TimerFiredTTL = 7 * 24 * time.Hour
+	// MemoryHistory is how many revisions of a memory document the bucket
+	// keeps: the current one and four before it (agentwork memory show
+	// --history).
+	MemoryHistory = 5
+	// MemoryMarkerTTL is how long the marker of an expired daily log stays
+	// (daily logs expire by a per-key TTL: memory.keep_days).
+	MemoryMarkerTTL = time.Minute
 )
 
 // StreamConfigs returns the desired configuration of the streams.
@@ -131,6 +141,7 @@ func (b *Bus) bucketConfigs() []jetstream.KeyValueConfig {
 		{Bucket: BucketLocks, Description: "leases and run claims (per-key TTL once settled)", History: 1, TTL: LocksTTL, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: LocksMarkerTTL},
 		{Bucket: BucketDeadLetters, Description: "notifications that failed delivery for good", History: 1, TTL: DeadLettersTTL, Storage: jetstream.FileStorage, Replicas: r},
 		{Bucket: BucketUsage, Description: "model tokens per day, source, name and model", History: 1, TTL: UsageTTL, Storage: jetstream.FileStorage, Replicas: r},
+		{Bucket: BucketMemory, Description: "the agent's memory: long-term memory, daily logs (per-key TTL), the checklist", History: MemoryHistory, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: MemoryMarkerTTL},
 	}
 }
 
@@ -197,6 +208,7 @@ func (b *Bus) bindBuckets(ctx context.Context) error {
 	}
 	b.Jobs, b.State, b.Dedup, b.Locks = bind(BucketJobs), bind(BucketState), bind(BucketDedup), bind(BucketLocks)
 	b.DeadLetters, b.Usage = bind(BucketDeadLetters), bind(BucketUsage)
+	b.Memory = bind(BucketMemory)
 	return err
 }
 

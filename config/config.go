@@ -27,6 +27,7 @@ import (
 	"github.com/agentwork/agentwork/model/script"
 	"github.com/agentwork/agentwork/tools/builtin"
 	"github.com/agentwork/agentwork/tools/mcp"
+	"github.com/agentwork/agentwork/tools/memory"
 	"github.com/agentwork/agentwork/triggers/cron"
 	"github.com/agentwork/agentwork/triggers/heartbeat"
 	"github.com/agentwork/agentwork/triggers/webhook"
@@ -63,6 +64,10 @@ type File struct {
 	Tools builtin.Config `yaml:"tools" json:"tools,omitempty"`
 	// MCP: the Model Context Protocol servers whose tools runs may use.
 	MCP mcp.Config `yaml:"mcp" json:"mcp,omitempty"`
+	// Memory: the agent's memory on the bus (its time zone, how long daily
+	// logs are kept). The memory tools are offered where the tools scope
+	// names them (memory_*); runner.memory and the like put it in prompts.
+	Memory memory.Config `yaml:"memory" json:"memory,omitempty"`
 	// HTTP: the API server.
 	HTTP api.Config `yaml:"http" json:"http,omitempty"`
 	// Log: level and format of the service's own log.
@@ -178,6 +183,7 @@ func (f *File) Validate() error {
 	add(f.Tasks.Validate())
 	add(f.Tools.Validate())
 	add(f.MCP.Validate())
+	add(f.Memory.Validate())
 	add(f.HTTP.Validate())
 	add(f.validateTargets())
 	add(f.validateWebhookSources())

@@ -13,6 +13,7 @@ import (
 	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/builtin"
 	"github.com/agentwork/agentwork/tools/mcp"
+	"github.com/agentwork/agentwork/tools/memory"
 	"github.com/agentwork/agentwork/tools/schedule"
 )
 
@@ -70,7 +71,7 @@ func (f *File) validateWebhookSources() error {
 }
 
 // validateTools checks that every glob of every scope can match a tool:
-// notify_user, a built-in tool the tools section turns on, or a tool of a
+// notify_user, a memory tool, a built-in tool the tools section turns on, or a tool of a
 // configured MCP server (<server>__<tool>). A typo would otherwise leave
 // the tool out of every run, silently. Which tools a server has is known
 // only once it runs: a glob that names a server is taken to match some of
@@ -89,7 +90,7 @@ func (f *File) validateTools() error {
 			if err := scope.Check(field); err != nil {
 				continue // the section's Validate says so
 			}
-			if scope.Allows(tools.NotifyName) || slices.ContainsFunc(on, scope.Allows) || slices.ContainsFunc(schedule.Names, scope.Allows) {
+			if scope.Allows(tools.NotifyName) || slices.ContainsFunc(on, scope.Allows) || slices.ContainsFunc(schedule.Names, scope.Allows) || slices.ContainsFunc(memory.Names, scope.Allows) {
 				continue
 			}
 			server, _, named := strings.Cut(g, mcp.Separator)
@@ -100,7 +101,7 @@ func (f *File) validateTools() error {
 			case !named && len(off) > 0:
 				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: the built-in %s is off (turn it on under tools.%s)", field, i, g, off[0], off[0]))
 			case !named:
-				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: want notify_user, schedule_*, a built-in tool that is on (tools section: %s), or <server>__<tool> for a tool of an MCP server (%s)",
+				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: want notify_user, memory_* (the memory tools), schedule_*, a built-in tool that is on (tools section: %s), or <server>__<tool> for a tool of an MCP server (%s)",
 					field, i, g, strings.Join(builtin.Names, ", "), have))
 			case !slices.ContainsFunc(servers, func(s string) bool { ok, _ := path.Match(server, s); return ok }):
 				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: no MCP server is called %q (%s)", field, i, g, server, have))

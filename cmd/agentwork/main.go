@@ -1,5 +1,5 @@
 // Command agentwork runs the agentwork runtime (serve) and talks to a running
-// one (task, events, heartbeat, cron, deliveries, tools), and checks
+// one (task, events, heartbeat, cron, deliveries, tools, memory), and checks
 // configuration.
 package main
 
@@ -59,6 +59,7 @@ func commands() map[string]command {
 		"deliveries": {"deliveries list|show|retry: notifications that failed delivery", cmdDeliveries},
 		"usage":      {"model tokens per day, source, name and model (usage [--since 7d] [--by name])", cmdUsage},
 		"tools":      {"tools list|call: the tools in scope, the MCP servers, a call by hand", cmdTools},
+		"memory":     {"memory show|edit|export|import: the agent's memory as Markdown", cmdMemory},
 		"config":     {"config check|schema", cmdConfig},
 		"version":    {"print the version", cmdVersion},
 	}
@@ -87,7 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: agentwork <command> [flags]\n\ncommands:")
-	for _, name := range []string{"serve", "task", "events", "heartbeat", "cron", "deliveries", "usage", "tools", "config", "version"} {
+	for _, name := range []string{"serve", "task", "events", "heartbeat", "cron", "deliveries", "usage", "tools", "memory", "config", "version"} {
 		fmt.Fprintf(w, "  %-11s %s\n", name, commands()[name].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'agentwork <command> -h' for its flags.")

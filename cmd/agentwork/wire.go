@@ -18,6 +18,7 @@ import (
 	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/builtin"
 	"github.com/agentwork/agentwork/tools/mcp"
+	"github.com/agentwork/agentwork/tools/memory"
 	"github.com/agentwork/agentwork/tools/schedule"
 	"github.com/agentwork/agentwork/triggers"
 	"github.com/agentwork/agentwork/triggers/cron"
@@ -95,7 +96,14 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	if err != nil {
 		return nil, err
 	}
+	// The agent's memory on the bus: its tools (offered where a scope
+	// names memory_*), its place in prompts, its admin API.
+	mem, err := memory.New(b, f.Memory)
+	if err != nil {
+		return nil, err
+	}
 	specs := append([]tools.Spec{tools.Notify()}, builtins...)
+	specs = append(specs, mem.Tools()...)
 	for _, t := range w.triggers {
 		// The schedule tools act on the cron scheduler's jobs; runs see
 		// them where their scope names schedule_*.
@@ -121,15 +129,17 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	}
 	w.runner = agentwork.NewRunner(b, provider, reg, f.Runner,
 		agentwork.WithLogger(log.Named("runner")), agentwork.WithConnectors(w.connectorNames...), agentwork.WithModels(models),
-		agentwork.WithToolSource(w.mcp), agentwork.WithSecrets(f.Secrets()...))
+		agentwork.WithToolSource(w.mcp), agentwork.WithSecrets(f.Secrets()...),
+		agentwork.WithMemory(mem))
 	for source, p := range policies {
 		w.runner.Handle(source, p)
 	}
 	w.usage = tokenusage.NewFolder(b, tokenusage.FolderConfig{Log: log.Named("usage")})
 	toolAdmin := agentwork.NewToolAdmin(w.runner, w.mcp.Status)
-	w.services = append(w.services, toolAdmin.Service())
+	w.services = append(w.services, toolAdmin.Service(), mem.Service())
 
-	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner}, Tools: toolAdmin, Details: mcpStates(w.mcp)}
+	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner}, Tools: toolAdmin, Details: mcpStates(w.mcp),
+		Memory: mem}
 	for _, t := range w.triggers {
 		if s, ok := t.(triggers.Servicer); ok {
 			w.services = append(w.services, s.Service())

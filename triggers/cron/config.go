@@ -14,6 +14,7 @@ import (
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/tools"
+	"github.com/agentwork/agentwork/tools/memory"
 	"github.com/agentwork/agentwork/tools/schedule"
 )
 
@@ -181,6 +182,10 @@ type Job struct {
 	// DedupWindow holds back a notification of this job with the same text
 	// to the same targets as one sent within it. Default: cron.dedup_window.
 	DedupWindow Duration `yaml:"dedup_window" json:"dedup_window,omitempty"`
+	// Memory is how much of the agent's memory the job's runs' prompt
+	// holds: none, light (long-term memory) or full (and today's and
+	// yesterday's log). Default: runner.memory.
+	Memory string `yaml:"memory" json:"memory,omitempty" jsonschema:"enum=none,enum=light,enum=full"`
 	// Retry runs the job again after a run that ended in an error.
 	Retry Retry `yaml:"retry" json:"retry,omitzero"`
 	// AlertAfter and PauseAfter override cron.alert_after / cron.pause_after.
@@ -379,6 +384,7 @@ func (j *Job) validate(p string) error {
 		add("timeout", "%s: must not be negative (0: cron.timeout)", j.Timeout)
 	}
 	errs = append(errs, tools.Scope(j.Tools).Check(p+"tools"))
+	errs = append(errs, memory.CheckLevel(p+"memory", j.Memory))
 	return errors.Join(errs...)
 }
 

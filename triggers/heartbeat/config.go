@@ -9,6 +9,7 @@ import (
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/tools"
+	"github.com/agentwork/agentwork/tools/memory"
 	"github.com/agentwork/agentwork/triggers/activehours"
 )
 
@@ -97,6 +98,10 @@ type Config struct {
 	// MaxSteps bounds its tool loop (model calls per run). Default:
 	// runner.max_steps.
 	MaxSteps int `yaml:"max_steps" json:"max_steps,omitempty"`
+	// Memory is how much of the agent's memory a heartbeat's prompt holds:
+	// none, light (long-term memory) or full (and today's and yesterday's
+	// log). Default: runner.memory.
+	Memory string `yaml:"memory" json:"memory,omitempty" jsonschema:"enum=none,enum=light,enum=full"`
 }
 
 // WithDefaults returns c with zero fields filled.
@@ -164,5 +169,6 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("heartbeat.max_steps: %d: must not be negative (0: runner.max_steps)", c.MaxSteps))
 	}
 	errs = append(errs, tools.Scope(c.Tools).Check("heartbeat.tools"))
+	errs = append(errs, memory.CheckLevel("heartbeat.memory", c.Memory))
 	return errors.Join(errs...)
 }

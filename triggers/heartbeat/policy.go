@@ -52,6 +52,7 @@ func (h *Heartbeat) Policy() agentwork.Policy {
 		Output:   []agentwork.OutputGate{out, &agentwork.DedupGate{KV: h.bus.Dedup, Window: h.cfg.DedupWindow}},
 		Targets:  h.cfg.Targets,
 		Tools:    h.cfg.Tools,
+		Memory:   h.cfg.Memory,
 		Timeout:  h.cfg.Timeout,
 		MaxSteps: h.cfg.MaxSteps,
 		Model:    h.cfg.Model,

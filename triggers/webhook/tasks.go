@@ -11,6 +11,7 @@ import (
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/tools"
+	"github.com/agentwork/agentwork/tools/memory"
 )
 
 // Tasks is the tasks section of agentwork.yaml: the settings of the tasks
@@ -46,6 +47,10 @@ type TaskConfig struct {
 	MaxSteps int `yaml:"max_steps" json:"max_steps,omitempty"`
 	// Timeout bounds one run's model work. Default: runner.timeout.
 	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
+	// Memory is how much of the agent's memory its runs' prompt holds:
+	// none, light (long-term memory) or full (and today's and yesterday's
+	// log). Default: runner.memory.
+	Memory string `yaml:"memory" json:"memory,omitempty" jsonschema:"enum=none,enum=light,enum=full"`
 }
 
 // Validate checks every task's name and settings; errors read
@@ -65,6 +70,7 @@ func (t Tasks) Validate() error {
 			errs = append(errs, fmt.Errorf("tasks.%s.timeout: %s: must not be negative (0: runner.timeout)", name, tc.Timeout))
 		}
 		errs = append(errs, tools.Scope(tc.Tools).Check("tasks."+name+".tools"))
+		errs = append(errs, memory.CheckLevel("tasks."+name+".memory", tc.Memory))
 	}
 	return errors.Join(errs...)
 }
@@ -78,5 +84,5 @@ func (h *Handler) settingsOf(_ context.Context, source, name string) (agentwork.
 		return agentwork.Settings{}, nil
 	}
 	tc := h.tasks[name]
-	return agentwork.Settings{Tools: tc.Tools, MaxSteps: tc.MaxSteps, Timeout: tc.Timeout, Model: tc.Model, Fallback: tc.Fallback}, nil
+	return agentwork.Settings{Tools: tc.Tools, MaxSteps: tc.MaxSteps, Timeout: tc.Timeout, Model: tc.Model, Fallback: tc.Fallback, Memory: tc.Memory}, nil
 }

@@ -1,0 +1,111 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentwork/agentwork/tools"
+)
+
+// Names of the memory tools.
+const (
+	ReadName    = "memory_read"
+	AppendName  = "memory_append"
+	ReplaceName = "memory_replace"
+	ListName    = "memory_list"
+)
+
+// Names are the names of the memory tools, which every runtime has.
+var Names = []string{ReadName, AppendName, ReplaceName, ListName}
+
+// ReadArgs are the arguments of memory_read.
+type ReadArgs struct {
+	Name string `json:"name" jsonschema:"description=Which document: long (long-term memory\\, MEMORY.md)\\, today or yesterday (a daily log)\\, a date YYYY-MM-DD (that day's log)\\, or checklist (the heartbeat's checklist)."`
+}
+
+// AppendArgs are the arguments of memory_append.
+type AppendArgs struct {
+	Text string `json:"text" jsonschema:"minLength=1,maxLength=4096,description=The note to add to today's log: what happened\\, what was decided or learned\\, in a few lines of Markdown. It is stored with the time and this run's name."`
+}
+
+// ReplaceArgs are the arguments of memory_replace.
+type ReplaceArgs struct {
+	Section string `json:"section" jsonschema:"minLength=1,maxLength=120,description=The title of the section of long-term memory to set\\, without the ## (e.g. People). A section that does not exist is added."`
+	Text    string `json:"text" jsonschema:"maxLength=4096,description=The whole new text of the section (Markdown\\, no ## headings): it replaces what the section held\\, so keep what still holds. Empty removes the section."`
+}
+
+// ListArgs are the arguments of memory_list (none).
+type ListArgs struct{}
+
+// Tools returns memory_read, memory_append, memory_replace and
+// memory_list on s. A run is offered those its scope names (memory_*:
+// all four). Every refusal (an unknown document, an entry too large, a
+// full log) is a tool error that says what to do. Writes are recorded as
+// by the run that calls them (tools.RunOf), never by what the model says.
+func (s *Store) Tools() []tools.Spec {
+	read := tools.Func(ReadName,
+		"Read a document of your memory: long-term memory, a daily log (today, yesterday, a date) or the checklist. Returns its Markdown.",
+		func(ctx context.Context, a ReadArgs) (string, error) {
+			d, err := s.Read(ctx, a.Name)
+			if errors.Is(err, ErrNotFound) {
+				return fmt.Sprintf("%s (%s) is empty.", d.File, d.Name), nil
+			}
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("%s (revision %d, updated %s by %s):\n\n%s", d.File, d.Revision, d.Updated.Format("2006-01-02 15:04 MST"), d.By, d.Text), nil
+		})
+	read.Idempotent = true
+	appendTool := tools.Func(AppendName,
+		"Add a note to today's log in your memory (memory/YYYY-MM-DD.md), kept for later runs: what happened, what was decided or learned. For lasting facts use memory_replace.",
+		func(ctx context.Context, a AppendArgs) (string, error) {
+			d, err := s.Append(ctx, byRun(ctx), a.Text)
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("added to %s (now %d of %d bytes, revision %d)", d.File, d.Bytes, MaxDoc, d.Revision), nil
+		})
+	replace := tools.Func(ReplaceName,
+		"Set one \"## section\" of your long-term memory (MEMORY.md) to a new text: for facts that last (people, preferences, decisions). Read it first with memory_read long; the text replaces the section's.",
+		func(ctx context.Context, a ReplaceArgs) (string, error) {
+			d, err := s.Replace(ctx, byRun(ctx), a.Section, a.Text)
+			if err != nil {
+				return "", err
+			}
+			verb := "set"
+			if strings.TrimSpace(a.Text) == "" {
+				verb = "removed"
+			}
+			return fmt.Sprintf("%s the section %q of MEMORY.md (now %d of %d bytes, revision %d)", verb, a.Section, d.Bytes, MaxDoc, d.Revision), nil
+		})
+	list := tools.Func(ListName,
+		"List the documents of your memory: name, size, revision, last update.",
+		func(ctx context.Context, _ ListArgs) (string, error) {
+			docs, err := s.List(ctx)
+			if err != nil {
+				return "", err
+			}
+			if len(docs) == 0 {
+				return "Your memory is empty.", nil
+			}
+			var b strings.Builder
+			for _, d := range docs {
+				fmt.Fprintf(&b, "%s\t%s\t%d bytes\trevision %d\tupdated %s\n", d.Name, d.File, d.Bytes, d.Revision, d.Updated.Format("2006-01-02 15:04 MST"))
+			}
+			return b.String(), nil
+		})
+	list.Idempotent = true
+	return []tools.Spec{read, appendTool, replace, list}
+}
+
+// byRun names the run that calls a tool: "<source>/<name>, run <id>", or
+// "by hand" outside a run (agentwork tools call).
+func byRun(ctx context.Context) string {
+	r, ok := tools.RunOf(ctx)
+	if !ok {
+		return "by hand"
+	}
+	return fmt.Sprintf("%s/%s, run %s", r.Source, r.Name, r.ID)
+}
