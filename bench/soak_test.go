@@ -11,13 +11,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -78,12 +76,7 @@ func TestSoak(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "agentwork")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/agentwork")
-	build.Dir = ".."
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, b)
-	}
+	bin := buildBinary(t, dir)
 	httpAddr, pprofAddr := freeAddr(t), freeAddr(t)
 	cfg := filepath.Join(dir, "agentwork.yaml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, `
@@ -129,27 +122,12 @@ log:
 		t.Fatal(err)
 	}
 	defer stderr.Close()
-	srv := exec.Command(bin, "serve", "--config", cfg, "--data-dir", dataDir)
-	srv.Env = append(os.Environ(), "SOAK_TOKEN="+soakToken, "AGENTWORK_PPROF="+pprofAddr)
+	env := []string{"SOAK_TOKEN=" + soakToken, "AGENTWORK_PPROF=" + pprofAddr}
 	if limit := os.Getenv(soakMemLimitEnv); limit != "" {
-		srv.Env = append(srv.Env, "GOMEMLIMIT="+limit)
+		env = append(env, "GOMEMLIMIT="+limit)
 	}
-	srv.Stdout, srv.Stderr = stdout, stderr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- srv.Wait() }()
-	stop := sync.OnceFunc(func() {
-		_ = srv.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(time.Minute):
-			_ = srv.Process.Kill()
-			<-exited
-		}
-	})
-	t.Cleanup(stop)
+	srv := startServer(t, bin, cfg, dataDir, env, stdout, stderr)
+	exited, stop := srv.exited, srv.stop
 
 	ctx, cancel := context.WithTimeout(t.Context(), duration+soakSettleLimit+2*time.Minute)
 	defer cancel()
@@ -176,7 +154,7 @@ log:
 	post := time.NewTicker(time.Second / soakRate)
 	sample := time.NewTicker(soakSample)
 	record := func() {
-		rss, err := vmRSS(srv.Process.Pid)
+		rss, err := vmRSS(srv.cmd.Process.Pid)
 		if err != nil {
 			t.Errorf("read RSS: %v", err)
 			return
