@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/agentwork/agentwork/tools/memory"
 )
@@ -36,6 +37,7 @@ func cmdMemory(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	var run func(ctx context.Context, c *memory.Client, pos []string) error
+	parent := ctx // without the --timeout of the bus calls: a person edits
 	switch verb {
 	case "show":
 		history := fs.Bool("history", false, "show the document's kept revisions, newest first")
@@ -57,7 +59,7 @@ func cmdMemory(ctx context.Context, e *env, args []string) error {
 			if len(pos) != 1 {
 				return usageError{"memory edit: want one document, e.g. agentwork memory edit long"}
 			}
-			return memoryEdit(ctx, e, c, pos[0])
+			return memoryEdit(parent, *gf.timeout, e, c, pos[0])
 		}
 	case "export":
 		run = func(ctx context.Context, c *memory.Client, pos []string) error {
@@ -127,9 +129,11 @@ func cmdMemory(ctx context.Context, e *env, args []string) error {
 
 // memoryEdit opens the document in $EDITOR and saves it at the revision
 // it read. On a conflict the edited text stays in its file, and the error
-// names it.
-func memoryEdit(ctx context.Context, e *env, c *memory.Client, name string) error {
-	d, err := c.Get(ctx, name)
+// names it. timeout bounds the reading and the saving, not the editing.
+func memoryEdit(ctx context.Context, timeout time.Duration, e *env, c *memory.Client, name string) error {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	d, err := c.Get(rctx, name)
 	if err != nil && !errors.Is(err, memory.ErrNotFound) {
 		return err
 	}
@@ -166,7 +170,9 @@ func memoryEdit(ctx context.Context, e *env, c *memory.Client, name string) erro
 		fmt.Fprintf(e.stderr, "%s: no change\n", d.File)
 		return nil
 	}
-	w, err := c.Put(ctx, name, string(text), "agentwork memory edit", &d.Revision)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	w, err := c.Put(wctx, name, string(text), "agentwork memory edit", &d.Revision)
 	if errors.Is(err, memory.ErrConflict) {
 		return fmt.Errorf("memory edit: not saved: %w; your text is kept in %s (agentwork memory edit %s again, and merge it in)", err, path, name)
 	}

@@ -55,8 +55,9 @@ func TestMemoryCommands(t *testing.T) {
 		t.Fatalf("memory show on a new runtime = %v:\n%s", err, out)
 	}
 	t.Setenv("VISUAL", "")
-	t.Setenv("EDITOR", writeEditor(t, dir, "add-people", `printf '## People\n\n- Ana runs ops.\n' >> "$1"`))
-	if out, err := cli("memory", "edit", "long"); err != nil || !strings.Contains(out, "MEMORY.md: saved (revision") {
+	// A person takes longer over the edit than --timeout gives the bus calls.
+	t.Setenv("EDITOR", writeEditor(t, dir, "add-people", `sleep 2; printf '## People\n\n- Ana runs ops.\n' >> "$1"`))
+	if out, err := cli("memory", "edit", "long", "--timeout", "1s"); err != nil || !strings.Contains(out, "MEMORY.md: saved (revision") {
 		t.Fatalf("memory edit long = %v:\n%s", err, out)
 	}
 	if out, err := cli("memory", "show", "long"); err != nil || out != "## People\n\n- Ana runs ops.\n" {
