@@ -98,7 +98,7 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	}
 	// The agent's memory on the bus: its tools (offered where a scope
 	// names memory_*), its place in prompts, its admin API.
-	mem, err := memory.New(b, f.Memory)
+	mem, err := memory.New(b, f.Memory, memory.WithSecrets(f.Secrets()...))
 	if err != nil {
 		return nil, err
 	}

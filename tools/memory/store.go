@@ -89,10 +89,21 @@ type Store struct {
 	loc  *time.Location
 	now  func() time.Time
 	keep time.Duration
+
+	secrets []string // cut out of what the tools write (WithSecrets)
 }
 
 // Option configures New.
 type Option func(*Store)
+
+// WithSecrets sets the values (API keys, tokens: the config's ${VAR}
+// values) cut out of what the memory tools write, in every encoding
+// internal/secret knows: a model that saw one in a tool result does not
+// keep it in memory, where every later prompt, export and reader would see
+// it.
+func WithSecrets(secrets ...string) Option {
+	return func(s *Store) { s.secrets = append(s.secrets, secrets...) }
+}
 
 // WithClock sets the time source (default time.Now).
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
@@ -294,6 +305,11 @@ func (s *Store) Replace(ctx context.Context, by, section, text string) (Doc, err
 	text = strings.TrimSpace(text)
 	if len(text) > MaxEntry {
 		return Doc{}, errorf(ErrTooLarge, "the section's text is %d bytes, more than %d: keep the facts that last, in short lines, or split them into sections", len(text), MaxEntry)
+	}
+	for l := range strings.Lines(text) {
+		if strings.HasPrefix(l, "# ") || strings.HasPrefix(l, "## ") {
+			return Doc{}, errorf(ErrInvalid, "the section's text has a heading line (%q): a section holds no # or ## headings; set each section with its own memory_replace (### and deeper are fine)", strings.TrimSpace(l))
+		}
 	}
 	now := s.now()
 	set := func(rec *record, _ bool) (bool, error) {

@@ -163,6 +163,15 @@ func TestReplaceSection(t *testing.T) {
 	if _, err := s.Replace(ctx, "me", "a\nb", "x"); !errors.Is(err, memory.ErrInvalid) {
 		t.Errorf("a title of two lines: %v, want ErrInvalid", err)
 	}
+	// A heading in the text would make sections the next replace misses.
+	for _, text := range []string{"- x\n## Other\n- y", "# Title\n- y"} {
+		if _, err := s.Replace(ctx, "me", "Servers", text); !errors.Is(err, memory.ErrInvalid) || !strings.Contains(err.Error(), "heading") {
+			t.Errorf("Replace(text %q) = %v, want ErrInvalid about the heading", text, err)
+		}
+	}
+	if d, err := s.Replace(ctx, "me", "Servers", "- db1\n### Notes\n- fine"); err != nil || !strings.Contains(d.Text, "### Notes") {
+		t.Errorf("a ### heading in a section: %v, %q", err, d.Text)
+	}
 }
 
 func TestPutCompareAndSet(t *testing.T) {
@@ -307,7 +316,11 @@ func TestPrompt(t *testing.T) {
 func TestTools(t *testing.T) {
 	t.Parallel()
 	ctx := tools.WithRun(t.Context(), tools.RunInfo{ID: "run-1", Source: "heartbeat", Name: "default"})
-	s := newStore(t, nil, memory.Config{})
+	const key = "sk-live-0123456789abcdef"
+	s, err := memory.New(bustest.New(t), memory.Config{}, memory.WithClock(func() time.Time { return day }), memory.WithSecrets(key))
+	if err != nil {
+		t.Fatal(err)
+	}
 	reg, err := tools.NewRegistry(s.Tools()...)
 	if err != nil {
 		t.Fatal(err)
@@ -319,15 +332,21 @@ func TestTools(t *testing.T) {
 	if c := call(memory.ReadName, `{"name":"today"}`); c.Outcome != tools.OutcomeOK || !strings.Contains(c.Result, "is empty") {
 		t.Errorf("memory_read of an empty log = %+v", c)
 	}
-	if c := call(memory.AppendName, `{"text":"checked the disk"}`); c.Outcome != tools.OutcomeOK {
+	if c := call(memory.AppendName, `{"text":"checked the disk; the key is `+key+`"}`); c.Outcome != tools.OutcomeOK {
 		t.Fatalf("memory_append = %+v", c)
 	}
-	if c := call(memory.ReplaceName, `{"section":"Servers","text":"- db1"}`); c.Outcome != tools.OutcomeOK {
+	if c := call(memory.ReplaceName, `{"section":"Servers","text":"- db1, token `+key+`"}`); c.Outcome != tools.OutcomeOK {
 		t.Fatalf("memory_replace = %+v", c)
 	}
 	c := call(memory.ReadName, `{"name":"today"}`)
 	if !strings.Contains(c.Result, "· heartbeat/default, run run-1\n\nchecked the disk") {
 		t.Errorf("memory_read today = %q, want the note headed by its run", c.Result)
+	}
+	// A secret the model saw is not kept in memory.
+	for _, name := range []string{"today", "long"} {
+		if c := call(memory.ReadName, `{"name":"`+name+`"}`); strings.Contains(c.Result, key) || !strings.Contains(c.Result, "db1") && name == "long" {
+			t.Errorf("memory_read %s = %q, want it without the secret", name, c.Result)
+		}
 	}
 	if c := call(memory.ListName, `{}`); !strings.Contains(c.Result, "long\tMEMORY.md") || !strings.Contains(c.Result, "daily.2026-03-14") {
 		t.Errorf("memory_list = %q", c.Result)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/tools"
 )
 
@@ -61,7 +62,7 @@ func (s *Store) Tools() []tools.Spec {
 	appendTool := tools.Func(AppendName,
 		"Add a note to today's log in your memory (memory/YYYY-MM-DD.md), kept for later runs: what happened, what was decided or learned. For lasting facts use memory_replace.",
 		func(ctx context.Context, a AppendArgs) (string, error) {
-			d, err := s.Append(ctx, byRun(ctx), a.Text)
+			d, err := s.Append(ctx, byRun(ctx), secret.Redact(a.Text, s.secrets))
 			if err != nil {
 				return "", err
 			}
@@ -70,7 +71,7 @@ func (s *Store) Tools() []tools.Spec {
 	replace := tools.Func(ReplaceName,
 		"Set one \"## section\" of your long-term memory (MEMORY.md) to a new text: for facts that last (people, preferences, decisions). Read it first with memory_read long; the text replaces the section's.",
 		func(ctx context.Context, a ReplaceArgs) (string, error) {
-			d, err := s.Replace(ctx, byRun(ctx), a.Section, a.Text)
+			d, err := s.Replace(ctx, byRun(ctx), secret.Redact(a.Section, s.secrets), secret.Redact(a.Text, s.secrets))
 			if err != nil {
 				return "", err
 			}
