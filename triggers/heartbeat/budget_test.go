@@ -2,6 +2,8 @@ package heartbeat_test
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -193,3 +195,57 @@ func TestBudgetResumesNextDay(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A pause by hand over HTTP: a scheduled run published before it skips
+// "paused" without a model call, a wake still runs, and resume lifts it.
+func TestPauseByHand(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	clk := clock.NewFake(nextYear)
+	dir := t.TempDir()
+	writeChecklist(t, dir, checklistText)
+	h := newHeartbeat(t, b, heartbeat.Config{Enabled: true}, clk, dir)
+	m := newModel(answer(model.Reply{Text: "HEARTBEAT_OK"}))
+	startRunner(t, b, m, h, clk)
+	s := watch(t, b)
+	mux := http.NewServeMux()
+	h.Routes(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	post := func(path, body string, status int) heartbeat.Status {
+		t.Helper()
+		resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st heartbeat.Status
+		if resp.StatusCode != status {
+			t.Fatalf("POST %s %s = %d, want %d", path, body, resp.StatusCode, status)
+		}
+		if status == http.StatusOK {
+			if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return st
+	}
+	post("/v1/heartbeat/pause", `{"reson": "typo"}`, http.StatusBadRequest)
+	if st := post("/v1/heartbeat/pause", `{"reason": "holiday"}`, http.StatusOK); !st.Paused || st.PausedReason != "holiday" || st.PausedUntil != nil {
+		t.Fatalf("pause = %+v, want paused for a holiday, until resumed", st)
+	}
+	publishTick(t, b, "default", nextYear)
+	if got := s.wait(1)[0]; kind(got) != "skip/paused" || got.Result.Detail != "holiday" {
+		t.Fatalf("scheduled run while paused = %v, want skip paused (holiday)", got)
+	}
+	waitIdle(t, b)
+	if _, err := h.Wake(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.wait(2)[1]; kind(got) != "skip/ack" || m.runs.Load() != 1 {
+		t.Fatalf("wake while paused = %v after %d model call(s), want it run (ack) with one call", got, m.runs.Load())
+	}
+	if st := post("/v1/heartbeat/resume", "", http.StatusOK); st.Paused || st.PausedReason != "" {
+		t.Fatalf("resume = %+v, want running", st)
+	}
+}
