@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/tools"
 )
 
 // Where a run's notifications go: its targets, and queueing for them.
@@ -79,4 +82,25 @@ func (r *Runner) enqueue(ctx context.Context, run *Run, text, urgency, kind stri
 		return ids, errors.Join(errs...)
 	}
 	return ids, nil
+}
+
+// Alert queues text as an important notification of run for each of its
+// targets, from outside the runner: what a trigger's observer says about
+// the trigger itself (a cron job paused after its failures, a heartbeat
+// at its budget). kind tells one run's alerts apart (".cron-budget"): the
+// same kind for the same run and target is stored once. It returns the
+// targets' errors joined.
+func Alert(ctx context.Context, b *bus.Bus, run *Run, kind, text string, now time.Time) error {
+	var errs []error
+	for _, t := range run.Targets {
+		n := connectors.Notification{
+			ID: connectors.NotificationID(run.ID, kind, t), RunID: run.ID, RequestID: run.Request.ID,
+			Source: run.Request.Source, Name: run.Request.Name, Text: text, Urgency: tools.UrgencyImportant,
+			Target: t, Time: now, Metadata: run.Request.Metadata,
+		}
+		if err := connectors.Enqueue(ctx, b, n); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", t, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -22,11 +22,15 @@ commands:
   wake [--wait]         run a heartbeat now (the schedule does not move; active
                         hours and enabled are ignored, the checklist still counts)
   history [--limit N]   latest runs, skips and errors, newest first
+  pause [--reason ..]   pass over the scheduled heartbeats until resume
+                        (wake still runs)
+  resume                lift a pause, by hand or the budget's (and start
+                        today's count of tokens afresh)
 
 Every command takes --name (default "default"), --data-dir / --url / --config
 to find the server, and --json.`
 
-// cmdHeartbeat implements `agentwork heartbeat status|wake|history` over the
+// cmdHeartbeat implements `agentwork heartbeat status|wake|history|pause|resume` over the
 // heartbeat NATS service of a running server.
 func cmdHeartbeat(ctx context.Context, e *env, args []string) error {
 	verb, fs, gf, done, err := group{"heartbeat", heartbeatUsage}.verb(e, args)
@@ -74,9 +78,22 @@ func cmdHeartbeat(ctx context.Context, e *env, args []string) error {
 			hbPrintHistory(e.stdout, runs)
 			return nil
 		}
+	case "pause":
+		reason := fs.String("reason", "", "why (shown in heartbeat status)")
+		run = func(ctx context.Context, _ *bus.Bus, c *heartbeat.Client) error {
+			return show(e, *asJSON, func(w io.Writer, st heartbeat.Status) {
+				fmt.Fprintf(w, "paused heartbeat %s (%s); resume: %s\n", st.Name, st.PausedReason, heartbeat.ResumeCommand(st.Name))
+			})(c.Pause(ctx, *reason))
+		}
+	case "resume":
+		run = func(ctx context.Context, _ *bus.Bus, c *heartbeat.Client) error {
+			return show(e, *asJSON, func(w io.Writer, st heartbeat.Status) {
+				fmt.Fprintf(w, "heartbeat %s resumed; next fire %s\n", st.Name, hbTime(st.NextFire))
+			})(c.Resume(ctx))
+		}
 	default:
 		fmt.Fprintln(e.stderr, heartbeatUsage)
-		return usageError{fmt.Sprintf("heartbeat: unknown command %q (want status, wake or history)", verb)}
+		return usageError{fmt.Sprintf("heartbeat: unknown command %q (want status, wake, history, pause or resume)", verb)}
 	}
 	pos, err := parseFlags(fs, args[1:])
 	if err != nil {
@@ -148,6 +165,9 @@ func hbPrintStatus(w io.Writer, st heartbeat.Status) {
 	if !st.Enabled {
 		state = "disabled (runs only on wake)"
 	}
+	if st.Paused {
+		state = "paused (runs only on wake); resume: " + heartbeat.ResumeCommand(st.Name)
+	}
 	row("heartbeat", st.Name)
 	row("status", state)
 	row("every", hbDuration(st.Every))
@@ -165,6 +185,15 @@ func hbPrintStatus(w io.Writer, st heartbeat.Status) {
 	row("overlap", st.Overlap)
 	row("targets", strings.Join(st.Targets, ", "))
 	row("tools", strings.Join(st.Tools, ", "))
+	row("paused", st.PausedReason)
+	var today int64
+	if st.Spent != nil {
+		today = st.Spent.Tokens
+		row("tokens today", fmt.Sprintf("%d in %d run(s) (day in %s)", today, st.Spent.Runs, st.BudgetZone))
+	}
+	if st.Budget.DailyTokens > 0 {
+		row("budget", fmt.Sprintf("%d tokens a day (%s), %d left today", st.Budget.DailyTokens, st.BudgetZone, max(st.Budget.DailyTokens-today, 0)))
+	}
 	if st.Enabled {
 		row("next fire", hbTime(st.NextFire))
 	}

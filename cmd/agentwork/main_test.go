@@ -306,14 +306,7 @@ func TestAdminCommands(t *testing.T) {
 	_, stop := startServe(t, writeConfig(t, dir, testConfig), dataDir)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	cli := func(args ...string) string {
-		t.Helper()
-		var out, errOut bytes.Buffer
-		if err := run(ctx, append(args, "--data-dir", dataDir), &out, &errOut); err != nil {
-			t.Fatalf("agentwork %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
-		}
-		return out.String()
-	}
+	cli := cliOf(ctx, t, dataDir)
 	if out := cli("heartbeat", "status"); !strings.Contains(out, "default") || !strings.Contains(out, "HEARTBEAT.md") {
 		t.Errorf("heartbeat status printed %q, want the default heartbeat and its checklist", out)
 	}
@@ -347,6 +340,19 @@ func TestAdminCommands(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// cliOf runs the CLI against the server of dataDir: cli(args...) returns
+// what it printed, and fails the test on an error.
+func cliOf(ctx context.Context, t *testing.T, dataDir string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if err := run(ctx, append(args, "--data-dir", dataDir), &out, &errOut); err != nil {
+			t.Fatalf("agentwork %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
+		}
+		return out.String()
 	}
 }
 

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +16,7 @@ import (
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/openai/openaifake"
+	"github.com/agentwork/agentwork/triggers/heartbeat"
 )
 
 // TestCronBudgetEndToEnd is the issue's acceptance with the real runtime
@@ -27,31 +28,14 @@ func TestCronBudgetEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the runtime")
 	}
-	fake := openaifake.New(t)
-	for range 2 {
-		fake.Enqueue(openaifake.Response{Reply: model.Reply{Text: "numbers are fine", Usage: model.Usage{InputTokens: 300, OutputTokens: 100}}})
-	}
-	t.Setenv("OPENAI_KEY", openaifake.DefaultKey)
-	dir := t.TempDir()
-	dataDir := filepath.Join(dir, "data")
-	cfg := writeConfig(t, dir, fmt.Sprintf(`
-bus:
-  listen: 127.0.0.1:0
-http:
-  listen: "off"
-model:
-  provider: openai
-  base_url: %s
-  model: gpt-fake
-  api_key: ${OPENAI_KEY}
+	console, stop, dataDir := serveSpender(t, "numbers are fine", `
 cron:
   jobs:
     - id: spender
       schedule: "@every 1s"
       prompt: check the numbers
       budget: {daily_tokens: 1000}
-`, fake.URL))
-	console, stop := startServe(t, cfg, dataDir)
+`)
 	console.waitContains(t, "agentwork cron resume spender", 30*time.Second)
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -63,14 +47,7 @@ cron:
 	defer b.Close()
 	waitUsage(ctx, t, b, "spender", 800)
 
-	cli := func(args ...string) string {
-		t.Helper()
-		var out, errOut bytes.Buffer
-		if err := run(ctx, append(args, "--data-dir", dataDir), &out, &errOut); err != nil {
-			t.Fatalf("agentwork %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
-		}
-		return out.String()
-	}
+	cli := cliOf(ctx, t, dataDir)
 	table := cli("usage", "--since", "1d", "--name", "spender")
 	if !strings.Contains(table, "spender") || !strings.Contains(table, "gpt-fake") || !strings.Contains(table, " 800") {
 		t.Errorf("agentwork usage =\n%s\nwant spender's 800 tokens on gpt-fake", table)
@@ -96,6 +73,85 @@ cron:
 	if n := strings.Count(out, "numbers are fine"); n != 2 {
 		t.Errorf("console printed %d run replies, want 2:\n%s", n, out)
 	}
+}
+
+// A heartbeat with a budget of 1,000 tokens whose runs use 400 each is
+// paused by its second run with one alert; heartbeat status shows the
+// budget, the day's tokens and the pause, and heartbeat resume lifts it.
+// (Its schedule is off: the 1m floor of heartbeat.every is too slow for a
+// test, and a wake runs and counts whether paused or not.)
+func TestHeartbeatBudgetEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the runtime")
+	}
+	console, stop, dataDir := serveSpender(t, "HEARTBEAT_OK", `
+heartbeat:
+  output_mode: ok_token
+  budget: {daily_tokens: 1000}
+`)
+	// The checklist is read at each run.
+	if err := os.WriteFile(filepath.Join(filepath.Dir(dataDir), "HEARTBEAT.md"), []byte("- [ ] check the numbers\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cli := cliOf(ctx, t, dataDir)
+	for range 2 {
+		if out := cli("heartbeat", "wake", "--wait"); !strings.Contains(out, "skip") {
+			t.Fatalf("heartbeat wake --wait printed %q, want a skip (ack)", out)
+		}
+	}
+	console.waitContains(t, "agentwork heartbeat resume", 30*time.Second)
+	status := cli("heartbeat", "status")
+	for _, want := range []string{"paused (runs only on wake)", "daily budget of 1000", "800 in 2 run(s) (day in UTC)", "1000 tokens a day (UTC), 200 left today"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("heartbeat status =\n%s\nwant %q", status, want)
+		}
+	}
+	var st heartbeat.Status
+	if err := json.Unmarshal([]byte(cli("heartbeat", "resume", "--json")), &st); err != nil || st.Paused || st.Spent == nil || st.Spent.Tokens != 0 {
+		t.Errorf("heartbeat resume --json = %+v, %v; want running, 0 tokens today", st, err)
+	}
+	if out := cli("heartbeat", "pause", "--reason", "holiday"); !strings.Contains(out, "paused heartbeat default (holiday)") {
+		t.Errorf("heartbeat pause printed %q", out)
+	}
+	if out := cli("heartbeat", "status"); !strings.Contains(out, "holiday") {
+		t.Errorf("heartbeat status after pause =\n%s\nwant the reason", out)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if n := strings.Count(console.String(), "agentwork heartbeat resume"); n != 1 {
+		t.Errorf("console printed %d budget alerts, want 1:\n%s", n, console.String())
+	}
+}
+
+// serveSpender runs serve with section (YAML) on the OpenAI fake, which
+// answers reply twice with a usage of 400 tokens (and fails the test on a
+// third call). It returns the console, the stop function and the data
+// directory (in the config's directory).
+func serveSpender(t *testing.T, reply, section string) (*syncBuffer, func() error, string) {
+	t.Helper()
+	fake := openaifake.New(t)
+	for range 2 {
+		fake.Enqueue(openaifake.Response{Reply: model.Reply{Text: reply, Usage: model.Usage{InputTokens: 300, OutputTokens: 100}}})
+	}
+	t.Setenv("OPENAI_KEY", openaifake.DefaultKey)
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	cfg := writeConfig(t, dir, fmt.Sprintf(`
+bus:
+  listen: 127.0.0.1:0
+http:
+  listen: "off"
+model:
+  provider: openai
+  base_url: %s
+  model: gpt-fake
+  api_key: ${OPENAI_KEY}
+`, fake.URL)+section)
+	console, stop := startServe(t, cfg, dataDir)
+	return console, stop, dataDir
 }
 
 // waitUsage waits until the usage bucket sums total tokens for name.

@@ -344,9 +344,7 @@ func (s *Scheduler) Resume(ctx context.Context, id string) (Status, error) {
 		}
 		st.Paused, st.PausedReason, st.PausedAt, st.PausedUntil, st.ResumedAt = false, "", nil, nil, &now
 		st.ConsecutiveFailures = 0
-		if st.Spent != nil {
-			st.Spent.Tokens = 0
-		}
+		st.Spent.Reset()
 		return true
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/agentwork/agentwork/model/openai"
 	"github.com/agentwork/agentwork/model/openai/openaifake"
 	"github.com/agentwork/agentwork/tools"
+	"github.com/agentwork/agentwork/triggers/budget"
 )
 
 // A job with a daily budget of 1,000 tokens whose runs use 400 each runs
@@ -28,7 +29,7 @@ func TestBudgetPausesWithOneAlert(t *testing.T) {
 	}
 	j := secondJob("spender")
 	j.Targets = []string{"ops"}
-	j.Budget = Budget{DailyTokens: 1000}
+	j.Budget = budget.Budget{DailyTokens: 1000}
 	results := make(chan TickResult, 1000)
 	s, _ := startScheduler(t, b, Config{Jobs: []Job{j}}, results)
 	p, err := openai.New(fake.Config())
@@ -80,13 +81,13 @@ func TestBudgetResumesNextDay(t *testing.T) {
 	if err != nil {
 		t.Skip("no time zone data")
 	}
-	j := Job{ID: "daily", Schedule: "0 * * * *", Timezone: "Europe/Berlin", Prompt: "p", Budget: Budget{DailyTokens: 1000}}
+	j := Job{ID: "daily", Schedule: "0 * * * *", Timezone: "Europe/Berlin", Prompt: "p", Budget: budget.Budget{DailyTokens: 1000}}
 	pausedAt := time.Date(2026, 5, 4, 22, 10, 0, 0, berlin)
 	until := time.Date(2026, 5, 5, 0, 0, 0, 0, berlin)
 	last := time.Date(2026, 5, 4, 22, 0, 0, 0, berlin).UTC()
 	seed(t, b, j, pausedAt.Add(-48*time.Hour), State{
 		LastTick: &last, Paused: true, PausedAt: ptr(pausedAt.UTC()), PausedUntil: ptr(until.UTC()), PausedReason: "budget",
-		Spent: &Spent{Day: "2026-05-04", Tokens: 800, LastRun: 400, Runs: 2},
+		Spent: &budget.Spent{Day: "2026-05-04", Tokens: 800, LastRun: 400, Runs: 2},
 	})
 	clk := clock.NewFake(pausedAt.Add(50 * time.Minute)) // 23:00: a tick, but still paused
 	s, err := New(b, Config{}, WithClock(clk))
@@ -129,7 +130,7 @@ func TestBudgetResumesNextDay(t *testing.T) {
 // so the second run pauses the job (once).
 func TestSpend(t *testing.T) {
 	t.Parallel()
-	j := Job{ID: "j", Budget: Budget{DailyTokens: 1000}}
+	j := Job{ID: "j", Budget: budget.Budget{DailyTokens: 1000}}
 	now := time.Date(2026, 5, 4, 23, 0, 0, 0, time.UTC)
 	var st State
 	if spend(&st, j, 400, now) {
@@ -141,7 +142,7 @@ func TestSpend(t *testing.T) {
 	if spend(&st, j, 400, now) {
 		t.Error("a run while paused paused the job again (a second alert)")
 	}
-	next := State{Spent: &Spent{Day: "2026-05-04", Tokens: 900}}
+	next := State{Spent: &budget.Spent{Day: "2026-05-04", Tokens: 900}}
 	if spend(&next, j, 10, now.Add(2*time.Hour)) || next.Spent.Day != "2026-05-05" || next.Spent.Tokens != 10 {
 		t.Errorf("a run on the next day: spent %+v, want a fresh count", next.Spent)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/memory"
 	"github.com/agentwork/agentwork/tools/schedule"
+	"github.com/agentwork/agentwork/triggers/budget"
 )
 
 // Overlap policies: what a tick does when the job's previous run is still going.
@@ -195,7 +196,7 @@ type Job struct {
 	// job's time zone: when the next run would pass it, the job pauses
 	// itself with one alert to its targets until the next midnight there,
 	// or until cron resume. Default: no cap.
-	Budget Budget `yaml:"budget" json:"budget,omitzero"`
+	Budget budget.Budget `yaml:"budget" json:"budget,omitzero"`
 	// Metadata is passed through to the request, events and notifications.
 	Metadata map[string]string `yaml:"metadata" json:"metadata,omitempty"`
 	// DeleteAfterRun deletes the job once the run of its last tick ended
@@ -250,18 +251,6 @@ type Retry struct {
 	// Default 1m.
 	Backoff Duration `yaml:"backoff" json:"backoff,omitempty"`
 }
-
-// Budget is a cap on a job's model tokens.
-type Budget struct {
-	// DailyTokens is how many tokens (input plus output, as the provider
-	// reports them) the job's runs may use per day. The job pauses when
-	// today's tokens plus those of its last run would pass it: a run is
-	// not started that would likely go over. 0: no cap.
-	DailyTokens int64 `yaml:"daily_tokens" json:"daily_tokens,omitempty"`
-}
-
-// IsZero reports whether no budget is set.
-func (b Budget) IsZero() bool { return b == Budget{} }
 
 // Catchup is the catch-up policy. In YAML and JSON it is either the policy
 // name ("run_once") or an object {policy: run_all, max: 10}.
@@ -357,9 +346,7 @@ func (j *Job) validate(p string) error {
 	if j.MaxRuns < 0 {
 		add("max_runs", "%d: must not be negative (0: no limit)", j.MaxRuns)
 	}
-	if j.Budget.DailyTokens < 0 {
-		add("budget.daily_tokens", "%d: must not be negative (0: no cap)", j.Budget.DailyTokens)
-	}
+	errs = append(errs, j.Budget.Check(p+"budget"))
 	if j.DedupWindow < 0 || time.Duration(j.DedupWindow) > agentwork.MaxDedupWindow {
 		add("dedup_window", "%s: want 0 (cron.dedup_window) to 720h", j.DedupWindow)
 	}

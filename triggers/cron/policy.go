@@ -11,8 +11,7 @@ import (
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
-	"github.com/agentwork/agentwork/connectors"
-	"github.com/agentwork/agentwork/tools"
+	"github.com/agentwork/agentwork/triggers/budget"
 )
 
 // Policy is how the runner treats cron requests: the job gate (deleted,
@@ -189,42 +188,21 @@ func (s *Scheduler) observe(run *agentwork.Run, outcome string) {
 }
 
 // spend adds a run's tokens to the job's count of the day (in the job's
-// time zone; a new day starts it afresh) and, when the job has a budget
-// that the next run would pass (today's tokens plus the last run's), pauses
-// the job until its next midnight. It reports that pause.
+// time zone) and, when the next run would pass the job's budget, pauses
+// the job until its next midnight (budget.Spend). It reports that pause.
 func spend(st *State, j Job, tokens int, now time.Time) bool {
-	loc := j.Location()
-	local := now.In(loc)
-	day := local.Format(time.DateOnly)
-	if st.Spent == nil || st.Spent.Day != day {
-		st.Spent = &Spent{Day: day}
-	}
-	used := int64(max(tokens, 0))
-	st.Spent.Tokens += used
-	st.Spent.LastRun = used
-	st.Spent.Runs++
-	budget := j.Budget.DailyTokens
-	if budget <= 0 || st.pausedAt(now) || st.Spent.Tokens+st.Spent.LastRun <= budget {
+	var p *budget.Pause
+	st.Spent, p = budget.Spend(st.Spent, j.Budget, tokens, now, j.Location())
+	if p == nil || st.pausedAt(now) {
 		return false
 	}
-	y, m, d := local.Date()
-	until := time.Date(y, m, d+1, 0, 0, 0, 0, loc).UTC()
-	st.Paused, st.PausedAt, st.PausedUntil = true, &now, &until
-	st.PausedReason = fmt.Sprintf("used %d tokens today of its daily budget of %d (its last run %d: the next would pass it); paused until %s",
-		st.Spent.Tokens, budget, st.Spent.LastRun, until.In(loc).Format("2006-01-02 15:04 MST"))
+	st.Paused, st.PausedAt, st.PausedUntil, st.PausedReason = true, &now, &p.Until, p.Reason
 	return true
 }
 
 // alert queues an important notification to the run's targets.
 func (s *Scheduler) alert(ctx context.Context, run *agentwork.Run, j Job, text, kind string) {
-	for _, t := range run.Targets {
-		n := connectors.Notification{
-			ID: run.ID + ".cron-" + kind + "." + t, RunID: run.ID, RequestID: run.Request.ID,
-			Source: bus.SourceCron, Name: j.ID, Text: text, Urgency: tools.UrgencyImportant,
-			Target: t, Time: s.clock.Now(), Metadata: run.Request.Metadata,
-		}
-		if err := connectors.Enqueue(ctx, s.bus, n); err != nil {
-			s.log.Error("cron alert not queued", zap.String("job", j.ID), zap.String("target", t), zap.Error(err))
-		}
+	if err := agentwork.Alert(ctx, s.bus, run, ".cron-"+kind, text, s.clock.Now()); err != nil {
+		s.log.Error("cron alert not queued", zap.String("job", j.ID), zap.Error(err))
 	}
 }

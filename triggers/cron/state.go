@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/triggers/budget"
 )
 
 // State is a job's state in the agentwork_state bucket, key cron.<id>. It
@@ -55,27 +56,11 @@ type State struct {
 	ResumedAt *time.Time `json:"resumed_at,omitempty"`
 
 	// Spent is what the job's runs spent today, for its budget.
-	Spent *Spent `json:"spent,omitempty"`
+	Spent *budget.Spent `json:"spent,omitempty"`
 
 	// Retry is a pending re-run of a failed tick (its timer is
 	// cron.<id>.retry).
 	Retry *RetryState `json:"retry,omitempty"`
-}
-
-// Spent counts the model tokens of a job's runs on one day (in the job's
-// time zone). The observer adds each run's usage as it records the run,
-// once per run id.
-type Spent struct {
-	// Day is the date, YYYY-MM-DD in the job's time zone.
-	Day string `json:"day"`
-	// Tokens are the input plus output tokens of the day's runs (since a
-	// cron resume, which starts the count afresh).
-	Tokens int64 `json:"tokens"`
-	// LastRun are the tokens of the latest run: the budget expects the
-	// next to use as many.
-	LastRun int64 `json:"last_run"`
-	// Runs counts the runs that reported a usage.
-	Runs int `json:"runs"`
 }
 
 // pausedAt reports whether the job is paused at now: paused, and not a

@@ -11,6 +11,7 @@ import (
 	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/memory"
 	"github.com/agentwork/agentwork/triggers/activehours"
+	"github.com/agentwork/agentwork/triggers/budget"
 )
 
 // Output modes: how the model's answer is read.
@@ -84,6 +85,12 @@ type Config struct {
 	OutputMode string `yaml:"output_mode" json:"output_mode,omitempty" jsonschema:"enum=notify,enum=ok_token"`
 	// Timeout bounds one heartbeat run (model and tools). Default 5m.
 	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
+	// Budget caps the model tokens of its runs (scheduled and woken) per
+	// day, the day taken in active_hours.timezone (default UTC): when the
+	// next run would pass it, the heartbeat pauses itself with one alert
+	// to its targets until the next midnight there (its first tick from
+	// then on runs), or until `agentwork heartbeat resume`. Default: no cap.
+	Budget budget.Budget `yaml:"budget" json:"budget,omitzero"`
 	// Tools are the tools a heartbeat may use, instead of runner.tools:
 	// names and globs (e.g. [fs__read_text_file, fs__list_directory]). In
 	// notify mode it has notify_user in any case. Default: runner.tools.
@@ -165,6 +172,7 @@ func (c Config) Validate() error {
 	if c.Timeout < time.Second {
 		errs = append(errs, fmt.Errorf("heartbeat.timeout: %s: want at least 1s", c.Timeout))
 	}
+	errs = append(errs, c.Budget.Check("heartbeat.budget"))
 	if c.MaxSteps < 0 {
 		errs = append(errs, fmt.Errorf("heartbeat.max_steps: %d: must not be negative (0: runner.max_steps)", c.MaxSteps))
 	}

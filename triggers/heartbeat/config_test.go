@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/triggers/activehours"
+	"github.com/agentwork/agentwork/triggers/budget"
 	"github.com/agentwork/agentwork/triggers/heartbeat"
 )
 
@@ -28,6 +29,8 @@ func TestConfigValidate(t *testing.T) {
 		{"bad mode", heartbeat.Config{OutputMode: "text"}, `heartbeat.output_mode: "text": want notify or ok_token`},
 		{"negative dedup", heartbeat.Config{DedupWindow: -time.Hour}, "heartbeat.dedup_window: -1h0m0s: must not be negative"},
 		{"tiny timeout", heartbeat.Config{Timeout: time.Millisecond}, "heartbeat.timeout: 1ms: want at least 1s"},
+		{"budget", heartbeat.Config{Budget: budget.Budget{DailyTokens: 20000}}, ""},
+		{"negative budget", heartbeat.Config{Budget: budget.Budget{DailyTokens: -1}}, "heartbeat.budget.daily_tokens: -1: must not be negative (0: no cap)"},
 		{"tools", heartbeat.Config{Tools: []string{"fs__read_text_file", "fs__list_*"}}, ""},
 		{"model", heartbeat.Config{Model: "cheap", Fallback: []string{"default"}, MaxSteps: 3}, ""},
 		{"negative max_steps", heartbeat.Config{MaxSteps: -1}, "heartbeat.max_steps: -1: must not be negative"},

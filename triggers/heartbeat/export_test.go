@@ -1,6 +1,9 @@
 package heartbeat
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Test hooks.
 
@@ -16,3 +19,6 @@ func (h *Heartbeat) Plan(last, now time.Time) time.Time { return h.plan(last, no
 
 // Due exposes what a fire of the timer publishes.
 func (h *Heartbeat) Due(last, armed, now time.Time) (time.Time, bool) { return h.due(last, armed, now) }
+
+// Fire exposes a fire of the timer armed for armed.
+func (h *Heartbeat) Fire(ctx context.Context, armed time.Time) error { return h.fire(ctx, armed) }

@@ -190,7 +190,7 @@ func (h *Heartbeat) armOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tick := h.plan(st.LastFire, h.clock.Now())
+	tick := h.plan(st.rhythm(), h.clock.Now())
 	p, err := h.timers.Pending(ctx, h.timerKey())
 	switch {
 	case errors.Is(err, bus.ErrNoTimer):
@@ -255,27 +255,48 @@ func (h *Heartbeat) handle(ctx context.Context, m jetstream.Msg) bus.Verdict {
 }
 
 // fire publishes the tick due now, if any (armed is the tick the timer was
-// set for), records it and arms the timer for the next one.
+// set for), records it and arms the timer for the next one. While the
+// heartbeat is paused the tick is passed over instead: recorded, not
+// published. The first tick at or after the end of a pause that lifts
+// itself (the budget's: the next midnight) lifts it and runs.
 func (h *Heartbeat) fire(ctx context.Context, armed time.Time) error {
 	st, _, err := h.loadState(ctx)
 	if err != nil {
 		return err
 	}
 	now := h.clock.Now()
-	last := st.LastFire
-	if tick, ok := h.due(last, armed, now); ok {
-		req := h.request(tick, false)
-		pub, err := agentwork.Publish(ctx, h.bus, req, agentwork.PublishOptions{MsgID: MsgID(h.cfg.Name, tick), Now: now})
-		if err != nil {
-			return fmt.Errorf("publish the tick of %s: %w", tick.Format(time.RFC3339), err)
+	if st.Paused && st.PausedUntil != nil && !now.Before(*st.PausedUntil) {
+		if st, err = h.lift(ctx, *st.PausedUntil); err != nil {
+			return err
 		}
-		h.log.Info("heartbeat fired", zap.Time("tick", tick), zap.String("request", pub.ID), zap.Bool("duplicate", pub.Duplicate))
+		if !st.Paused {
+			h.log.Info("heartbeat resumed: its pause ended")
+		}
+	}
+	last := st.rhythm()
+	var fired, passed time.Time
+	if tick, ok := h.due(last, armed, now); ok {
+		if st.pausedAt(now) {
+			h.log.Debug("heartbeat tick passed over: paused", zap.Time("tick", tick), zap.String("reason", st.PausedReason))
+			passed = tick
+		} else {
+			req := h.request(tick, false)
+			pub, err := agentwork.Publish(ctx, h.bus, req, agentwork.PublishOptions{MsgID: MsgID(h.cfg.Name, tick), Now: now})
+			if err != nil {
+				return fmt.Errorf("publish the tick of %s: %w", tick.Format(time.RFC3339), err)
+			}
+			h.log.Info("heartbeat fired", zap.Time("tick", tick), zap.String("request", pub.ID), zap.Bool("duplicate", pub.Duplicate))
+			fired = tick
+		}
 		last = tick
 	}
 	next := h.plan(last, now)
 	if err := h.updateState(ctx, func(st *State) bool {
-		if last.After(st.LastFire) {
-			st.LastFire = last.UTC()
+		if fired.After(st.LastFire) {
+			st.LastFire = fired.UTC()
+		}
+		if passed.After(st.Passed) {
+			st.Passed = passed.UTC()
 		}
 		st.NextFire = next.UTC()
 		return true
@@ -283,6 +304,22 @@ func (h *Heartbeat) fire(ctx context.Context, armed time.Time) error {
 		return err
 	}
 	return h.setTimer(ctx, next)
+}
+
+// lift ends a pause that was until until (the budget's) and returns the
+// state: unchanged when it was resumed, or paused again, meanwhile.
+func (h *Heartbeat) lift(ctx context.Context, until time.Time) (State, error) {
+	var out State
+	err := h.updateState(ctx, func(st *State) bool {
+		out = *st
+		if !st.Paused || st.PausedUntil == nil || !st.PausedUntil.Equal(until) {
+			return false
+		}
+		st.unpause()
+		out = *st
+		return true
+	})
+	return out, err
 }
 
 // due returns the tick to fire at now, if one is due: the one plan gives

@@ -12,6 +12,7 @@ import (
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/tools"
+	"github.com/agentwork/agentwork/triggers/budget"
 )
 
 // Policy is how the runner treats heartbeat requests. Register it on every
@@ -19,7 +20,8 @@ import (
 //
 // Input gates, in order: enabled (scheduled runs of a disabled heartbeat,
 // or of a heartbeat name this runtime does not have, skip "disabled");
-// active hours (scheduled runs outside skip "outside-active-hours"; wake
+// paused (a scheduled run published before the pause skips "paused"; the
+// fires of a paused heartbeat publish nothing); active hours (scheduled runs outside skip "outside-active-hours"; wake
 // runs anyway); checklist (skip "empty-checklist" or "no-checklist"). Then
 // the runner's overlap lease: one heartbeat at a time across all instances
 // (skip "busy", or wait with overlap: queue unless a newer tick is due).
@@ -27,7 +29,8 @@ import (
 // the HEARTBEAT_OK token, then dedup within dedup_window. Tools, model,
 // fallback and max_steps: heartbeat's, else the runner's. A run that fails
 // for good alerts the targets. The observer keeps the state (last run,
-// consecutive errors) on whichever instance ran it.
+// consecutive errors, the day's tokens) on whichever instance ran it, and
+// pauses the heartbeat at its budget with one alert.
 func (h *Heartbeat) Policy() agentwork.Policy {
 	var out agentwork.OutputGate = agentwork.NotifyGate{}
 	if h.cfg.OutputMode == ModeOKToken {
@@ -36,6 +39,7 @@ func (h *Heartbeat) Policy() agentwork.Policy {
 	return agentwork.Policy{
 		Input: []agentwork.InputGate{
 			agentwork.InputGateFunc(h.checkEnabled),
+			agentwork.InputGateFunc(h.checkPaused),
 			agentwork.InputGateFunc(h.checkActiveHours),
 			agentwork.InputGateFunc(h.checkChecklist),
 		},
@@ -67,6 +71,20 @@ func (h *Heartbeat) checkEnabled(_ context.Context, run *agentwork.Run) error {
 	}
 	if !h.cfg.Enabled && !run.Request.Manual {
 		return agentwork.Skip(agentwork.ReasonDisabled, "heartbeat.enabled is false")
+	}
+	return nil
+}
+
+func (h *Heartbeat) checkPaused(ctx context.Context, run *agentwork.Run) error {
+	if run.Request.Manual {
+		return nil
+	}
+	st, _, err := h.loadState(ctx)
+	if err != nil {
+		return err
+	}
+	if st.pausedAt(h.clock.Now()) {
+		return agentwork.Skip(agentwork.ReasonPaused, st.PausedReason)
 	}
 	return nil
 }
@@ -176,15 +194,19 @@ func lastRune(s string) rune {
 	return r[len(r)-1]
 }
 
-// observe keeps the state of the last run. It runs on the instance that ran
-// the heartbeat, after the run's event was emitted.
+// observe keeps the state of the last run and counts its tokens into the
+// day's (once per run id). It runs on the instance that ran the heartbeat,
+// after the run's event was emitted. When the next run would pass the
+// budget it pauses the heartbeat until the next midnight and alerts the
+// run's targets once.
 func (h *Heartbeat) observe(run *agentwork.Run, outcome string) {
 	if run.Request.Name != h.cfg.Name || run.Result == nil {
 		return
 	}
 	res := run.Result
+	now := h.clock.Now().UTC()
 	lr := &LastRun{
-		RunID: run.ID, RequestID: run.Request.ID, Ended: h.clock.Now().UTC(), Outcome: outcome,
+		RunID: run.ID, RequestID: run.Request.ID, Ended: now, Outcome: outcome,
 		Manual: run.Request.Manual, ScheduledAt: run.Request.ScheduledAt,
 	}
 	switch outcome {
@@ -197,7 +219,17 @@ func (h *Heartbeat) observe(run *agentwork.Run, outcome string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	var paused *State
 	err := h.updateState(ctx, func(st *State) bool {
+		paused = nil
+		if res.Usage != nil && (st.LastRun == nil || st.LastRun.RunID != run.ID) {
+			var p *budget.Pause
+			st.Spent, p = budget.Spend(st.Spent, h.cfg.Budget, res.Usage.InputTokens+res.Usage.OutputTokens, now, h.hours.Location())
+			if p != nil && !st.pausedAt(now) {
+				st.Paused, st.PausedAt, st.PausedUntil, st.PausedReason = true, &now, &p.Until, p.Reason
+				paused = st
+			}
+		}
 		st.LastRun = lr
 		switch {
 		case outcome == bus.OutcomeError:
@@ -209,10 +241,26 @@ func (h *Heartbeat) observe(run *agentwork.Run, outcome string) {
 	})
 	if err != nil {
 		h.log.Warn("heartbeat state not updated", zap.String("run", run.ID), zap.Error(err))
+		return
 	}
 	if outcome == bus.OutcomeError {
 		h.log.Warn("heartbeat failed", zap.String("run", run.ID), zap.String("class", res.Class), zap.String("error", res.Error))
 	}
+	if paused != nil {
+		text := fmt.Sprintf("agentwork: heartbeat %q %s. To let it run again today: %s", h.cfg.Name, paused.PausedReason, ResumeCommand(h.cfg.Name))
+		if err := agentwork.Alert(ctx, h.bus, run, ".heartbeat-budget", text, now); err != nil {
+			h.log.Error("heartbeat budget alert not queued", zap.String("run", run.ID), zap.Error(err))
+		}
+		h.log.Warn("heartbeat paused: its daily token budget would be passed", zap.Int64("tokens_today", paused.Spent.Tokens), zap.Int64("budget", h.cfg.Budget.DailyTokens))
+	}
+}
+
+// ResumeCommand is the command that resumes the heartbeat name.
+func ResumeCommand(name string) string {
+	if name == "" || name == DefaultName {
+		return "agentwork heartbeat resume"
+	}
+	return "agentwork heartbeat resume --name " + name
 }
 
 // modelAnswered reports a skip reason given after the model answered.

@@ -8,8 +8,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/triggers/budget"
 )
 
 // Status is what `agentwork heartbeat status` shows.
@@ -28,9 +31,15 @@ type Status struct {
 	Targets    []string `json:"targets,omitempty"`
 	// Tools are heartbeat.tools (empty: runner.tools).
 	Tools []string `json:"tools,omitempty"`
+	// Budget is heartbeat.budget; BudgetZone the zone of its day (the
+	// active hours' zone, UTC by default).
+	Budget     budget.Budget `json:"budget,omitzero"`
+	BudgetZone string        `json:"budget_zone"`
 	// Running is the lease of the heartbeat running now, if one is.
 	Running *Lease `json:"running,omitempty"`
-	// State: last and next fire, last run, consecutive errors.
+	// State: last and next fire, last run, consecutive errors, the pause,
+	// and the tokens of the budget's day (spent: absent when nothing was
+	// spent today; a pause that lifted itself by now is shown lifted).
 	State
 }
 
@@ -47,16 +56,62 @@ func (h *Heartbeat) Status(ctx context.Context) (Status, error) {
 	if !h.cfg.Enabled {
 		st.NextFire = time.Time{}
 	}
+	now := h.clock.Now()
+	if st.Paused && !st.pausedAt(now) {
+		st.unpause() // its next tick lifts it in the state
+	}
+	loc := h.hours.Location()
+	if st.Spent != nil && st.Spent.Day != now.In(loc).Format(time.DateOnly) {
+		st.Spent = nil
+	}
 	checklist := h.checklist
 	if abs, err := filepath.Abs(checklist); err == nil {
 		checklist = abs // the CLI may run elsewhere than the server
 	}
 	return Status{
 		Name: h.cfg.Name, Enabled: h.cfg.Enabled, Every: h.cfg.Every.String(),
-		ActiveHours: h.hours.String(), ActiveNow: h.hours.Contains(h.clock.Now()),
+		ActiveHours: h.hours.String(), ActiveNow: h.hours.Contains(now),
 		Checklist: checklist, OutputMode: h.cfg.OutputMode, Overlap: h.cfg.Overlap, Targets: h.cfg.Targets, Tools: h.cfg.Tools,
+		Budget: h.cfg.Budget, BudgetZone: loc.String(),
 		Running: run, State: st,
 	}, nil
+}
+
+// Pause passes over the scheduled heartbeats until Resume, on every
+// instance (a wake still runs), with a reason shown in its status. It
+// replaces a pause of the budget: this one does not lift itself.
+func (h *Heartbeat) Pause(ctx context.Context, reason string) (Status, error) {
+	if reason == "" {
+		reason = "paused by hand"
+	}
+	now := h.clock.Now().UTC()
+	if err := h.updateState(ctx, func(st *State) bool {
+		st.Paused, st.PausedReason, st.PausedAt, st.PausedUntil = true, reason, &now, nil
+		return true
+	}); err != nil {
+		return Status{}, err
+	}
+	h.log.Info("heartbeat paused", zap.String("reason", reason))
+	return h.Status(ctx)
+}
+
+// Resume lifts a pause (by hand or the budget's) and starts the day's
+// count of tokens afresh: a heartbeat its budget paused may spend its
+// budget once more today. The next tick of its rhythm runs; the ticks of
+// the pause are not caught up.
+func (h *Heartbeat) Resume(ctx context.Context) (Status, error) {
+	if err := h.updateState(ctx, func(st *State) bool {
+		if !st.Paused {
+			return false
+		}
+		st.unpause()
+		st.Spent.Reset()
+		return true
+	}); err != nil {
+		return Status{}, err
+	}
+	h.log.Info("heartbeat resumed")
+	return h.Status(ctx)
 }
 
 // Service verbs: <prefix>.api.heartbeat.<verb>.
@@ -64,6 +119,8 @@ const (
 	VerbStatus  = "status"
 	VerbWake    = "wake"
 	VerbHistory = "history"
+	VerbPause   = "pause"
+	VerbResume  = "resume"
 )
 
 // ServiceRequest is the JSON body of a request to the heartbeat service.
@@ -73,6 +130,8 @@ type ServiceRequest struct {
 	Name string `json:"name,omitempty"`
 	// Limit of history entries. Default 20, at most 500.
 	Limit int `json:"limit,omitempty"`
+	// Reason of a pause, shown in the status. Default "paused by hand".
+	Reason string `json:"reason,omitempty"`
 }
 
 // WakeResult is the reply to wake.
@@ -90,7 +149,8 @@ type HistoryResult struct {
 // serviceTimeout bounds the work of one service request.
 const serviceTimeout = 10 * time.Second
 
-// Service is the heartbeat's API on NATS (status, wake, history), as every
+// Service is the heartbeat's API on NATS (status, wake, history, pause,
+// resume), as every
 // instance serves it: the instances of one heartbeat name share a queue
 // group, so one of them answers each request for that name.
 func (h *Heartbeat) Service() bus.Service {
@@ -117,7 +177,7 @@ func (h *Heartbeat) Service() bus.Service {
 	}
 	return bus.Service{
 		Name:        bus.SourceHeartbeat,
-		Description: "agentwork heartbeat: status, wake, history",
+		Description: "agentwork heartbeat: status, wake, history, pause, resume",
 		QueueGroup:  "agentwork-heartbeat-" + h.cfg.Name,
 		Timeout:     serviceTimeout,
 		Endpoints: []bus.Endpoint{
@@ -130,6 +190,8 @@ func (h *Heartbeat) Service() bus.Service {
 				runs, err := History(ctx, h.bus, h.cfg.Name, r.Limit)
 				return HistoryResult{Runs: orEmpty(runs)}, err
 			})},
+			{Verb: VerbPause, Handle: handle(func(ctx context.Context, r ServiceRequest) (any, error) { return h.Pause(ctx, r.Reason) })},
+			{Verb: VerbResume, Handle: handle(func(ctx context.Context, _ ServiceRequest) (any, error) { return h.Resume(ctx) })},
 		},
 	}
 }
@@ -175,6 +237,18 @@ func (c *Client) History(ctx context.Context, limit int) ([]agentwork.Record, er
 	var h HistoryResult
 	err := c.call(ctx, VerbHistory, ServiceRequest{Name: c.name, Limit: limit}, &h)
 	return h.Runs, err
+}
+
+// Pause pauses the scheduled heartbeats with reason ("" for the default).
+func (c *Client) Pause(ctx context.Context, reason string) (Status, error) {
+	var s Status
+	return s, c.call(ctx, VerbPause, ServiceRequest{Name: c.name, Reason: reason}, &s)
+}
+
+// Resume lifts a pause and starts the day's count of tokens afresh.
+func (c *Client) Resume(ctx context.Context) (Status, error) {
+	var s Status
+	return s, c.call(ctx, VerbResume, ServiceRequest{Name: c.name}, &s)
 }
 
 func (c *Client) call(ctx context.Context, verb string, in ServiceRequest, out any) error {

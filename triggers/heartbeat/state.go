@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/triggers/budget"
 )
 
 // State is what the heartbeat remembers in the agentwork_state bucket under
@@ -19,6 +20,10 @@ import (
 type State struct {
 	// LastFire is the scheduled time of the last tick that was published.
 	LastFire time.Time `json:"last_fire,omitzero"`
+	// Passed is the latest tick passed over while paused: the rhythm goes
+	// on from it (the later of LastFire and Passed), so the ticks of a
+	// pause are not caught up.
+	Passed time.Time `json:"passed,omitzero"`
 	// NextFire is when the next tick is due (zero when disabled).
 	NextFire time.Time `json:"next_fire,omitzero"`
 	// LastRun is the outcome of the last run that ended (scheduled or wake).
@@ -26,6 +31,38 @@ type State struct {
 	// ConsecutiveErrors counts runs that ended in an error since the last
 	// run in which the model answered.
 	ConsecutiveErrors int `json:"consecutive_errors"`
+
+	// Paused passes over the scheduled heartbeats (wake still runs);
+	// PausedReason says why (a person's note, or the budget).
+	Paused       bool       `json:"paused,omitempty"`
+	PausedReason string     `json:"paused_reason,omitempty"`
+	PausedAt     *time.Time `json:"paused_at,omitempty"`
+	// PausedUntil, on a pause that lifts itself (the budget's), is when:
+	// the next midnight in the budget's time zone. The first tick from
+	// then on lifts it and runs.
+	PausedUntil *time.Time `json:"paused_until,omitempty"`
+	// Spent is what the heartbeat's runs spent on its day, for its budget.
+	Spent *budget.Spent `json:"spent,omitempty"`
+}
+
+// rhythm is the tick the next one follows: the last published or passed
+// over.
+func (st *State) rhythm() time.Time {
+	if st.Passed.After(st.LastFire) {
+		return st.Passed
+	}
+	return st.LastFire
+}
+
+// pausedAt reports whether the heartbeat is paused at now: paused, and not
+// a pause that lifted itself by now.
+func (st *State) pausedAt(now time.Time) bool {
+	return st.Paused && (st.PausedUntil == nil || now.Before(*st.PausedUntil))
+}
+
+// unpause ends the pause, whichever it was.
+func (st *State) unpause() {
+	st.Paused, st.PausedReason, st.PausedAt, st.PausedUntil = false, "", nil, nil
 }
 
 // LastRun is the outcome of one run.
