@@ -1,6 +1,9 @@
 package heartbeat
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Test hooks.
 
@@ -16,3 +19,10 @@ func (h *Heartbeat) Plan(last, now time.Time) time.Time { return h.plan(last, no
 
 // Due exposes what a fire of the timer publishes.
 func (h *Heartbeat) Due(last, armed, now time.Time) (time.Time, bool) { return h.due(last, armed, now) }
+
+// ChecklistNow exposes the checklist a run would get now: its name in the
+// prompt, and the skip status and detail when it cannot be used.
+func (h *Heartbeat) ChecklistNow(ctx context.Context) (text, name, status, detail string, err error) {
+	c, name, status, detail, err := h.checklistNow(ctx)
+	return c.Text, name, status, detail, err
+}
