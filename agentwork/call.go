@@ -16,10 +16,11 @@ import (
 )
 
 // callModel runs the tool loop with the tools of ts, from the start or
-// from a State an earlier try of the run kept, keeping its State in j. The
-// worker signals progress on the request meanwhile, so a slow model does
-// not get it redelivered.
-func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, set Settings, ts Toolset, from *tools.State, j tools.Journal) (Output, error) {
+// from a State an earlier try of the run kept (with fm: a State of its
+// memory flush), keeping its State in j; then, when the run's settings
+// ask for it, the memory flush (see flush). The worker signals progress on
+// the request meanwhile, so a slow model does not get it redelivered.
+func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, set Settings, ts Toolset, from *tools.State, fm *flushMark, j claimJournal) (Output, error) {
 	provider, err := r.providerFor(run, set)
 	if err != nil {
 		return Output{}, err
@@ -33,7 +34,6 @@ func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, set Settin
 		system = run.Request.System
 	}
 	system = r.withMemory(mctx, run, system, set.Memory)
-	steps := set.MaxSteps
 	specs, err := ts.reg.Tools()
 	if err != nil {
 		return Output{}, &model.Error{Class: model.ClassPermanent, Message: err.Error()}
@@ -45,19 +45,33 @@ func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, set Settin
 		Meta:     map[string]string{"source": run.Request.Source, "name": run.Request.Name},
 	}
 	// notify_user answers the model with what this run will do with it.
-	tctx := tools.WithDelivery(mctx, &tools.Delivery{Mode: r.delivers(run, pol)})
-	tctx = tools.WithRun(tctx, tools.RunInfo{ID: run.ID, Source: run.Request.Source, Name: run.Request.Name, Targets: run.Targets})
+	tctx := tools.WithRun(mctx, tools.RunInfo{ID: run.ID, Source: run.Request.Source, Name: run.Request.Name, Targets: run.Targets})
+	lim := tools.Limits{MaxSteps: set.MaxSteps, MaxCalls: r.cfg.MaxToolCalls}
+	timedOut := func(err error) error {
+		// The run's own deadline, not one inside the provider (model.timeout
+		// per call): only then is the whole run too long.
+		if err != nil && errors.Is(mctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			err = &model.Error{Class: model.ClassTimeout, Message: fmt.Sprintf("run took longer than %s (the runner's timeout for this source)", timeout), Err: err}
+		}
+		return err
+	}
+	if fm != nil && from != nil {
+		// The run was cut short in its flush: its work is done.
+		return r.flush(ctx, tctx, run, provider, req, ts, lim, *from, fm, j, timedOut)
+	}
 	opts := []tools.LoopOption{tools.WithJournal(j)}
 	if from != nil {
 		opts = append(opts, tools.From(*from))
 	}
-	res, err := tools.Loop(tctx, provider, ts.reg, req, tools.Limits{MaxSteps: steps, MaxCalls: r.cfg.MaxToolCalls}, opts...)
-	// The run's own deadline, not one inside the provider (model.timeout
-	// per call): only then is the whole run too long.
-	if err != nil && errors.Is(mctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-		err = &model.Error{Class: model.ClassTimeout, Message: fmt.Sprintf("run took longer than %s (the runner's timeout for this source)", timeout), Err: err}
+	res, err := tools.Loop(tools.WithDelivery(tctx, &tools.Delivery{Mode: r.delivers(run, pol)}), provider, ts.reg, req, lim, opts...)
+	out := Output{Text: res.Text, Calls: res.Calls, Usage: res.Usage, Model: res.Model, StopReason: res.StopReason, Truncated: res.Truncated}
+	if err != nil || !set.flushes() || !flushable(ts) {
+		return out, timedOut(err)
 	}
-	return Output{Text: res.Text, Calls: res.Calls, Usage: res.Usage, Model: res.Model, StopReason: res.StopReason, Truncated: res.Truncated}, err
+	st := res.State()
+	fm = &flushMark{At: len(st.Messages), StopReason: res.StopReason, Truncated: res.Truncated}
+	st.Messages = append(st.Messages, model.Message{Role: model.RoleUser, Content: flushPrompt(ts)})
+	return r.flush(ctx, tctx, run, provider, req, ts, lim, st, fm, j, timedOut)
 }
 
 // defaultGates are the output gates of a policy that names none: the
@@ -149,6 +163,11 @@ func (r *Runner) settings(ctx context.Context, run *Run, pol Policy) (Settings, 
 	if pol.Memory != "" {
 		set.Memory = pol.Memory
 	}
+	flush := r.cfg.MemoryFlush
+	if pol.MemoryFlush != nil {
+		flush = *pol.MemoryFlush
+	}
+	set.MemoryFlush = &flush
 	if pol.SettingsFor == nil {
 		return set, nil
 	}
@@ -174,6 +193,9 @@ func (r *Runner) settings(ctx context.Context, run *Run, pol Policy) (Settings, 
 	}
 	if own.Memory != "" {
 		set.Memory = own.Memory
+	}
+	if own.MemoryFlush != nil {
+		set.MemoryFlush = own.MemoryFlush
 	}
 	return set, nil
 }

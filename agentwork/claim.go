@@ -55,6 +55,9 @@ type checkpoint struct {
 	// from its first call of a tool other than notify_user on, until
 	// Result replaces it.
 	Conversation *tools.State `json:"conversation,omitempty"`
+	// Flush, with Conversation, says the run is in its memory flush:
+	// its work ended where the flush began.
+	Flush *flushMark `json:"flush,omitempty"`
 }
 
 func claimKey(requestID string) string { return "run." + requestID }
@@ -120,7 +123,7 @@ func (r *Runner) settleClaim(ctx context.Context, requestID string, c claim, sta
 		// A done claim only acks redeliveries, for days: it keeps what the
 		// run decided, not its conversation (up to MaxConversation).
 		done := *cp
-		done.Conversation = nil
+		done.Conversation, done.Flush = nil, nil
 		c.Checkpoint = &done
 		if done.Result == nil && done.Notice == nil {
 			c.Checkpoint = nil

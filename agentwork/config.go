@@ -72,6 +72,14 @@ type Config struct {
 	// line that says so. heartbeat.memory, a cron job's memory and
 	// tasks.<name>.memory replace it for their runs. Default none.
 	Memory string `yaml:"memory" json:"memory,omitempty" jsonschema:"enum=none,enum=light,enum=full"`
+	// MemoryFlush gives every run whose tools include memory_append or
+	// memory_replace one more, silent model turn after its work: it is
+	// asked to store what matters from the run with the memory tools and
+	// to answer NO_REPLY; nothing of that turn is delivered (docs/memory.md).
+	// One more model call per run. heartbeat.memory_flush, a cron job's
+	// memory_flush and tasks.<name>.memory_flush replace it for their
+	// runs. Default false.
+	MemoryFlush bool `yaml:"memory_flush" json:"memory_flush,omitempty"`
 }
 
 // DefaultMaxToolCalls is the default of Config.MaxToolCalls.

@@ -47,6 +47,7 @@ type claimJournal struct {
 	held      *heldClaim
 	requestID string
 	lease     time.Duration
+	flush     *flushMark // set while the loop is the run's memory flush
 }
 
 var _ tools.Journal = claimJournal{}
@@ -61,7 +62,7 @@ func (j claimJournal) Save(ctx context.Context, s tools.State) error {
 	if err != nil {
 		return err
 	}
-	if err := j.held.save(ctx, j.r, j.requestID, &checkpoint{Conversation: p}, j.lease); err != nil {
+	if err := j.held.save(ctx, j.r, j.requestID, &checkpoint{Conversation: p, Flush: j.flush}, j.lease); err != nil {
 		return fmt.Errorf("%w: %w", errCheckpoint, err)
 	}
 	return nil

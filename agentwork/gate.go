@@ -79,14 +79,20 @@ type Releaser interface {
 type Output struct {
 	// Text is the model's final reply.
 	Text string
-	// Calls are every tool call of the run, in order.
+	// Calls are every tool call of the run, in order (those of its memory
+	// flush are the Flush's).
 	Calls []tools.Call
+	// Usage sums every model call of the run, its memory flush's too;
+	// Model is the one that answered last.
 	Usage model.Usage
 	Model string
 	// StopReason is the provider's reason the last reply ended; Truncated
 	// says the token limit cut Text short.
 	StopReason string
 	Truncated  bool
+	// Flush is the run's memory flush, if one ran (see
+	// Config.MemoryFlush): never delivered, so gates need not look.
+	Flush *Flush
 }
 
 // Notice is the notification an output gate chain decided to send.

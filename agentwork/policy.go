@@ -28,6 +28,9 @@ type Policy struct {
 	// holds (none, light, full; see WithMemory). Empty: the runner's
 	// (runner.memory).
 	Memory string
+	// MemoryFlush, if set, says whether its runs end with a memory flush
+	// (see Config.MemoryFlush). nil: the runner's (runner.memory_flush).
+	MemoryFlush *bool
 	// MaxSteps bounds the tool loop. 0: the runner's default.
 	MaxSteps int
 	// Timeout bounds one model run (the whole tool loop). 0: the runner's default.
@@ -65,9 +68,15 @@ type Settings struct {
 	Fallback []string
 	// Memory is how much memory the runs' prompt holds (see Policy.Memory).
 	Memory string
+	// MemoryFlush, if set, says whether the runs end with a memory flush
+	// (see Config.MemoryFlush). nil: the level above's.
+	MemoryFlush *bool
 
 	toolsOwn bool // Tools are the name's own (Toolset.From ScopeName)
 }
+
+// flushes reports whether the runs end with a memory flush.
+func (s Settings) flushes() bool { return s.MemoryFlush != nil && *s.MemoryFlush }
 
 // Observer learns run outcomes. Observe must not block for long and must be
 // safe for concurrent use; its errors are logged, never fatal to the run.

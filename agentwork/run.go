@@ -73,6 +73,9 @@ type Result struct {
 	// runner's secrets and cut to RecordMax bytes. On every outcome after
 	// the model ran.
 	ToolCalls []tools.Call `json:"tool_calls,omitempty"`
+	// Flush is the run's memory flush, if one ran (its tool calls are the
+	// last of ToolCalls).
+	Flush *FlushResult `json:"flush,omitempty"`
 
 	Attempt     int               `json:"attempt,omitempty"`
 	DurationMS  int64             `json:"duration_ms"`

@@ -371,12 +371,13 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, run *Run, pol Pol
 	}
 	ts := r.toolset(run, pol, set)
 	var from *tools.State
+	var fm *flushMark
 	if cp := held.checkpoint(); cp != nil && cp.Conversation != nil {
 		s := unpackState(cp.Conversation)
-		from = &s
-		log.Info("going on from the run's checkpoint", zap.String("run", run.ID), zap.Int("steps", s.Steps), zap.Int("tool_calls", len(s.Calls)))
+		from, fm = &s, cp.Flush
+		log.Info("going on from the run's checkpoint", zap.String("run", run.ID), zap.Int("steps", s.Steps), zap.Int("tool_calls", len(s.Calls)), zap.Bool("flush", fm != nil))
 	}
-	out, err := r.callModel(ctx, run, pol, set, ts, from, claimJournal{r: r, held: held, requestID: run.Request.ID, lease: lease})
+	out, err := r.callModel(ctx, run, pol, set, ts, from, fm, claimJournal{r: r, held: held, requestID: run.Request.ID, lease: lease})
 	run.Output = &out // also on error: the tokens spent are reported
 	if err != nil {
 		if ctx.Err() != nil {
@@ -544,6 +545,12 @@ func (r *Runner) result(run *Run, outcome string) *Result {
 	if out := run.Output; out != nil {
 		for _, c := range out.Calls {
 			res.ToolCalls = append(res.ToolCalls, c.Record(RecordMax, r.secrets))
+		}
+		if f := out.Flush; f != nil {
+			for _, c := range f.Calls {
+				res.ToolCalls = append(res.ToolCalls, c.Record(RecordMax, r.secrets))
+			}
+			res.Flush = r.flushResult(f)
 		}
 	}
 	return res

@@ -90,6 +90,10 @@ func (f *File) validateTools() error {
 			if err := scope.Check(field); err != nil {
 				continue // the section's Validate says so
 			}
+			if g == memory.ChecklistName && !f.Heartbeat.ChecklistInMemory {
+				errs = append(errs, fmt.Errorf("%s[%d]: %q: the heartbeat reads its checklist from a file, so the tool would change nothing: set heartbeat.checklist_in_memory: true, or leave it out", field, i, g))
+				continue
+			}
 			if scope.Allows(tools.NotifyName) || slices.ContainsFunc(on, scope.Allows) || slices.ContainsFunc(schedule.Names, scope.Allows) || slices.ContainsFunc(memory.Names, scope.Allows) {
 				continue
 			}

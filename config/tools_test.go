@@ -85,6 +85,7 @@ mcp:
 		{"job", "cron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, tools: ['gh__*']}\n", `cron.jobs[0].tools[0]: "gh__*" matches no tool`},
 		{"bad glob", "runner:\n  tools: ['fs__[x']\n", `runner.tools[0]: "fs__[x" is not a well-formed glob`},
 		{"max calls", "runner:\n  max_tool_calls: 5000\n", "runner.max_tool_calls: 5000: want 1-1000"},
+		{"checklist in a file", "heartbeat:\n  tools: [memory_*, checklist_update]\n", `heartbeat.tools[1]: "checklist_update": the heartbeat reads its checklist from a file`},
 		{"server", "mcp:\n  servers:\n    fs: {}\n", "mcp.servers.fs.command: required"},
 	} {
 		f, err := config.Parse("agentwork.yaml", []byte(tt.yaml), env(nil), types)
@@ -100,6 +101,7 @@ mcp:
 		"runner:\n  tools: ['notify_*']\n",
 		"tasks:\n  planner:\n    tools: [schedule_*]\ncron:\n  agent: {max_jobs: 5, min_interval: 10m, tools: [notify_user, schedule_list]}\n",
 		"runner:\n  memory: light\nheartbeat:\n  tools: [memory_*]\n  memory: full\ntasks:\n  report:\n    tools: [memory_read]\n",
+		"runner:\n  memory_flush: true\nheartbeat:\n  tools: [memory_*, checklist_update]\n  checklist_in_memory: true\n  memory_flush: false\ntasks:\n  report:\n    tools: [memory_append]\n    memory_flush: true\ncron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, memory_flush: true}\n",
 		"runner:\n  tools: ['f*']\nmcp:\n  servers:\n    fs: {command: npx}\n",
 		"runner:\n  tools: ['f?__*']\nmcp:\n  servers:\n    fs: {command: npx}\n",
 	} {

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/model"
-	"github.com/agentwork/agentwork/model/openai"
 	"github.com/agentwork/agentwork/model/openai/openaifake"
 	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/memory"
@@ -35,41 +33,7 @@ type memoryInstance struct {
 
 func startMemoryInstance(t *testing.T, b *bus.Bus, fakeURL, dir string) *memoryInstance {
 	t.Helper()
-	mem, err := memory.New(b, memory.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := heartbeat.New(b, heartbeat.Config{Tools: []string{"memory_*"}, Memory: memory.LevelFull}, heartbeat.WithBaseDir(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := tools.NewRegistry(append([]tools.Spec{tools.Notify()}, mem.Tools()...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := openai.New(model.Config{Provider: "openai", BaseURL: fakeURL, Model: "gpt-test", APIKey: openaifake.DefaultKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runner := agentwork.NewRunner(b, p, reg, agentwork.Config{MaxAttempts: 1}, agentwork.WithConnectors(target), agentwork.WithMemory(mem))
-	runner.Handle(bus.SourceHeartbeat, h.Policy())
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	done := make(chan error, 1)
-	go func() { done <- runner.Run(ctx) }()
-	in := &memoryInstance{b: b, h: h}
-	stopped := false
-	in.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("Run() = %v", err)
-		}
-	}
-	t.Cleanup(in.stop)
-	return in
+	return startMemoryRuntime(t, b, fakeURL, dir, heartbeat.Config{Tools: []string{"memory_*"}, Memory: memory.LevelFull}).memoryInstance
 }
 
 // wakeAndWait wakes the heartbeat and returns its run's outcome.

@@ -329,3 +329,45 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// A finished Loop's State with a user turn appended goes on: the model is
+// asked again, its calls run within what is left of the limits, and the
+// result holds the whole run (calls, steps, usage).
+func TestLoopGoesOnAfterAUserTurn(t *testing.T) {
+	t.Parallel()
+	s := newSideEffects(t)
+	p := &scripted{replies: []model.Reply{
+		{ToolCalls: []model.ToolCall{appendCall("a", "x")}, Usage: model.Usage{InputTokens: 10}},
+		{Text: "done", Usage: model.Usage{InputTokens: 20}},
+		{ToolCalls: []model.ToolCall{appendCall("b", "y"), appendCall("c", "z")}, Usage: model.Usage{InputTokens: 30}},
+		{Text: "NO_REPLY", Usage: model.Usage{InputTokens: 40}},
+	}}
+	lim := tools.Limits{MaxSteps: 4, MaxCalls: 2}
+	first, err := tools.Loop(t.Context(), p, s.reg, model.Request{Messages: prompt}, lim)
+	if err != nil || first.Text != "done" {
+		t.Fatalf("first Loop = %q, %v; want done", first.Text, err)
+	}
+	st := first.State()
+	st.Messages = append(st.Messages, model.Message{Role: model.RoleUser, Content: "store what matters"})
+	j := &journal{}
+	res, err := tools.Loop(t.Context(), p, s.reg, model.Request{}, lim, tools.From(st), tools.WithJournal(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range res.Calls {
+		got = append(got, c.Name+":"+c.Outcome)
+	}
+	if strings.Join(got, ",") != "append:ok,append:ok,append:refused" || s.append.Load() != 2 {
+		t.Errorf("calls = %v (append ran %d times), want the first run's call, one more, and one past max_tool_calls refused", got, s.append.Load())
+	}
+	if res.Text != "NO_REPLY" || res.Steps != 4 || res.Usage.InputTokens != 100 {
+		t.Errorf("result = %q after %d steps, %d input tokens; want NO_REPLY after 4, 100", res.Text, res.Steps, res.Usage.InputTokens)
+	}
+	if n := len(p.seen); n != 4 || p.seen[2].Messages[len(p.seen[2].Messages)-1].Content != "store what matters" {
+		t.Errorf("model calls = %d, want 4, the third ending with the user turn", n)
+	}
+	if len(j.saved) == 0 || !strings.HasPrefix(j.saved[0], "user assistant:append tool assistant user assistant:append,append") {
+		t.Errorf("saved = %v, want the whole conversation from the first reply after the user turn", j.saved)
+	}
+}

@@ -36,6 +36,18 @@ type Result struct {
 	Steps int
 	// Messages is the whole conversation, for debugging and run records.
 	Messages []model.Message
+
+	st State // how far the Loop got (see State)
+}
+
+// State returns how far the Loop got, to go on From: with a user turn
+// appended to its Messages, a Loop From it asks the model again, within
+// what is left of the same Limits (the steps and calls made count).
+func (r Result) State() State {
+	s := r.st
+	s.Messages = slices.Clone(s.Messages)
+	s.Calls = slices.Clone(s.Calls)
+	return s
 }
 
 // Call is one tool call the model asked for, with its outcome.
@@ -164,7 +176,8 @@ func From(s State) LoopOption { return func(o *loopOptions) { o.from = &s } }
 //
 // From a State (From), the Loop asks the model nothing it answered
 // already: a State that ends with a reply without calls is the result as
-// it is. The calls of the last reply that have no result run now, but the
+// it is; one that ends with a user turn (Result.State with a message
+// appended) asks the model. The calls of the last reply that have no result run now, but the
 // one that may have been running when the earlier Loop stopped (the first
 // that is not notify_user) runs again only if its tool is Idempotent;
 // otherwise it runs nothing, and its result tells the model that its
@@ -304,8 +317,8 @@ func (l *loop) resume(ctx context.Context) (done bool, err error) {
 	for a >= 0 && msgs[a].Role != model.RoleAssistant {
 		a--
 	}
-	if a < 0 {
-		return false, nil // no reply yet
+	if a < 0 || msgs[len(msgs)-1].Role == model.RoleUser {
+		return false, nil // no reply yet, or a user turn after the last one
 	}
 	calls := msgs[a].ToolCalls
 	if len(calls) == 0 {
@@ -333,7 +346,7 @@ func (l *loop) save(ctx context.Context) error {
 func (l *loop) result() Result {
 	res := Result{
 		Calls: l.st.Calls, Usage: l.st.Usage, Model: l.st.Model, StopReason: l.st.StopReason,
-		Truncated: l.st.Truncated, Steps: l.st.Steps, Messages: l.st.Messages,
+		Truncated: l.st.Truncated, Steps: l.st.Steps, Messages: l.st.Messages, st: l.st,
 	}
 	if l.cut != nil {
 		res.Calls = append(slices.Clone(res.Calls), *l.cut)

@@ -59,7 +59,7 @@ func commands() map[string]command {
 		"deliveries": {"deliveries list|show|retry: notifications that failed delivery", cmdDeliveries},
 		"usage":      {"model tokens per day, source, name and model (usage [--since 7d] [--by name])", cmdUsage},
 		"tools":      {"tools list|call: the tools in scope, the MCP servers, a call by hand", cmdTools},
-		"memory":     {"memory show|edit|export|import: the agent's memory as Markdown", cmdMemory},
+		"memory":     {"memory show|edit|restore|export|import: the agent's memory as Markdown", cmdMemory},
 		"config":     {"config check|schema", cmdConfig},
 		"version":    {"print the version", cmdVersion},
 	}

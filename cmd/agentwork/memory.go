@@ -23,13 +23,16 @@ commands:
                         YYYY-MM-DD, checklist); --history: its kept revisions
   edit <doc>            edit a document in $EDITOR; saved only if nobody wrote
                         it meanwhile (else your text is kept in a file it names)
+  restore <doc> --revision N
+                        write a kept revision (show <doc> --history) back
+                        over the document; the current one stays in the history
   export <dir>          write every document as Markdown: MEMORY.md,
                         HEARTBEAT.md, memory/YYYY-MM-DD.md
   import <dir>          write those files over the documents
 
 Every command takes --data-dir / --url / --config to find the server, and --json.`
 
-// cmdMemory implements `agentwork memory show|edit|export|import` over the
+// cmdMemory implements `agentwork memory show|edit|restore|export|import` over the
 // memory NATS service of a running server.
 func cmdMemory(ctx context.Context, e *env, args []string) error {
 	verb, fs, gf, done, err := group{"memory", memoryUsage}.verb(e, args)
@@ -60,6 +63,14 @@ func cmdMemory(ctx context.Context, e *env, args []string) error {
 				return usageError{"memory edit: want one document, e.g. agentwork memory edit long"}
 			}
 			return memoryEdit(parent, *gf.timeout, e, c, pos[0])
+		}
+	case "restore":
+		revision := fs.Uint64("revision", 0, "the kept revision to write back (agentwork memory show <doc> --history lists them)")
+		run = func(ctx context.Context, c *memory.Client, pos []string) error {
+			if len(pos) != 1 || *revision == 0 {
+				return usageError{"memory restore: want one document and --revision, e.g. agentwork memory restore checklist --revision 3"}
+			}
+			return memoryRestore(ctx, e, c, pos[0], *revision)
 		}
 	case "export":
 		run = func(ctx context.Context, c *memory.Client, pos []string) error {
@@ -111,7 +122,7 @@ func cmdMemory(ctx context.Context, e *env, args []string) error {
 		}
 	default:
 		fmt.Fprintln(e.stderr, memoryUsage)
-		return usageError{fmt.Sprintf("memory: unknown command %q (want show, edit, export or import)", verb)}
+		return usageError{fmt.Sprintf("memory: unknown command %q (want show, edit, restore, export or import)", verb)}
 	}
 	pos, err := parseFlags(fs, args[1:])
 	if err != nil {
@@ -182,6 +193,34 @@ func memoryEdit(ctx context.Context, timeout time.Duration, e *env, c *memory.Cl
 	os.Remove(path)
 	fmt.Fprintf(e.stderr, "%s: saved (revision %d)\n", w.File, w.Revision)
 	return nil
+}
+
+// memoryRestore writes the kept revision rev of the document back over it,
+// at the revision it is at now (if someone writes it meanwhile, nothing is
+// written and the error says so).
+func memoryRestore(ctx context.Context, e *env, c *memory.Client, name string, rev uint64) error {
+	hist, err := c.History(ctx, name)
+	if err != nil {
+		return err
+	}
+	var kept []string
+	for _, d := range hist {
+		if d.Revision != rev {
+			kept = append(kept, fmt.Sprint(d.Revision))
+			continue
+		}
+		if d.Revision == hist[0].Revision {
+			fmt.Fprintf(e.stderr, "%s: revision %d is the current one; nothing to restore\n", d.File, rev)
+			return nil
+		}
+		w, err := c.Put(ctx, name, d.Text, fmt.Sprintf("agentwork memory restore (revision %d)", rev), &hist[0].Revision)
+		if err != nil {
+			return fmt.Errorf("memory restore: not written: %w", err)
+		}
+		fmt.Fprintf(e.stderr, "%s: revision %d restored as revision %d\n", w.File, rev, w.Revision)
+		return nil
+	}
+	return fmt.Errorf("memory restore: %s has no kept revision %d (kept: %s; agentwork memory show %s --history)", name, rev, strings.Join(kept, ", "), name)
 }
 
 func memoryPrintList(w io.Writer, docs []memory.Doc) {

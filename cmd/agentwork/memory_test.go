@@ -143,6 +143,18 @@ printf -- '- Cy joined.\n' >> "$1"`, childEnv, childEnv, other, dataDir, os.Args
 		t.Fatalf("memory show long after a restart = %v:\n%q", err, out)
 	}
 
+	// A kept revision written back: the import's, which the ETag named.
+	rev := strings.Trim(etag, `"`)
+	if out, err := cli("memory", "restore", "long", "--revision", rev); err != nil || !strings.Contains(out, "revision "+rev+" restored as revision") {
+		t.Fatalf("memory restore long --revision %s = %v:\n%s", rev, err, out)
+	}
+	if out, _ := cli("memory", "show", "long"); out != "## People\n\n- Bo runs ops now.\n" {
+		t.Errorf("after the restore, long = %q, want the import's text", out)
+	}
+	if _, err := cli("memory", "restore", "long", "--revision", "999"); err == nil || !strings.Contains(err.Error(), "no kept revision 999") {
+		t.Errorf("memory restore of a revision not kept = %v, want an error listing the kept ones", err)
+	}
+
 	// Export and import round-trip it, daily logs included.
 	today := time.Now().UTC().Format("2006-01-02")
 	if resp, body := do("PUT", "/v1/memory/today", "# "+today+"\n\nA day.\n", "If-None-Match", "*"); resp.StatusCode != 200 {

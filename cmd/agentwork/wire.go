@@ -57,8 +57,8 @@ func newModels(f *config.File, log *zap.Logger) (map[string]model.Provider, erro
 // newTriggers builds the triggers of this build from the config. A new
 // trigger is its package and a few lines here; everything else is wired
 // from the list.
-func newTriggers(f *config.File, b *bus.Bus, connectors []string, log *zap.Logger) ([]triggers.Trigger, error) {
-	hb, err := heartbeat.New(b, f.Heartbeat, heartbeat.WithLogger(log.Named("heartbeat")), heartbeat.WithBaseDir(f.Dir()))
+func newTriggers(f *config.File, b *bus.Bus, mem *memory.Store, connectors []string, log *zap.Logger) ([]triggers.Trigger, error) {
+	hb, err := heartbeat.New(b, f.Heartbeat, heartbeat.WithLogger(log.Named("heartbeat")), heartbeat.WithBaseDir(f.Dir()), heartbeat.WithMemory(mem))
 	if err != nil {
 		return nil, err
 	}
@@ -82,8 +82,14 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	if err := wireConnectors(w, e, f, b, log); err != nil {
 		return nil, err
 	}
-	var err error
-	if w.triggers, err = newTriggers(f, b, w.connectorNames, log); err != nil {
+	// The agent's memory on the bus: its tools (offered where a scope
+	// names memory_*), its place in prompts, its admin API, and the
+	// heartbeat's checklist when it lives there.
+	mem, err := memory.New(b, f.Memory, memory.WithHeartbeatChecklist(f.Heartbeat.ChecklistInMemory), memory.WithSecrets(f.Secrets()...))
+	if err != nil {
+		return nil, err
+	}
+	if w.triggers, err = newTriggers(f, b, mem, w.connectorNames, log); err != nil {
 		return nil, err
 	}
 	policies, err := triggers.Policies(w.triggers...)
@@ -93,12 +99,6 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	// The built-in tools the tools section turns on, beside notify_user;
 	// each run is offered those its scope names.
 	builtins, err := builtin.New(f.Tools)
-	if err != nil {
-		return nil, err
-	}
-	// The agent's memory on the bus: its tools (offered where a scope
-	// names memory_*), its place in prompts, its admin API.
-	mem, err := memory.New(b, f.Memory, memory.WithSecrets(f.Secrets()...))
 	if err != nil {
 		return nil, err
 	}

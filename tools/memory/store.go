@@ -83,12 +83,13 @@ type record struct {
 // Store reads and writes the memory documents in agentwork_memory. Safe
 // for concurrent use; its methods honour ctx.
 type Store struct {
-	bus  *bus.Bus
-	kv   jetstream.KeyValue
-	cfg  Config
-	loc  *time.Location
-	now  func() time.Time
-	keep time.Duration
+	bus       *bus.Bus
+	kv        jetstream.KeyValue
+	cfg       Config
+	loc       *time.Location
+	now       func() time.Time
+	keep      time.Duration
+	checklist bool // the heartbeat reads its checklist from memory (WithHeartbeatChecklist)
 
 	secrets []string // cut out of what the tools write (WithSecrets)
 }
@@ -107,6 +108,11 @@ func WithSecrets(secrets ...string) Option {
 
 // WithClock sets the time source (default time.Now).
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// WithHeartbeatChecklist says whether the heartbeat reads its checklist
+// from the checklist document (heartbeat.checklist_in_memory). Without
+// it, checklist_update refuses: it would change nothing.
+func WithHeartbeatChecklist(on bool) Option { return func(s *Store) { s.checklist = on } }
 
 // New returns the store of b's memory bucket. cfg must be valid (see
 // Config.Validate). It does no I/O.

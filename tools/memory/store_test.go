@@ -361,3 +361,46 @@ func TestTools(t *testing.T) {
 		}
 	}
 }
+
+// checklist_update replaces the checklist at the revision it read, keeping
+// the previous one in the history; it refuses an empty or too large
+// checklist, and refuses to act while the heartbeat reads a file.
+func TestChecklistTool(t *testing.T) {
+	t.Parallel()
+	ctx := tools.WithRun(t.Context(), tools.RunInfo{ID: "run-2", Source: "heartbeat", Name: "default"})
+	b := bustest.New(t)
+	call := func(s *memory.Store, args string) tools.Call {
+		t.Helper()
+		reg, err := tools.NewRegistry(s.Tools()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reg.Call(ctx, "c", memory.ChecklistName, args)
+	}
+	file := newStore(t, b, memory.Config{})
+	if c := call(file, `{"text":"- [ ] check the disk"}`); c.Outcome == tools.OutcomeOK || !strings.Contains(c.Error, "from a file") {
+		t.Errorf("checklist_update while the heartbeat reads a file = %+v, want a tool error", c)
+	}
+	s, err := memory.New(b, memory.Config{}, memory.WithHeartbeatChecklist(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := call(s, `{"text":"- [ ] check the disk"}`); c.Outcome != tools.OutcomeOK || !strings.Contains(c.Result, "wrote the checklist") {
+		t.Fatalf("first checklist_update = %+v", c)
+	}
+	if c := call(s, `{"text":"- [ ] check the backup"}`); c.Outcome != tools.OutcomeOK || !strings.Contains(c.Result, "revision 1 is kept") {
+		t.Fatalf("second checklist_update = %+v", c)
+	}
+	for _, args := range []string{`{"text":" \n "}`, fmt.Sprintf(`{"text":%q}`, strings.Repeat("- x\n", memory.MaxDoc/4+1))} {
+		if c := call(s, args); c.Outcome == tools.OutcomeOK || c.Error == "" {
+			t.Errorf("checklist_update(%.30s) = %+v, want a tool error", args, c)
+		}
+	}
+	h, err := s.History(t.Context(), memory.Checklist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 || h[0].Text != "- [ ] check the backup\n" || h[1].Text != "- [ ] check the disk\n" || h[0].By != "heartbeat/default, run run-2" {
+		t.Errorf("history = %+v, want both revisions, newest first, by the run", h)
+	}
+}

@@ -16,10 +16,14 @@ const (
 	AppendName  = "memory_append"
 	ReplaceName = "memory_replace"
 	ListName    = "memory_list"
+	// ChecklistName replaces the heartbeat's checklist. memory_* does
+	// not name it: a scope that lets a run rewrite what the heartbeat
+	// does names it on its own.
+	ChecklistName = "checklist_update"
 )
 
 // Names are the names of the memory tools, which every runtime has.
-var Names = []string{ReadName, AppendName, ReplaceName, ListName}
+var Names = []string{ReadName, AppendName, ReplaceName, ListName, ChecklistName}
 
 // ReadArgs are the arguments of memory_read.
 type ReadArgs struct {
@@ -40,9 +44,15 @@ type ReplaceArgs struct {
 // ListArgs are the arguments of memory_list (none).
 type ListArgs struct{}
 
-// Tools returns memory_read, memory_append, memory_replace and
-// memory_list on s. A run is offered those its scope names (memory_*:
-// all four). Every refusal (an unknown document, an entry too large, a
+// ChecklistArgs are the arguments of checklist_update.
+type ChecklistArgs struct {
+	Text string `json:"text" jsonschema:"minLength=1,maxLength=32768,description=The whole new checklist (Markdown: a list of what to check at every heartbeat). It replaces the checklist; the previous revision is kept. Keep the items that still hold."`
+}
+
+// Tools returns memory_read, memory_append, memory_replace, memory_list
+// and checklist_update on s. A run is offered those its scope names
+// (memory_*: the first four; checklist_update only by its name). Every
+// refusal (an unknown document, an entry too large, a
 // full log) is a tool error that says what to do. Writes are recorded as
 // by the run that calls them (tools.RunOf), never by what the model says.
 func (s *Store) Tools() []tools.Spec {
@@ -98,7 +108,38 @@ func (s *Store) Tools() []tools.Spec {
 			return b.String(), nil
 		})
 	list.Idempotent = true
-	return []tools.Spec{read, appendTool, replace, list}
+	return []tools.Spec{read, appendTool, replace, list, s.checklistTool()}
+}
+
+// checklistTool is checklist_update: it replaces the checklist document
+// at the revision it read (a compare-and-set), so a person's or another
+// run's edit meanwhile is not overwritten; the bucket keeps the previous
+// revisions.
+func (s *Store) checklistTool() tools.Spec {
+	return tools.Func(ChecklistName,
+		"Replace your heartbeat checklist (HEARTBEAT.md, kept in your memory) with a new text: the whole checklist, as a Markdown list of what to check at every heartbeat. "+
+			"Read it first with memory_read checklist and keep the items that still hold; the previous revision is kept, and the next heartbeat uses the new one.",
+		func(ctx context.Context, a ChecklistArgs) (string, error) {
+			if !s.checklist {
+				return "", errors.New("not changed: the heartbeat reads its checklist from a file (heartbeat.checklist), not from memory, so this would change nothing; tell the user what to change instead")
+			}
+			text := strings.TrimSpace(secret.Redact(a.Text, s.secrets))
+			if text == "" {
+				return "", errorf(ErrInvalid, "the checklist is empty: write the whole checklist, one item per line (an empty checklist stops the heartbeat; only the user may do that)")
+			}
+			cur, err := s.get(ctx, Checklist)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return "", err
+			}
+			d, err := s.Put(ctx, Checklist, text+"\n", byRun(ctx), &cur.Revision)
+			if err != nil {
+				return "", err
+			}
+			if cur.Revision == 0 {
+				return fmt.Sprintf("wrote the checklist (%s, revision %d, %d bytes); the next heartbeat uses it", d.File, d.Revision, d.Bytes), nil
+			}
+			return fmt.Sprintf("replaced the checklist (%s, now revision %d, %d bytes; revision %d is kept in its history); the next heartbeat uses it", d.File, d.Revision, d.Bytes, cur.Revision), nil
+		})
 }
 
 // byRun names the run that calls a tool: "<source>/<name>, run <id>", or

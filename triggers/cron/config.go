@@ -187,6 +187,11 @@ type Job struct {
 	// holds: none, light (long-term memory) or full (and today's and
 	// yesterday's log). Default: runner.memory.
 	Memory string `yaml:"memory" json:"memory,omitempty" jsonschema:"enum=none,enum=light,enum=full"`
+	// MemoryFlush, if true, ends each run whose tools write memory with a
+	// silent turn in which the model stores what matters (docs/memory.md;
+	// one more model call per run); false turns it off for this job.
+	// Default: runner.memory_flush.
+	MemoryFlush *bool `yaml:"memory_flush" json:"memory_flush,omitempty"`
 	// Retry runs the job again after a run that ended in an error.
 	Retry Retry `yaml:"retry" json:"retry,omitzero"`
 	// AlertAfter and PauseAfter override cron.alert_after / cron.pause_after.

@@ -43,7 +43,7 @@ func (s *Scheduler) settingsOf(ctx context.Context, _, id string) (agentwork.Set
 	if errors.Is(err, ErrNotFound) {
 		return agentwork.Settings{}, nil
 	}
-	set := agentwork.Settings{Tools: j.Tools, MaxSteps: j.MaxSteps, Timeout: time.Duration(j.Timeout), Model: j.Model, Fallback: j.Fallback, Memory: j.Memory}
+	set := agentwork.Settings{Tools: j.Tools, MaxSteps: j.MaxSteps, Timeout: time.Duration(j.Timeout), Model: j.Model, Fallback: j.Fallback, Memory: j.Memory, MemoryFlush: j.MemoryFlush}
 	if err == nil && len(j.Tools) == 0 && j.Origin == OriginAgent {
 		// The allow-list of agent-created jobs, as the config says now.
 		set.Tools = s.cfg.Agent.Tools

@@ -1,13 +1,19 @@
 package heartbeat
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"unicode"
+
+	"go.uber.org/zap"
+
+	"github.com/agentwork/agentwork/tools/memory"
 )
 
 // MaxChecklistBytes is the largest checklist read; a larger file skips the
@@ -213,4 +219,68 @@ func readChecklist(path string) (c Checklist, status, detail string) {
 		return c, checklistEmpty, fmt.Sprintf("%s has no items (only headings, comments or empty list items)", path)
 	}
 	return c, "", ""
+}
+
+// Memory is where a checklist kept in memory lives
+// (heartbeat.checklist_in_memory): a *memory.Store of tools/memory. Its
+// methods honour ctx and are safe for concurrent use.
+type Memory interface {
+	// Read returns the document called name; memory.ErrNotFound when it
+	// was never written.
+	Read(ctx context.Context, name string) (memory.Doc, error)
+	// Put writes the document called name; with rev, only while it is at
+	// *rev (0: while it does not exist), else memory.ErrConflict.
+	Put(ctx context.Context, name, text, by string, rev *uint64) (memory.Doc, error)
+}
+
+// checklistNow reads the checklist as a run uses it now: from the file,
+// or from the memory document (copying the file into it when the
+// document was never written). name is how the prompt names it. An error
+// is one of the memory (the fire is tried again); every other problem is
+// a status with its detail, as from readChecklist.
+func (h *Heartbeat) checklistNow(ctx context.Context) (c Checklist, name, status, detail string, err error) {
+	if !h.cfg.ChecklistInMemory {
+		c, status, detail = readChecklist(h.checklist)
+		return c, filepath.Base(h.checklist), status, detail, nil
+	}
+	d, err := h.memory.Read(ctx, memory.Checklist)
+	if errors.Is(err, memory.ErrNotFound) {
+		d, status, detail, err = h.seedChecklist(ctx)
+		if status != "" || err != nil {
+			return c, "", status, detail, err
+		}
+	}
+	if err != nil {
+		return c, "", "", "", fmt.Errorf("read the checklist from memory: %w", err)
+	}
+	name = fmt.Sprintf("%s in your memory, revision %d", d.File, d.Revision)
+	c = ParseChecklist([]byte(d.Text))
+	if c.Empty() {
+		return c, name, checklistEmpty, fmt.Sprintf("the checklist in memory (revision %d) has no items (only headings, comments or empty list items): agentwork memory edit checklist", d.Revision), nil
+	}
+	return c, name, "", "", nil
+}
+
+// seedChecklist copies the checklist file into the memory document that
+// was never written, once (a create: of instances that race, one writes
+// and the others read what it wrote).
+func (h *Heartbeat) seedChecklist(ctx context.Context) (d memory.Doc, status, detail string, err error) {
+	data, err := os.ReadFile(h.checklist)
+	if errors.Is(err, fs.ErrNotExist) {
+		return d, checklistMissing, fmt.Sprintf("the checklist in memory is empty and %s, which would fill it, does not exist: write it with agentwork memory edit checklist", h.checklist), nil
+	}
+	if err != nil {
+		return d, checklistMissing, fmt.Sprintf("the checklist in memory is empty and %s cannot be read: %v", h.checklist, err), nil
+	}
+	var none uint64
+	d, err = h.memory.Put(ctx, memory.Checklist, string(data), "heartbeat: copied from "+filepath.Base(h.checklist), &none)
+	switch {
+	case errors.Is(err, memory.ErrConflict):
+		d, err = h.memory.Read(ctx, memory.Checklist)
+	case errors.Is(err, memory.ErrTooLarge):
+		return d, checklistMissing, fmt.Sprintf("%s cannot fill the checklist in memory: %v", h.checklist, err), nil
+	case err == nil:
+		h.log.Info("checklist copied into memory", zap.String("from", h.checklist), zap.Uint64("revision", d.Revision))
+	}
+	return d, "", "", err
 }

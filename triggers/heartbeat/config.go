@@ -68,6 +68,13 @@ type Config struct {
 	// skips the run ("empty-checklist") without calling the model; a missing
 	// one skips it ("no-checklist").
 	Checklist string `yaml:"checklist" json:"checklist,omitempty"`
+	// ChecklistInMemory keeps the checklist in the agent's memory (the
+	// document checklist: agentwork memory show|edit checklist) instead of
+	// the file, so that a run may change it (the checklist_update tool)
+	// and every instance reads the same one, with its last revisions kept.
+	// When the document was never written, the first heartbeat copies
+	// Checklist into it; after that the file is not read. Default false.
+	ChecklistInMemory bool `yaml:"checklist_in_memory" json:"checklist_in_memory,omitempty"`
 	// Prompt replaces the default instructions given to the model before the
 	// checklist. The default teaches notify_user (or HEARTBEAT_OK in
 	// ok_token mode): silence means nothing needs attention.
@@ -109,6 +116,12 @@ type Config struct {
 	// none, light (long-term memory) or full (and today's and yesterday's
 	// log). Default: runner.memory.
 	Memory string `yaml:"memory" json:"memory,omitempty" jsonschema:"enum=none,enum=light,enum=full"`
+	// MemoryFlush, if true, ends each heartbeat whose tools write memory
+	// (memory_append, memory_replace) with a silent turn in which the
+	// model stores what matters (docs/memory.md; one more model call per
+	// run); false turns it off for the heartbeat. Default:
+	// runner.memory_flush.
+	MemoryFlush *bool `yaml:"memory_flush" json:"memory_flush,omitempty"`
 }
 
 // WithDefaults returns c with zero fields filled.

@@ -22,3 +22,10 @@ func (h *Heartbeat) Due(last, armed, now time.Time) (time.Time, bool) { return h
 
 // Fire exposes a fire of the timer armed for armed.
 func (h *Heartbeat) Fire(ctx context.Context, armed time.Time) error { return h.fire(ctx, armed) }
+
+// ChecklistNow exposes the checklist a run would get now: its name in the
+// prompt, and the skip status and detail when it cannot be used.
+func (h *Heartbeat) ChecklistNow(ctx context.Context) (text, name, status, detail string, err error) {
+	c, name, status, detail, err := h.checklistNow(ctx)
+	return c.Text, name, status, detail, err
+}

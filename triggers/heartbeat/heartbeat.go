@@ -28,6 +28,7 @@ type Heartbeat struct {
 	cfg       Config
 	hours     activehours.Schedule
 	checklist string // resolved path
+	memory    Memory // where the checklist lives with ChecklistInMemory
 	log       *zap.Logger
 	clock     clock.Clock
 	queuePoll time.Duration
@@ -59,6 +60,10 @@ func WithClock(c clock.Clock) Option {
 // WithBaseDir is the directory a relative checklist path is resolved
 // against: the config file's directory. Default: the working directory.
 func WithBaseDir(dir string) Option { return func(h *Heartbeat) { h.checklist = dir } }
+
+// WithMemory gives the heartbeat the agent's memory, where its checklist
+// lives when Config.ChecklistInMemory is set (required then).
+func WithMemory(m Memory) Option { return func(h *Heartbeat) { h.memory = m } }
 
 // WithEvery sets the interval in place of Config.Every, below the 1m
 // floor that Config enforces (each heartbeat is a model call, so an
@@ -94,6 +99,9 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Heartbeat, error) {
 	if !filepath.IsAbs(h.checklist) && base != "" {
 		h.checklist = filepath.Join(base, h.checklist)
 	}
+	if cfg.ChecklistInMemory && h.memory == nil {
+		return nil, errors.New("heartbeat.checklist_in_memory: the heartbeat has no memory to read it from (WithMemory)")
+	}
 	h.log = h.log.With(zap.String("heartbeat", cfg.Name))
 	return h, nil
 }
@@ -125,8 +133,8 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	if _, status, detail := readChecklist(h.checklist); status != "" {
-		h.log.Warn("heartbeats will be skipped until the checklist has items", zap.String("reason", status), zap.String("detail", detail))
+	if _, _, status, detail, err := h.checklistNow(ctx); err != nil || status != "" {
+		h.log.Warn("heartbeats will be skipped until the checklist has items", zap.String("reason", status), zap.String("detail", detail), zap.Error(err))
 	}
 	w, err := bus.NewWorker(h.bus.JetStream(), bus.WorkerConfig{
 		Stream: bus.StreamTimers,
@@ -280,7 +288,10 @@ func (h *Heartbeat) fire(ctx context.Context, armed time.Time) error {
 			h.log.Debug("heartbeat tick passed over: paused", zap.Time("tick", tick), zap.String("reason", st.PausedReason))
 			passed = tick
 		} else {
-			req := h.request(tick, false)
+			req, err := h.request(ctx, tick, false)
+			if err != nil {
+				return err
+			}
 			pub, err := agentwork.Publish(ctx, h.bus, req, agentwork.PublishOptions{MsgID: MsgID(h.cfg.Name, tick), Now: now})
 			if err != nil {
 				return fmt.Errorf("publish the tick of %s: %w", tick.Format(time.RFC3339), err)
@@ -391,7 +402,11 @@ func MsgID(name string, tick time.Time) string {
 // gates still apply.
 func (h *Heartbeat) Wake(ctx context.Context) (agentwork.Published, error) {
 	now := h.clock.Now()
-	pub, err := agentwork.Publish(ctx, h.bus, h.request(now, true), agentwork.PublishOptions{Now: now})
+	req, err := h.request(ctx, now, true)
+	if err != nil {
+		return agentwork.Published{}, fmt.Errorf("heartbeat: wake: %w", err)
+	}
+	pub, err := agentwork.Publish(ctx, h.bus, req, agentwork.PublishOptions{Now: now})
 	if err != nil {
 		return pub, fmt.Errorf("heartbeat: wake: %w", err)
 	}
@@ -407,9 +422,13 @@ const (
 )
 
 // request builds the request of a heartbeat at `at`, reading the checklist
-// now (edits apply without a restart).
-func (h *Heartbeat) request(at time.Time, manual bool) agentwork.Request {
-	c, status, detail := readChecklist(h.checklist)
+// now (edits apply without a restart). An error is the memory's, when the
+// checklist lives there and cannot be read.
+func (h *Heartbeat) request(ctx context.Context, at time.Time, manual bool) (agentwork.Request, error) {
+	c, name, status, detail, err := h.checklistNow(ctx)
+	if err != nil {
+		return agentwork.Request{}, err
+	}
 	instr, deliver := h.cfg.Prompt, agentwork.DeliverNotify
 	if h.cfg.OutputMode == ModeOKToken {
 		deliver = agentwork.DeliverReply
@@ -426,7 +445,7 @@ func (h *Heartbeat) request(at time.Time, manual bool) agentwork.Request {
 	req := agentwork.Request{
 		Source:  bus.SourceHeartbeat,
 		Name:    h.cfg.Name,
-		Prompt:  buildPrompt(instr, at, loc, filepath.Base(h.checklist), c),
+		Prompt:  buildPrompt(instr, at, loc, name, c),
 		Targets: h.cfg.Targets,
 		Deliver: deliver,
 		Manual:  manual,
@@ -438,5 +457,5 @@ func (h *Heartbeat) request(at time.Time, manual bool) agentwork.Request {
 	if status != "" {
 		req.Metadata = map[string]string{metaChecklist: status, metaChecklistDetail: detail}
 	}
-	return req
+	return req, nil
 }

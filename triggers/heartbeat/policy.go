@@ -53,15 +53,16 @@ func (h *Heartbeat) Policy() agentwork.Policy {
 				return at != nil && !run.Request.Manual && !now.Before(at.Add(h.cfg.Every))
 			},
 		},
-		Output:   []agentwork.OutputGate{out, &agentwork.DedupGate{KV: h.bus.Dedup, Window: h.cfg.DedupWindow}},
-		Targets:  h.cfg.Targets,
-		Tools:    h.cfg.Tools,
-		Memory:   h.cfg.Memory,
-		Timeout:  h.cfg.Timeout,
-		MaxSteps: h.cfg.MaxSteps,
-		Model:    h.cfg.Model,
-		Fallback: h.cfg.Fallback,
-		Observer: agentwork.ObserverFunc(h.observe),
+		Output:      []agentwork.OutputGate{out, &agentwork.DedupGate{KV: h.bus.Dedup, Window: h.cfg.DedupWindow}},
+		Targets:     h.cfg.Targets,
+		Tools:       h.cfg.Tools,
+		Memory:      h.cfg.Memory,
+		MemoryFlush: h.cfg.MemoryFlush,
+		Timeout:     h.cfg.Timeout,
+		MaxSteps:    h.cfg.MaxSteps,
+		Model:       h.cfg.Model,
+		Fallback:    h.cfg.Fallback,
+		Observer:    agentwork.ObserverFunc(h.observe),
 	}
 }
 

@@ -68,6 +68,9 @@ func (h *Heartbeat) Status(ctx context.Context) (Status, error) {
 	if abs, err := filepath.Abs(checklist); err == nil {
 		checklist = abs // the CLI may run elsewhere than the server
 	}
+	if h.cfg.ChecklistInMemory {
+		checklist = "memory: checklist (filled from " + checklist + " if never written)"
+	}
 	return Status{
 		Name: h.cfg.Name, Enabled: h.cfg.Enabled, Every: h.cfg.Every.String(),
 		ActiveHours: h.hours.String(), ActiveNow: h.hours.Contains(now),

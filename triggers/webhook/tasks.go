@@ -51,6 +51,11 @@ type TaskConfig struct {
 	// none, light (long-term memory) or full (and today's and yesterday's
 	// log). Default: runner.memory.
 	Memory string `yaml:"memory" json:"memory,omitempty" jsonschema:"enum=none,enum=light,enum=full"`
+	// MemoryFlush, if true, ends each run whose tools write memory with a
+	// silent turn in which the model stores what matters (docs/memory.md;
+	// one more model call per run); false turns it off for these tasks.
+	// Default: runner.memory_flush.
+	MemoryFlush *bool `yaml:"memory_flush" json:"memory_flush,omitempty"`
 }
 
 // Validate checks every task's name and settings; errors read
@@ -84,5 +89,5 @@ func (h *Handler) settingsOf(_ context.Context, source, name string) (agentwork.
 		return agentwork.Settings{}, nil
 	}
 	tc := h.tasks[name]
-	return agentwork.Settings{Tools: tc.Tools, MaxSteps: tc.MaxSteps, Timeout: tc.Timeout, Model: tc.Model, Fallback: tc.Fallback, Memory: tc.Memory}, nil
+	return agentwork.Settings{Tools: tc.Tools, MaxSteps: tc.MaxSteps, Timeout: tc.Timeout, Model: tc.Model, Fallback: tc.Fallback, Memory: tc.Memory, MemoryFlush: tc.MemoryFlush}, nil
 }

@@ -1,0 +1,157 @@
+package agentwork_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/bus/bustest"
+	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/tools"
+	"github.com/agentwork/agentwork/tools/memory"
+)
+
+const (
+	workText  = "The backup ran; 3 files changed."
+	flushNote = "Backups now take 4 minutes."
+)
+
+// flushModel answers a run's work with workText, and a memory flush
+// (a conversation with the flush's prompt) with a memory_append of
+// flushNote, then NO_REPLY; or, with fail, with a permanent error.
+type flushModel struct {
+	fail bool
+	mu   sync.Mutex
+	seen []model.Request
+}
+
+func (m *flushModel) Complete(_ context.Context, req model.Request) (model.Reply, error) {
+	m.mu.Lock()
+	m.seen = append(m.seen, req)
+	m.mu.Unlock()
+	flushing := false
+	for _, msg := range req.Messages {
+		flushing = flushing || (msg.Role == model.RoleUser && strings.Contains(msg.Content, agentwork.NoReply))
+	}
+	last := req.Messages[len(req.Messages)-1]
+	switch {
+	case !flushing:
+		return model.Reply{Text: workText, Usage: model.Usage{InputTokens: 100, OutputTokens: 10}}, nil
+	case m.fail:
+		return model.Reply{}, &model.Error{Class: model.ClassPermanent, Message: "the model refused"}
+	case last.Role == model.RoleUser:
+		return model.Reply{Text: "storing", ToolCalls: []model.ToolCall{
+			{ID: "f1", Name: memory.AppendName, Arguments: fmt.Sprintf(`{"text":%q}`, flushNote)},
+			{ID: "f2", Name: tools.NotifyName, Arguments: `{"text":"flush says hi"}`},
+		}, Usage: model.Usage{InputTokens: 200, OutputTokens: 20}}, nil
+	}
+	return model.Reply{Text: agentwork.NoReply, Usage: model.Usage{InputTokens: 300, OutputTokens: 1}}, nil
+}
+
+func (m *flushModel) requests() []model.Request {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]model.Request(nil), m.seen...)
+}
+
+// The memory flush of a run: when its settings ask for it and its tools
+// write memory, the model gets one more turn after its work; what it
+// appends lands, its calls and tokens are on the run's record, and the
+// user gets the work's text, never the flush's (not even a notify_user
+// of the flush). A flush that fails leaves the run done.
+func TestMemoryFlush(t *testing.T) {
+	t.Parallel()
+	on, off := true, false
+	for _, tc := range []struct {
+		name   string
+		runner bool
+		own    *bool
+		scope  []string
+		fail   bool
+		flush  bool // a flush ran
+	}{
+		{name: "on", runner: true, scope: []string{"memory_*"}, flush: true},
+		{name: "own setting", own: &on, scope: []string{"memory_append"}, flush: true},
+		{name: "off by default", scope: []string{"memory_*"}},
+		{name: "own setting off", runner: true, own: &off, scope: []string{"memory_*"}},
+		{name: "no tool that writes memory", runner: true, scope: []string{"memory_read"}},
+		{name: "failed", runner: true, scope: []string{"memory_*"}, fail: true, flush: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := bustest.New(t)
+			mem, err := memory.New(b, memory.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg, err := tools.NewRegistry(append([]tools.Spec{tools.Notify()}, mem.Tools()...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := &flushModel{fail: tc.fail}
+			cfg := testConfig()
+			cfg.MemoryFlush = tc.runner
+			pol := agentwork.Policy{Tools: tc.scope, SettingsFor: func(context.Context, string, string) (agentwork.Settings, error) {
+				return agentwork.Settings{MemoryFlush: tc.own}, nil
+			}}
+			rec := newRecorder(nil)
+			sink := watchEvents(t, b)
+			startDispatcher(t, b, connectors.Registry{"c": rec})
+			r := agentwork.NewRunner(b, m, reg, cfg, agentwork.WithConnectors("c"))
+			r.Handle(bus.SourceTask, pol)
+			runInBackground(t, "Runner", r.Run)
+			publish(t, b, agentwork.Request{Source: bus.SourceTask, Name: "backup", Prompt: "run the backup", Deliver: agentwork.DeliverAuto})
+
+			ev := sink.runEvents(1)[0]
+			res := ev.Run
+			sent := rec.waitSent(t, 1)
+			if res.Outcome != bus.OutcomeDone || res.Text != workText || res.Reply != workText {
+				t.Errorf("run = %s %q (reply %q) %s, want done with the work's text", res.Outcome, res.Text, res.Reply, res.Error)
+			}
+			if len(sent) != 1 || sent[0].Text != workText {
+				t.Errorf("the user got %+v, want the work's text %q only", sent, workText)
+			}
+			note, _ := mem.Read(t.Context(), "today")
+			reqs := m.requests()
+			if !tc.flush {
+				if len(reqs) != 1 || res.Flush != nil || len(res.ToolCalls) != 0 || strings.Contains(note.Text, flushNote) {
+					t.Errorf("model calls = %d, flush %+v, tool calls %+v; want one call and no flush", len(reqs), res.Flush, res.ToolCalls)
+				}
+				return
+			}
+			if res.Flush == nil {
+				t.Fatalf("done event = %+v, want a flush", res)
+			}
+			if last := reqs[1].Messages[len(reqs[1].Messages)-1]; last.Role != model.RoleUser || !strings.Contains(last.Content, memory.AppendName) {
+				t.Errorf("flush prompt = %+v, want a user turn naming %s", last, memory.AppendName)
+			}
+			if prev := reqs[1].Messages[len(reqs[1].Messages)-2]; prev.Content != workText {
+				t.Errorf("the flush's conversation goes on from %+v, want the work's reply", prev)
+			}
+			if tc.fail {
+				if !strings.Contains(res.Flush.Error, "the model refused") || res.Flush.ToolCalls != 0 || res.Usage.InputTokens != 100 {
+					t.Errorf("flush = %+v, usage %+v; want its error and the work's tokens", res.Flush, res.Usage)
+				}
+				return
+			}
+			if !strings.Contains(note.Text, flushNote) || !strings.Contains(note.Text, "task/backup, run "+ev.Event.RunID) {
+				t.Errorf("today's log = %q, want the flush's note by the run", note.Text)
+			}
+			if *res.Flush != (agentwork.FlushResult{ToolCalls: 2, Reply: agentwork.NoReply}) {
+				t.Errorf("flush = %+v, want 2 calls and NO_REPLY", res.Flush)
+			}
+			if len(res.ToolCalls) != 2 || res.ToolCalls[0].Name != memory.AppendName || res.ToolCalls[0].Outcome != tools.OutcomeOK ||
+				res.ToolCalls[1].Name != tools.NotifyName || !strings.Contains(res.ToolCalls[1].Error, "not sent") {
+				t.Errorf("tool calls = %+v, want the flush's memory_append, and its notify_user refused", res.ToolCalls)
+			}
+			if want := (model.Usage{InputTokens: 600, OutputTokens: 31}); res.Usage == nil || *res.Usage != want {
+				t.Errorf("usage = %+v, want %+v (the work's and the flush's)", res.Usage, want)
+			}
+		})
+	}
+}
