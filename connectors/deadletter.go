@@ -186,9 +186,15 @@ func (s *DeadLetters) Retry(ctx context.Context, id string, force bool) (DeadLet
 	if err := enqueue(ctx, s.bus, n, n.ID+".retry."+strconv.Itoa(next)); err != nil {
 		return d, fmt.Errorf("connectors: queue the retry: %w", err)
 	}
+	now := s.now()
 	for range 5 {
 		if d.Retries < next {
-			d.Retries, d.RetriedAt = next, s.now()
+			d.Retries = next
+		}
+		if d.Retries == next && d.RetriedAt.Before(now) {
+			// Also when the retry's failure was recorded first (it
+			// carries the retry count, not when it was asked for).
+			d.RetriedAt = now
 		}
 		raw, _ := json.Marshal(d) // strings, times and ints
 		if _, err = s.bus.DeadLetters.Update(ctx, key, raw, rev); !bus.IsConflict(err) {

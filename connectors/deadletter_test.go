@@ -3,6 +3,7 @@ package connectors_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -104,8 +105,12 @@ func TestDeadLetterRetryEdges(t *testing.T) {
 	b := bustest.New(t)
 	events := watch(t, b)
 	var sends atomic.Int32
-	chat := &fake{fn: func(context.Context, connectors.Notification, int) error {
+	second := make(chan struct{}) // the send of retry 2 waits for it
+	chat := &fake{fn: func(_ context.Context, n connectors.Notification, _ int) error {
 		sends.Add(1)
+		if n.Retry == 2 {
+			<-second
+		}
 		return connectors.Permanent(errors.New("400 Bad Request: chat not found"))
 	}}
 	n, gone := note("1", "chat", "Disk full"), note("2", "gone", "for a removed connector")
@@ -141,17 +146,17 @@ func TestDeadLetterRetryEdges(t *testing.T) {
 			t.Fatalf("retry %d = %+v, %v; want retries %d", i, d, err, i)
 		}
 		if i == 2 {
-			// Queued and not failed yet? Then only a forced retry goes.
-			if d, err := dl.Get(t.Context(), n.ID); err == nil && d.Pending() {
-				if _, err := dl.Retry(t.Context(), n.ID, false); !errors.Is(err, connectors.ErrRetryPending) {
-					t.Fatalf("unforced retry while pending = %v, want ErrRetryPending", err)
-				}
+			// Queued and not failed yet (its send waits): only a forced
+			// retry goes.
+			if _, err := dl.Retry(t.Context(), n.ID, false); !errors.Is(err, connectors.ErrRetryPending) {
+				t.Fatalf("unforced retry while pending = %v, want ErrRetryPending", err)
 			}
+			close(second)
 		}
 		if d := next(t, events); d.outcome != connectors.OutcomeFailed || d.res.Notification.Retry != i {
 			t.Fatalf("event after retry %d = %s for retry %d", i, d.outcome, d.res.Notification.Retry)
 		}
-		eventually(t, "the failure recorded", func() bool {
+		eventually(t, fmt.Sprintf("the failure of retry %d recorded", i), func() bool {
 			d, err := dl.Get(t.Context(), n.ID)
 			return err == nil && !d.Pending() && d.Retries == i && !d.RetriedAt.IsZero()
 		})
