@@ -86,6 +86,7 @@ mcp:
 		{"bad glob", "runner:\n  tools: ['fs__[x']\n", `runner.tools[0]: "fs__[x" is not a well-formed glob`},
 		{"max calls", "runner:\n  max_tool_calls: 5000\n", "runner.max_tool_calls: 5000: want 1-1000"},
 		{"server", "mcp:\n  servers:\n    fs: {}\n", "mcp.servers.fs.command: required"},
+		{"job target's connector", "cron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, targets: ['pigeon:42']}\n", `cron.jobs[0].targets[0]: "pigeon" is not a connector`},
 	} {
 		f, err := config.Parse("agentwork.yaml", []byte(tt.yaml), env(nil), types)
 		if err != nil {
@@ -102,6 +103,7 @@ mcp:
 		"runner:\n  memory: light\nheartbeat:\n  tools: [memory_*]\n  memory: full\ntasks:\n  report:\n    tools: [memory_read]\n",
 		"runner:\n  tools: ['f*']\nmcp:\n  servers:\n    fs: {command: npx}\n",
 		"runner:\n  tools: ['f?__*']\nmcp:\n  servers:\n    fs: {command: npx}\n",
+		"connectors:\n  alerts: {type: nats, subject: a.b}\ncron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, targets: ['alerts:ops.x']}\n",
 	} {
 		f, err := config.Parse("agentwork.yaml", []byte(ok), env(nil), types)
 		if err == nil {

@@ -1,6 +1,7 @@
 package cron
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
+	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/schedule"
 )
 
@@ -197,5 +199,37 @@ func TestAgentJobsLimitsAndOwnership(t *testing.T) {
 	set, err := s.Policy().SettingsFor(ctx, bus.SourceCron, bobs.ID)
 	if err != nil || !slices.Equal(set.Tools, []string{"notify_user"}) {
 		t.Errorf("the tools of an agent job = %v, %v; want [notify_user]", set.Tools, err)
+	}
+}
+
+// toolsOf returns the schedule tools over s, called as run.
+func toolsOf(t *testing.T, s *Scheduler, run tools.RunInfo) (*tools.Registry, context.Context) {
+	t.Helper()
+	reg, err := tools.NewRegistry(schedule.Tools(s.Agent(), nil)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, tools.WithRun(t.Context(), run)
+}
+
+func TestScheduleCreateFromARunThatDeliversToAChat(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, _ := startScheduler(t, b, Config{}, make(chan TickResult, 100), WithConnectors("console", "telegram"))
+	reg, ctx := toolsOf(t, s, tools.RunInfo{ID: "run-1", Source: "task", Name: "chat", Targets: []string{"telegram:42"}})
+
+	c := reg.Call(ctx, "c1", schedule.CreateName, `{"name":"tea","prompt":"remind the user of the tea","in":"20m"}`)
+	if c.Outcome != tools.OutcomeOK {
+		t.Fatalf("schedule_create from a run delivering to telegram:42 = %s %q, want created", c.Outcome, c.Error)
+	}
+	var l []schedule.Info
+	var err error
+	eventually(t, func() bool { l, err = s.Agent().List(ctx, schedule.Owner{Source: "task", Name: "chat"}); return err != nil || len(l) == 1 })
+	if err != nil || !slices.Equal(l[0].Targets, []string{"telegram:42"}) {
+		t.Errorf("the job's targets = %+v, %v; want the run's [telegram:42]", l, err)
+	}
+	// The API takes a destination as well.
+	if _, err := s.Add(ctx, Job{ID: "ops", Schedule: "@daily", Prompt: "p", Targets: []string{"telegram:-100123"}}); err != nil {
+		t.Errorf("Add with a target with a destination: %v", err)
 	}
 }
