@@ -224,7 +224,10 @@ func TestScheduleCreateFromARunThatDeliversToAChat(t *testing.T) {
 	}
 	var l []schedule.Info
 	var err error
-	eventually(t, func() bool { l, err = s.Agent().List(ctx, schedule.Owner{Source: "task", Name: "chat"}); return err != nil || len(l) == 1 })
+	eventually(t, func() bool {
+		l, err = s.Agent().List(ctx, schedule.Owner{Source: "task", Name: "chat"})
+		return err != nil || len(l) == 1
+	})
 	if err != nil || !slices.Equal(l[0].Targets, []string{"telegram:42"}) {
 		t.Errorf("the job's targets = %+v, %v; want the run's [telegram:42]", l, err)
 	}
