@@ -235,13 +235,13 @@ func (a *AgentJobs) Act(ctx context.Context, o schedule.Owner, id, action string
 	}
 	switch action {
 	case schedule.ActionPause:
-		st, err = s.Pause(ctx, id, fmt.Sprintf("paused by %s (run %s) with %s", o, o.RunID, schedule.PauseName))
+		st, err = s.pause(ctx, id, fmt.Sprintf("paused by %s (run %s) with %s", o, o.RunID, schedule.PauseName), PausedByAgent)
 	case schedule.ActionResume:
-		st, err = s.Resume(ctx, id)
+		st, err = s.resume(ctx, id, PausedByAgent)
 	case schedule.ActionDelete:
 		err = s.Delete(ctx, id)
 	case schedule.ActionRun:
-		_, err = s.RunNow(ctx, id)
+		err = a.runNow(ctx, st)
 	default:
 		err = fmt.Errorf("unknown action %q", action)
 	}
@@ -249,6 +249,52 @@ func (a *AgentJobs) Act(ctx context.Context, o schedule.Owner, id, action string
 		return schedule.Info{}, agentError(err)
 	}
 	return info(st), nil
+}
+
+// runNow runs an active job by hand for schedule_run: not a paused,
+// disabled, expired, completed or over-budget one (an operator's manual
+// run may), and at most once per cron.agent.min_interval.
+func (a *AgentJobs) runNow(ctx context.Context, st Status) error {
+	s, j := a.s, st.Job
+	now := s.clock.Now().UTC()
+	switch {
+	case st.Status == StatusPaused:
+		return fmt.Errorf("job %q is paused (by %s: %s): resume it first (schedule_resume lifts only a pause of schedule_pause)", j.ID, st.State.pausedBy(), st.State.PausedReason)
+	case st.Status != StatusActive:
+		return fmt.Errorf("job %q is %s: schedule_run runs only an active job", j.ID, st.Status)
+	case st.State.overBudget(j, now):
+		return fmt.Errorf("job %q has used its daily token budget (%d tokens today): it runs again tomorrow", j.ID, st.State.Spent.Tokens)
+	}
+	min := s.cfg.Agent.MinInterval
+	var refused error
+	_, err := updateState(ctx, s.bus.State, j.ID, func(st *State) bool {
+		refused = nil
+		if st.AgentRunAt != nil && now.Sub(*st.AgentRunAt) < min {
+			refused = fmt.Errorf("job %q was run with schedule_run at %s: it may run by hand again from %s (cron.agent.min_interval %s)",
+				j.ID, st.AgentRunAt.Format(time.RFC3339), st.AgentRunAt.Add(min).Format(time.RFC3339), min)
+			return false
+		}
+		st.AgentRunAt = &now
+		return true
+	})
+	if err != nil {
+		return agentError(err)
+	}
+	if refused != nil {
+		return refused
+	}
+	if _, err := s.RunNow(ctx, j.ID); err != nil {
+		// Not run: give the interval back.
+		_, _ = updateState(ctx, s.bus.State, j.ID, func(st *State) bool {
+			if st.AgentRunAt == nil || !st.AgentRunAt.Equal(now) {
+				return false
+			}
+			st.AgentRunAt = nil
+			return true
+		})
+		return agentError(err)
+	}
+	return nil
 }
 
 // owns reports whether j is owner's: a job of origin agent it created.

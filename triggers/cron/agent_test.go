@@ -12,6 +12,7 @@ import (
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
+	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/schedule"
 )
@@ -235,4 +236,96 @@ func TestScheduleCreateFromARunThatDeliversToAChat(t *testing.T) {
 	if _, err := s.Add(ctx, Job{ID: "ops", Schedule: "@daily", Prompt: "p", Targets: []string{"telegram:-100123"}}); err != nil {
 		t.Errorf("Add with a target with a destination: %v", err)
 	}
+}
+
+func TestAgentJobsLiftOnlyTheirOwnPauses(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, _ := startScheduler(t, b, Config{PauseAfter: 1, Agent: Agent{MinInterval: 10 * time.Minute}}, make(chan TickResult, 100))
+	a, ctx := s.Agent(), t.Context()
+	info, _, err := a.Create(ctx, alice, schedule.Job{Name: "poll", Prompt: "poll", Schedule: "@every 1h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := info.ID
+	act := func(action string) error { _, err := a.Act(ctx, alice, id, action); return err }
+	state := func() State {
+		st, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.State
+	}
+	refused := func(what string, err error, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s = %v, want an error containing %q", what, err, w)
+			}
+		}
+	}
+
+	// The operator's pause: the tools neither lift nor take it over.
+	if _, err := s.Pause(ctx, id, "too chatty"); err != nil {
+		t.Fatal(err)
+	}
+	refused("resume of the operator's pause", act(schedule.ActionResume), "paused by the operator (too chatty)", "agentwork cron resume "+id)
+	refused("pause of a job the operator paused", act(schedule.ActionPause), "already paused, by the operator")
+	refused("run of a paused job", act(schedule.ActionRun), "is paused")
+	if st := state(); !st.Paused || st.PausedBy != PausedByOperator {
+		t.Fatalf("state after the refused calls = %+v, want the operator's pause", st)
+	}
+	if _, err := s.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+
+	// Its own pause it lifts, without resetting the day's tokens.
+	s.observe(&agentwork.Run{ID: "r1", Request: agentwork.Request{Source: bus.SourceCron, Name: id}, Result: &agentwork.Result{Usage: &model.Usage{InputTokens: 70, OutputTokens: 30}}}, bus.OutcomeDone)
+	if err := act(schedule.ActionPause); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	if err := act(schedule.ActionResume); err != nil {
+		t.Fatalf("resume of its own pause: %v", err)
+	}
+	if st := state(); st.Paused || st.Spent == nil || st.Spent.Tokens != 100 {
+		t.Errorf("state after its pause and resume = %+v, want active with today's 100 tokens kept", st)
+	}
+
+	// The failures' pause (pause_after 1) and the budget's: refused.
+	s.observe(&agentwork.Run{ID: "r2", Request: agentwork.Request{Source: bus.SourceCron, Name: id}, Result: &agentwork.Result{Error: "boom"}}, bus.OutcomeError)
+	refused("resume of the failures' pause", act(schedule.ActionResume), "paused by the runtime after its failed runs", "agentwork cron resume")
+	if st := state(); !st.Paused || st.ConsecutiveFailures != 1 {
+		t.Errorf("state after the refused resume = %+v, want paused with its failure", st)
+	}
+	if _, err := s.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, id, json.RawMessage(`{"budget":{"daily_tokens":150}}`)); err != nil {
+		t.Fatal(err)
+	}
+	s.observe(&agentwork.Run{ID: "r3", Request: agentwork.Request{Source: bus.SourceCron, Name: id}, Result: &agentwork.Result{Usage: &model.Usage{InputTokens: 100}}}, bus.OutcomeDone)
+	refused("resume of the budget's pause", act(schedule.ActionResume), "paused by its daily token budget")
+	refused("run over budget", act(schedule.ActionRun), "is paused")
+	if st := state(); !st.Paused || st.Spent.Tokens != 100 {
+		t.Errorf("state after the refused resume = %+v, want paused with today's tokens", st)
+	}
+
+	// schedule_run: an active job, once per min_interval; not a disabled one.
+	if _, err := s.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, id, json.RawMessage(`{"budget":null}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := act(schedule.ActionRun); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	refused("a second run within min_interval", act(schedule.ActionRun), "may run by hand again from", "cron.agent.min_interval 10m0s")
+	if n := len(requests(t, b)); n != 1 {
+		t.Errorf("%d requests published, want 1", n)
+	}
+	if _, err := s.Update(ctx, id, json.RawMessage(`{"enabled":false}`)); err != nil {
+		t.Fatal(err)
+	}
+	refused("run of a disabled job", act(schedule.ActionRun), "is disabled")
 }

@@ -155,8 +155,9 @@ func (s *Scheduler) observe(run *agentwork.Run, outcome string) {
 		}
 		st.ConsecutiveFailures++
 		alert = alertAfter > 0 && st.ConsecutiveFailures == alertAfter
-		if pauseAfter > 0 && st.ConsecutiveFailures >= pauseAfter && !st.Paused {
-			st.Paused, st.PausedAt, st.PausedUntil, paused = true, &now, nil, true
+		if pauseAfter > 0 && st.ConsecutiveFailures >= pauseAfter && (!st.Paused || st.PausedBy == PausedByAgent) {
+			// (It takes over a pause of the schedule tools: they cannot lift it.)
+			st.Paused, st.PausedAt, st.PausedUntil, st.PausedBy, paused = true, &now, nil, PausedByFailures, true
 			st.PausedReason = fmt.Sprintf("paused after %d consecutive failed runs; last error: %s", st.ConsecutiveFailures, res.Error)
 			st.Retry = nil
 		}
@@ -204,12 +205,12 @@ func spend(st *State, j Job, tokens int, now time.Time) bool {
 	st.Spent.LastRun = used
 	st.Spent.Runs++
 	budget := j.Budget.DailyTokens
-	if budget <= 0 || st.pausedAt(now) || st.Spent.Tokens+st.Spent.LastRun <= budget {
+	if (st.pausedAt(now) && st.PausedBy != PausedByAgent) || !st.overBudget(j, now) {
 		return false
 	}
 	y, m, d := local.Date()
 	until := time.Date(y, m, d+1, 0, 0, 0, 0, loc).UTC()
-	st.Paused, st.PausedAt, st.PausedUntil = true, &now, &until
+	st.Paused, st.PausedAt, st.PausedUntil, st.PausedBy = true, &now, &until, PausedByBudget
 	st.PausedReason = fmt.Sprintf("used %d tokens today of its daily budget of %d (its last run %d: the next would pass it); paused until %s",
 		st.Spent.Tokens, budget, st.Spent.LastRun, until.In(loc).Format("2006-01-02 15:04 MST"))
 	return true
