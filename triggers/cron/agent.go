@@ -347,11 +347,22 @@ func info(st Status) schedule.Info {
 }
 
 // finalTick reports whether the run of tick was the job's last: a
-// one-shot's tick, the tick after which its schedule or expires_at has no
-// more, or the max_runs-th fire (as st counts them).
+// one-shot's tick; or, once the job fires no more (max_runs fires
+// published, or its schedule or expires_at has no tick after its last),
+// the run of its last published tick (st.LastTick), or a run of an earlier
+// tick (a queued one, a retry) that ends after the last tick's run ended.
+// A run of an earlier tick is not the last even when max_runs is reached:
+// the run of the last tick is still to come.
 func finalTick(j Job, st State, tick time.Time) bool {
 	if j.At != nil {
 		return tick.Equal(*j.At)
+	}
+	if st.LastTick == nil || tick.After(*st.LastTick) {
+		return false // (its fire is not recorded yet)
+	}
+	last := *st.LastTick
+	if tick.Before(last) && (st.Ended == nil || st.Ended.Before(last)) {
+		return false
 	}
 	if j.MaxRuns > 0 && st.Fires >= j.MaxRuns {
 		return true
@@ -360,7 +371,7 @@ func finalTick(j Job, st State, tick time.Time) bool {
 	if err != nil {
 		return false
 	}
-	next := sched.Next(tick)
+	next := sched.Next(last)
 	return next.IsZero() || (j.ExpiresAt != nil && next.After(*j.ExpiresAt))
 }
 
@@ -372,9 +383,13 @@ func finalTick(j Job, st State, tick time.Time) bool {
 // changed meanwhile is left alone.
 func (s *Scheduler) deleteAfterRun(ctx context.Context, run *agentwork.Run, j Job, rev uint64, st State) (bool, error) {
 	req := run.Request
+	if !j.DeleteAfterRun || j.Origin == OriginConfig || req.Manual || req.ScheduledAt == nil {
+		return false, nil
+	}
 	attempt, _ := strconv.Atoi(req.Metadata[metaRetry])
-	retryPending := st.Retry != nil && st.Retry.Attempt > attempt // (the fire clears a retry it published)
-	if !j.DeleteAfterRun || j.Origin == OriginConfig || req.Manual || req.ScheduledAt == nil || retryPending || !finalTick(j, st, *req.ScheduledAt) {
+	// A retry of its tick or of another (the fire clears a retry it published).
+	retryPending := st.Retry != nil && (!st.Retry.Tick.Equal(*req.ScheduledAt) || st.Retry.Attempt > attempt)
+	if retryPending || !finalTick(j, st, *req.ScheduledAt) {
 		return false, nil
 	}
 	err := s.deleteAt(ctx, j.ID, rev)

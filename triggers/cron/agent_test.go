@@ -329,3 +329,75 @@ func TestAgentJobsLiftOnlyTheirOwnPauses(t *testing.T) {
 	}
 	refused("run of a disabled job", act(schedule.ActionRun), "is disabled")
 }
+
+// A delete_after_run job with max_runs is deleted after the run of its
+// last tick, not after the run of an earlier tick that ends once the last
+// was published (a queued run, a catch-up), nor while a retry is pending.
+func TestAgentJobsDeleteAfterTheRunOfTheLastPublishedTick(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, _ := startScheduler(t, b, Config{}, make(chan TickResult, 100))
+	a, ctx := s.Agent(), t.Context()
+	info, _, err := a.Create(ctx, alice, schedule.Job{Name: "poll", Prompt: "poll", Schedule: "@every 1h", MaxRuns: 2, DeleteAfterRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, info.ID, json.RawMessage(`{"overlap":"queue","retry":{"attempts":1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	t1 := time.Now().UTC().Truncate(time.Hour).Add(-time.Hour)
+	t2 := t1.Add(time.Hour)
+	// Both ticks published: max_runs reached.
+	if _, err := updateState(ctx, b.State, info.ID, func(st *State) bool { st.Fires, st.LastTick = 2, &t2; return true }); err != nil {
+		t.Fatal(err)
+	}
+	run := func(id string, tick time.Time, retry string, outcome string) {
+		t.Helper()
+		req := agentwork.Request{Source: bus.SourceCron, Name: info.ID, ScheduledAt: &tick}
+		if retry != "" {
+			req.Metadata = map[string]string{metaRetry: retry}
+		}
+		var res *agentwork.Result
+		if outcome == bus.OutcomeError {
+			res = &agentwork.Result{Error: "boom"}
+		}
+		s.observe(&agentwork.Run{ID: id, Request: req, Result: res}, outcome)
+	}
+	exists := func() bool {
+		_, err := s.Get(ctx, info.ID)
+		if err != nil && !isErr(err, ErrNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+
+	run("r2", t2, "", bus.OutcomeError) // the last tick's run fails: a retry follows
+	run("r1", t1, "", bus.OutcomeDone)  // the first tick's queued run ends after it
+	if !exists() {
+		t.Fatal("the job was deleted while the run of its last tick was to be retried")
+	}
+	if st := waitState(t, b, info.ID, func(State) bool { return true }); st.Retry == nil || !st.Retry.Tick.Equal(t2) {
+		t.Fatalf("the retry of the last tick = %+v, want it kept after an earlier tick's run succeeded", st.Retry)
+	}
+	run("r2b", t2, "1", bus.OutcomeDone) // the retry: the last run of the job
+	if exists() {
+		t.Error("the job is left after the retry that ended its runs")
+	}
+
+	// Without a retry: the first tick's run ends after the second was published.
+	info, _, err = a.Create(ctx, alice, schedule.Job{Name: "poll", Prompt: "poll", Schedule: "@every 1h", MaxRuns: 2, DeleteAfterRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := updateState(ctx, b.State, info.ID, func(st *State) bool { st.Fires, st.LastTick = 2, &t2; return true }); err != nil {
+		t.Fatal(err)
+	}
+	run("q1", t1, "", bus.OutcomeDone)
+	if !exists() {
+		t.Fatal("the job was deleted after the run of its first tick, before the run of its last")
+	}
+	run("q2", t2, "", bus.OutcomeDone)
+	if exists() {
+		t.Error("the job is left after the run of its last tick")
+	}
+}

@@ -134,6 +134,13 @@ func (s *Scheduler) observe(run *agentwork.Run, outcome string) {
 	attempt, _ := strconv.Atoi(run.Request.Metadata[metaRetry])
 	now := s.clock.Now().UTC()
 	var alert, paused, overBudget bool
+	tick := run.Request.ScheduledAt
+	ended := func(st *State) bool {
+		if !run.Request.Manual && tick != nil && (st.Ended == nil || tick.After(*st.Ended)) && (st.Retry == nil || !st.Retry.Tick.Equal(*tick)) {
+			st.Ended = ptr(tick.UTC())
+		}
+		return true
+	}
 	st, err := updateState(ctx, s.bus.State, id, func(st *State) bool {
 		alert, paused, overBudget = false, false, false
 		if res.Usage != nil && st.LastRunID != run.ID { // once per run
@@ -145,13 +152,15 @@ func (s *Scheduler) observe(run *agentwork.Run, outcome string) {
 			st.LastReason = res.Class
 		}
 		if gateSkip {
-			return true
+			return ended(st)
 		}
 		st.Runs++
 		if outcome != bus.OutcomeError {
 			st.ConsecutiveFailures = 0
-			st.Retry = nil
-			return true
+			if tick == nil || st.Retry == nil || !st.Retry.Tick.After(*tick) {
+				st.Retry = nil // (not a later tick's: an earlier tick's success does not settle it)
+			}
+			return ended(st)
 		}
 		st.ConsecutiveFailures++
 		alert = alertAfter > 0 && st.ConsecutiveFailures == alertAfter
@@ -165,7 +174,7 @@ func (s *Scheduler) observe(run *agentwork.Run, outcome string) {
 			backoff := time.Duration(j.Retry.Backoff) << attempt
 			st.Retry = &RetryState{Tick: run.Request.ScheduledAt.UTC(), Attempt: attempt + 1, At: now.Add(backoff)}
 		}
-		return true
+		return ended(st)
 	})
 	if err != nil {
 		log.Warn("observe run: state not updated", zap.Error(err))

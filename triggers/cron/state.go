@@ -37,6 +37,10 @@ type State struct {
 	LastOutcome string     `json:"last_outcome,omitempty"`
 	LastReason  string     `json:"last_reason,omitempty"`
 	LastError   string     `json:"last_error,omitempty"`
+	// Ended is the latest tick whose scheduled run ended for good (done,
+	// skipped, or failed with no retry to follow): delete_after_run waits
+	// for the run of the last tick.
+	Ended *time.Time `json:"ended,omitempty"`
 	// Runs counts runs that reached the model.
 	Runs int `json:"runs"`
 	// ConsecutiveFailures counts error outcomes since the last success.
