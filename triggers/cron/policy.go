@@ -37,19 +37,22 @@ func (s *Scheduler) Policy() agentwork.Policy {
 	}
 }
 
-// settingsOf returns the settings of job id as it is now (none for a job
-// that no longer exists: its run is skipped by the job gate).
+// settingsOf returns the settings of job id as it is now. A job that no
+// longer exists (deleted after the job gate let its run in) has none: an
+// error, never the runner's settings, which would give a deleted agent
+// job's prompt the runner's tools; the run is tried again and the job
+// gate skips it as deleted.
 func (s *Scheduler) settingsOf(ctx context.Context, _, id string) (agentwork.Settings, error) {
 	j, _, err := s.readJob(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return agentwork.Settings{}, nil
+	if err != nil {
+		return agentwork.Settings{}, err
 	}
 	set := agentwork.Settings{Tools: j.Tools, MaxSteps: j.MaxSteps, Timeout: time.Duration(j.Timeout), Model: j.Model, Fallback: j.Fallback, Memory: j.Memory}
-	if err == nil && len(j.Tools) == 0 && j.Origin == OriginAgent {
+	if len(j.Tools) == 0 && j.Origin == OriginAgent {
 		// The allow-list of agent-created jobs, as the config says now.
 		set.Tools = s.cfg.Agent.Tools
 	}
-	return set, err
+	return set, nil
 }
 
 // jobGate checks a cron request against its job and sets the run's
