@@ -79,6 +79,7 @@ mcp:
 		{"no tool", "tasks:\n  report:\n    tools: [notfy_user]\n", `tasks.report.tools[0]: "notfy_user" matches no tool: want notify_user, memory_* (the memory tools), schedule_*, a built-in tool that is on (tools section: http_fetch, exec), or <server>__<tool>`},
 		{"agent jobs' tools", "cron:\n  agent:\n    tools: [sched_create]\n", `cron.agent.tools[0]: "sched_create" matches no tool`},
 		{"agent quota", "cron:\n  agent:\n    max_jobs: -1\n", "cron.agent.max_jobs: -1: want 1-10000"},
+		{"agent total quota", "cron:\n  agent:\n    max_jobs_total: -1\n", "cron.agent.max_jobs_total: -1: want 1-100000 (default 100)"},
 		{"memory level", "cron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, memory: all}\n", `cron.jobs[0].memory: "all": want none, light`},
 		{"memory level of a task", "tasks:\n  report:\n    memory: lots\n", `tasks.report.memory: "lots": want none`},
 		{"memory zone", "memory:\n  timezone: Mars/Olympus\n", `memory.timezone: "Mars/Olympus" is not an IANA time zone`},

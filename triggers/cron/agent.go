@@ -29,6 +29,8 @@ import (
 // Defaults of cron.agent.
 const (
 	DefaultAgentMaxJobs     = 20
+	DefaultAgentMaxTotal    = 100
+	maxAgentMaxTotal        = 100000
 	DefaultAgentMinInterval = time.Minute
 	maxAgentMaxJobs         = 10000
 	// IdempotencyWindow is how long after a job of origin agent was
@@ -46,6 +48,11 @@ type Agent struct {
 	// task/default or heartbeat/heartbeat) may have at once; a job counts
 	// until it is deleted. Default 20.
 	MaxJobs int `yaml:"max_jobs" json:"max_jobs,omitempty"`
+	// MaxJobsTotal is how many jobs all runs together may have at once
+	// (every job of origin agent): an owner is a source and name, and a
+	// webhook caller chooses the names of its tasks (within its grant's
+	// names), so max_jobs alone does not bound them. Default 100.
+	MaxJobsTotal int `yaml:"max_jobs_total" json:"max_jobs_total,omitempty"`
 	// MinInterval is the shortest time between two runs of a recurring
 	// job an agent creates. Default 1m.
 	MinInterval time.Duration `yaml:"min_interval" json:"min_interval,omitempty"`
@@ -58,6 +65,9 @@ type Agent struct {
 func (a Agent) withDefaults() Agent {
 	if a.MaxJobs == 0 {
 		a.MaxJobs = DefaultAgentMaxJobs
+	}
+	if a.MaxJobsTotal == 0 {
+		a.MaxJobsTotal = DefaultAgentMaxTotal
 	}
 	if a.MinInterval == 0 {
 		a.MinInterval = DefaultAgentMinInterval
@@ -72,6 +82,9 @@ func (a Agent) validate() error {
 	var errs []error
 	if a.MaxJobs < 0 || a.MaxJobs > maxAgentMaxJobs {
 		errs = append(errs, fmt.Errorf("cron.agent.max_jobs: %d: want 1-%d (default %d)", a.MaxJobs, maxAgentMaxJobs, DefaultAgentMaxJobs))
+	}
+	if a.MaxJobsTotal < 0 || a.MaxJobsTotal > maxAgentMaxTotal {
+		errs = append(errs, fmt.Errorf("cron.agent.max_jobs_total: %d: want 1-%d (default %d)", a.MaxJobsTotal, maxAgentMaxTotal, DefaultAgentMaxTotal))
 	}
 	if a.MinInterval < 0 {
 		errs = append(errs, fmt.Errorf("cron.agent.min_interval: %s: must not be negative (default %s)", a.MinInterval, DefaultAgentMinInterval))
@@ -139,14 +152,20 @@ func (a *AgentJobs) Create(ctx context.Context, o schedule.Owner, spec schedule.
 	if err != nil {
 		return schedule.Info{}, false, agentError(err)
 	}
-	n := 0
+	n, total := 0, 0
 	for _, js := range all {
+		if js.j.Origin == OriginAgent {
+			total++
+		}
 		if owns(o, js.j) {
 			n++
 		}
 	}
 	if n >= cfg.MaxJobs {
 		return schedule.Info{}, false, fmt.Errorf("quota reached: %s has %d scheduled jobs, the most it may have (cron.agent.max_jobs); delete one it no longer needs with schedule_delete (schedule_list shows them), then try again", o, n)
+	}
+	if total >= cfg.MaxJobsTotal {
+		return schedule.Info{}, false, fmt.Errorf("quota reached: the runtime has %d jobs created with schedule_create, the most all runs together may have (cron.agent.max_jobs_total); delete one you no longer need with schedule_delete, or ask an operator", total)
 	}
 	st, err := s.create(ctx, j, OriginAgent, now)
 	if errors.Is(err, ErrExists) && spec.IdempotencyKey != "" {

@@ -20,6 +20,7 @@ import (
 var (
 	alice = schedule.Owner{Source: "task", Name: "alice", RunID: "run-a"}
 	bob   = schedule.Owner{Source: "task", Name: "bob", RunID: "run-b"}
+	carol = schedule.Owner{Source: "task", Name: "carol", RunID: "run-c"}
 )
 
 func oneShot(key string, in time.Duration) schedule.Job {
@@ -123,7 +124,7 @@ func TestAgentJobsLimitsAndOwnership(t *testing.T) {
 	b := bustest.New(t)
 	s, _ := startScheduler(t, b, Config{
 		Jobs:  []Job{{ID: "report", Schedule: "0 9 * * *", Prompt: "report"}},
-		Agent: Agent{MaxJobs: 2, MinInterval: 10 * time.Minute},
+		Agent: Agent{MaxJobs: 2, MaxJobsTotal: 3, MinInterval: 10 * time.Minute},
 	}, make(chan TickResult, 100), func(s *Scheduler) { s.connectors = []string{"console", "telegram"} })
 	a, ctx := s.Agent(), t.Context()
 	every := func(d string) schedule.Job {
@@ -163,6 +164,11 @@ func TestAgentJobsLimitsAndOwnership(t *testing.T) {
 		t.Fatalf("bob's first job: %v", err)
 	}
 	eventually(t, func() bool { l, _ := a.List(ctx, bob); return len(l) == 1 })
+
+	// All owners together: cron.agent.max_jobs_total (here 3).
+	if _, _, err := a.Create(ctx, carol, every("1h")); err == nil || !strings.Contains(err.Error(), "quota reached: the runtime has 3 jobs created with schedule_create") {
+		t.Errorf("a fourth job of all owners = %v, want the total quota reached", err)
+	}
 
 	// Each sees, pauses and deletes only its own.
 	if l, _ := a.List(ctx, alice); len(l) != 2 || !slices.Contains(ids, l[0].ID) || !slices.Contains(ids, l[1].ID) {
