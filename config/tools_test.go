@@ -79,6 +79,7 @@ mcp:
 		{"no tool", "tasks:\n  report:\n    tools: [notfy_user]\n", `tasks.report.tools[0]: "notfy_user" matches no tool: want notify_user, memory_* (the memory tools), schedule_*, a built-in tool that is on (tools section: http_fetch, exec), or <server>__<tool>`},
 		{"agent jobs' tools", "cron:\n  agent:\n    tools: [sched_create]\n", `cron.agent.tools[0]: "sched_create" matches no tool`},
 		{"agent quota", "cron:\n  agent:\n    max_jobs: -1\n", "cron.agent.max_jobs: -1: want 1-10000"},
+		{"agent total quota", "cron:\n  agent:\n    max_jobs_total: -1\n", "cron.agent.max_jobs_total: -1: want 1-100000 (default 100)"},
 		{"memory level", "cron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, memory: all}\n", `cron.jobs[0].memory: "all": want none, light`},
 		{"memory level of a task", "tasks:\n  report:\n    memory: lots\n", `tasks.report.memory: "lots": want none`},
 		{"memory zone", "memory:\n  timezone: Mars/Olympus\n", `memory.timezone: "Mars/Olympus" is not an IANA time zone`},
@@ -87,6 +88,7 @@ mcp:
 		{"max calls", "runner:\n  max_tool_calls: 5000\n", "runner.max_tool_calls: 5000: want 1-1000"},
 		{"checklist in a file", "heartbeat:\n  tools: [memory_*, checklist_update]\n", `heartbeat.tools[1]: "checklist_update": the heartbeat reads its checklist from a file`},
 		{"server", "mcp:\n  servers:\n    fs: {}\n", "mcp.servers.fs.command: required"},
+		{"job target's connector", "cron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, targets: ['pigeon:42']}\n", `cron.jobs[0].targets[0]: "pigeon" is not a connector`},
 	} {
 		f, err := config.Parse("agentwork.yaml", []byte(tt.yaml), env(nil), types)
 		if err != nil {
@@ -104,6 +106,7 @@ mcp:
 		"runner:\n  memory_flush: true\nheartbeat:\n  tools: [memory_*, checklist_update]\n  checklist_in_memory: true\n  memory_flush: false\ntasks:\n  report:\n    tools: [memory_append]\n    memory_flush: true\ncron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, memory_flush: true}\n",
 		"runner:\n  tools: ['f*']\nmcp:\n  servers:\n    fs: {command: npx}\n",
 		"runner:\n  tools: ['f?__*']\nmcp:\n  servers:\n    fs: {command: npx}\n",
+		"connectors:\n  alerts: {type: nats, subject: a.b}\ncron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, targets: ['alerts:ops.x']}\n",
 	} {
 		f, err := config.Parse("agentwork.yaml", []byte(ok), env(nil), types)
 		if err == nil {

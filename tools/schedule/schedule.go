@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -124,7 +125,7 @@ type CreateArgs struct {
 	At             string   `json:"at,omitempty" jsonschema:"description=One run at this time: RFC 3339 (2026-05-01T09:00:00Z), or without offset (2026-05-01T09:00:00) in timezone."`
 	In             string   `json:"in,omitempty" jsonschema:"description=One run this long from now, e.g. 20m, 2h, 90s. Prefer it over at for relative times."`
 	Timezone       string   `json:"timezone,omitempty" jsonschema:"description=IANA time zone of cron and of an at without offset, e.g. Europe/Berlin. Default UTC."`
-	Targets        []string `json:"targets,omitempty" jsonschema:"description=Where the job's runs deliver: connector names. Default: where this run delivers."`
+	Targets        []string `json:"targets,omitempty" jsonschema:"description=Where the job's runs deliver: connectors this run delivers to (by name), or its own targets. Default: where this run delivers."`
 	IdempotencyKey string   `json:"idempotency_key,omitempty" jsonschema:"maxLength=200,description=A key of your choice: creating a job with a key you already used answers with that job and creates nothing new."`
 	MaxRuns        int      `json:"max_runs,omitempty" jsonschema:"minimum=0,description=Stop a recurring job after this many runs. 0: no limit."`
 	ExpiresAt      string   `json:"expires_at,omitempty" jsonschema:"description=Stop the job from this RFC 3339 time on."`
@@ -347,21 +348,30 @@ func Tools(jobs Jobs, now func() time.Time) []tools.Spec {
 	}
 }
 
-// checkTargets allows the targets the model names: connector names, and a
-// target with a destination (telegram:12345) only when it is one of the
-// calling run's own.
+// checkTargets allows the targets the model names only where the calling
+// run itself delivers: a connector name when the run delivers to that
+// connector (with or without a destination), a target with a destination
+// (telegram:12345) only when it is one of the run's own. A run cannot send
+// its jobs' notifications anywhere it could not send its own.
 func checkTargets(targets, own []string) error {
+	var names []string
+	for _, o := range own {
+		name, _, _ := strings.Cut(o, ":")
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	where := "nowhere (it has no targets)"
+	if len(own) > 0 {
+		where = strings.Join(own, ", ")
+	}
 	for _, t := range targets {
-		if !strings.Contains(t, ":") {
-			continue
-		}
-		found := false
-		for _, o := range own {
-			found = found || o == t
-		}
-		if !found {
-			return fmt.Errorf("targets: %q names a destination this run does not deliver to; name a connector (e.g. %q) or leave targets out to deliver where this run does",
-				t, t[:strings.Index(t, ":")])
+		name, _, dest := strings.Cut(t, ":")
+		switch {
+		case dest && !slices.Contains(own, t):
+			return fmt.Errorf("targets: %q names a destination this run does not deliver to (it delivers to %s); name one of those, or leave targets out to deliver where this run does", t, where)
+		case !dest && !slices.Contains(names, name):
+			return fmt.Errorf("targets: %q is not a connector this run delivers to (it delivers to %s); a job may deliver only where the run that creates it does: name one of those, or leave targets out", t, where)
 		}
 	}
 	return nil

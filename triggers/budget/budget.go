@@ -60,6 +60,13 @@ func (s *Spent) Reset() {
 	}
 }
 
+// Over reports whether the next run would pass the budget on the day of
+// now in loc: that day's tokens so far plus those of the last run (s nil,
+// or of another day: nothing spent).
+func (b Budget) Over(s *Spent, now time.Time, loc *time.Location) bool {
+	return b.DailyTokens > 0 && s != nil && s.Day == now.In(loc).Format(time.DateOnly) && s.Tokens+s.LastRun > b.DailyTokens
+}
+
 // Pause is the pause a budget asks for: until the next midnight of the
 // trigger's time zone, with the reason to show and alert.
 type Pause struct {
@@ -82,7 +89,7 @@ func Spend(s *Spent, b Budget, tokens int, now time.Time, loc *time.Location) (*
 	s.Tokens += used
 	s.LastRun = used
 	s.Runs++
-	if b.DailyTokens <= 0 || s.Tokens+s.LastRun <= b.DailyTokens {
+	if !b.Over(s, now, loc) {
 		return s, nil
 	}
 	y, m, d := local.Date()

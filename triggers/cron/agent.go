@@ -29,6 +29,8 @@ import (
 // Defaults of cron.agent.
 const (
 	DefaultAgentMaxJobs     = 20
+	DefaultAgentMaxTotal    = 100
+	maxAgentMaxTotal        = 100000
 	DefaultAgentMinInterval = time.Minute
 	maxAgentMaxJobs         = 10000
 	// IdempotencyWindow is how long after a job of origin agent was
@@ -46,6 +48,11 @@ type Agent struct {
 	// task/default or heartbeat/heartbeat) may have at once; a job counts
 	// until it is deleted. Default 20.
 	MaxJobs int `yaml:"max_jobs" json:"max_jobs,omitempty"`
+	// MaxJobsTotal is how many jobs all runs together may have at once
+	// (every job of origin agent): an owner is a source and name, and a
+	// webhook caller chooses the names of its tasks (within its grant's
+	// names), so max_jobs alone does not bound them. Default 100.
+	MaxJobsTotal int `yaml:"max_jobs_total" json:"max_jobs_total,omitempty"`
 	// MinInterval is the shortest time between two runs of a recurring
 	// job an agent creates. Default 1m.
 	MinInterval time.Duration `yaml:"min_interval" json:"min_interval,omitempty"`
@@ -58,6 +65,9 @@ type Agent struct {
 func (a Agent) withDefaults() Agent {
 	if a.MaxJobs == 0 {
 		a.MaxJobs = DefaultAgentMaxJobs
+	}
+	if a.MaxJobsTotal == 0 {
+		a.MaxJobsTotal = DefaultAgentMaxTotal
 	}
 	if a.MinInterval == 0 {
 		a.MinInterval = DefaultAgentMinInterval
@@ -72,6 +82,9 @@ func (a Agent) validate() error {
 	var errs []error
 	if a.MaxJobs < 0 || a.MaxJobs > maxAgentMaxJobs {
 		errs = append(errs, fmt.Errorf("cron.agent.max_jobs: %d: want 1-%d (default %d)", a.MaxJobs, maxAgentMaxJobs, DefaultAgentMaxJobs))
+	}
+	if a.MaxJobsTotal < 0 || a.MaxJobsTotal > maxAgentMaxTotal {
+		errs = append(errs, fmt.Errorf("cron.agent.max_jobs_total: %d: want 1-%d (default %d)", a.MaxJobsTotal, maxAgentMaxTotal, DefaultAgentMaxTotal))
 	}
 	if a.MinInterval < 0 {
 		errs = append(errs, fmt.Errorf("cron.agent.min_interval: %s: must not be negative (default %s)", a.MinInterval, DefaultAgentMinInterval))
@@ -139,14 +152,20 @@ func (a *AgentJobs) Create(ctx context.Context, o schedule.Owner, spec schedule.
 	if err != nil {
 		return schedule.Info{}, false, agentError(err)
 	}
-	n := 0
+	n, total := 0, 0
 	for _, js := range all {
+		if js.j.Origin == OriginAgent {
+			total++
+		}
 		if owns(o, js.j) {
 			n++
 		}
 	}
 	if n >= cfg.MaxJobs {
 		return schedule.Info{}, false, fmt.Errorf("quota reached: %s has %d scheduled jobs, the most it may have (cron.agent.max_jobs); delete one it no longer needs with schedule_delete (schedule_list shows them), then try again", o, n)
+	}
+	if total >= cfg.MaxJobsTotal {
+		return schedule.Info{}, false, fmt.Errorf("quota reached: the runtime has %d jobs created with schedule_create, the most all runs together may have (cron.agent.max_jobs_total); delete one you no longer need with schedule_delete, or ask an operator", total)
 	}
 	st, err := s.create(ctx, j, OriginAgent, now)
 	if errors.Is(err, ErrExists) && spec.IdempotencyKey != "" {
@@ -235,13 +254,13 @@ func (a *AgentJobs) Act(ctx context.Context, o schedule.Owner, id, action string
 	}
 	switch action {
 	case schedule.ActionPause:
-		st, err = s.Pause(ctx, id, fmt.Sprintf("paused by %s (run %s) with %s", o, o.RunID, schedule.PauseName))
+		st, err = s.pause(ctx, id, fmt.Sprintf("paused by %s (run %s) with %s", o, o.RunID, schedule.PauseName), PausedByAgent)
 	case schedule.ActionResume:
-		st, err = s.Resume(ctx, id)
+		st, err = s.resume(ctx, id, PausedByAgent)
 	case schedule.ActionDelete:
 		err = s.Delete(ctx, id)
 	case schedule.ActionRun:
-		_, err = s.RunNow(ctx, id)
+		err = a.runNow(ctx, st)
 	default:
 		err = fmt.Errorf("unknown action %q", action)
 	}
@@ -249,6 +268,52 @@ func (a *AgentJobs) Act(ctx context.Context, o schedule.Owner, id, action string
 		return schedule.Info{}, agentError(err)
 	}
 	return info(st), nil
+}
+
+// runNow runs an active job by hand for schedule_run: not a paused,
+// disabled, expired, completed or over-budget one (an operator's manual
+// run may), and at most once per cron.agent.min_interval.
+func (a *AgentJobs) runNow(ctx context.Context, st Status) error {
+	s, j := a.s, st.Job
+	now := s.clock.Now().UTC()
+	switch {
+	case st.Status == StatusPaused:
+		return fmt.Errorf("job %q is paused (by %s: %s): resume it first (schedule_resume lifts only a pause of schedule_pause)", j.ID, st.State.pausedBy(), st.State.PausedReason)
+	case st.Status != StatusActive:
+		return fmt.Errorf("job %q is %s: schedule_run runs only an active job", j.ID, st.Status)
+	case st.State.overBudget(j, now):
+		return fmt.Errorf("job %q has used its daily token budget (%d tokens today): it runs again tomorrow", j.ID, st.State.Spent.Tokens)
+	}
+	min := s.cfg.Agent.MinInterval
+	var refused error
+	_, err := updateState(ctx, s.bus.State, j.ID, func(st *State) bool {
+		refused = nil
+		if st.AgentRunAt != nil && now.Sub(*st.AgentRunAt) < min {
+			refused = fmt.Errorf("job %q was run with schedule_run at %s: it may run by hand again from %s (cron.agent.min_interval %s)",
+				j.ID, st.AgentRunAt.Format(time.RFC3339), st.AgentRunAt.Add(min).Format(time.RFC3339), min)
+			return false
+		}
+		st.AgentRunAt = &now
+		return true
+	})
+	if err != nil {
+		return agentError(err)
+	}
+	if refused != nil {
+		return refused
+	}
+	if _, err := s.RunNow(ctx, j.ID); err != nil {
+		// Not run: give the interval back.
+		_, _ = updateState(ctx, s.bus.State, j.ID, func(st *State) bool {
+			if st.AgentRunAt == nil || !st.AgentRunAt.Equal(now) {
+				return false
+			}
+			st.AgentRunAt = nil
+			return true
+		})
+		return agentError(err)
+	}
+	return nil
 }
 
 // owns reports whether j is owner's: a job of origin agent it created.
@@ -301,11 +366,22 @@ func info(st Status) schedule.Info {
 }
 
 // finalTick reports whether the run of tick was the job's last: a
-// one-shot's tick, the tick after which its schedule or expires_at has no
-// more, or the max_runs-th fire (as st counts them).
+// one-shot's tick; or, once the job fires no more (max_runs fires
+// published, or its schedule or expires_at has no tick after its last),
+// the run of its last published tick (st.LastTick), or a run of an earlier
+// tick (a queued one, a retry) that ends after the last tick's run ended.
+// A run of an earlier tick is not the last even when max_runs is reached:
+// the run of the last tick is still to come.
 func finalTick(j Job, st State, tick time.Time) bool {
 	if j.At != nil {
 		return tick.Equal(*j.At)
+	}
+	if st.LastTick == nil || tick.After(*st.LastTick) {
+		return false // (its fire is not recorded yet)
+	}
+	last := *st.LastTick
+	if tick.Before(last) && (st.Ended == nil || st.Ended.Before(last)) {
+		return false
 	}
 	if j.MaxRuns > 0 && st.Fires >= j.MaxRuns {
 		return true
@@ -314,7 +390,7 @@ func finalTick(j Job, st State, tick time.Time) bool {
 	if err != nil {
 		return false
 	}
-	next := sched.Next(tick)
+	next := sched.Next(last)
 	return next.IsZero() || (j.ExpiresAt != nil && next.After(*j.ExpiresAt))
 }
 
@@ -326,9 +402,13 @@ func finalTick(j Job, st State, tick time.Time) bool {
 // changed meanwhile is left alone.
 func (s *Scheduler) deleteAfterRun(ctx context.Context, run *agentwork.Run, j Job, rev uint64, st State) (bool, error) {
 	req := run.Request
+	if !j.DeleteAfterRun || j.Origin == OriginConfig || req.Manual || req.ScheduledAt == nil {
+		return false, nil
+	}
 	attempt, _ := strconv.Atoi(req.Metadata[metaRetry])
-	retryPending := st.Retry != nil && st.Retry.Attempt > attempt // (the fire clears a retry it published)
-	if !j.DeleteAfterRun || j.Origin == OriginConfig || req.Manual || req.ScheduledAt == nil || retryPending || !finalTick(j, st, *req.ScheduledAt) {
+	// A retry of its tick or of another (the fire clears a retry it published).
+	retryPending := st.Retry != nil && (!st.Retry.Tick.Equal(*req.ScheduledAt) || st.Retry.Attempt > attempt)
+	if retryPending || !finalTick(j, st, *req.ScheduledAt) {
 		return false, nil
 	}
 	err := s.deleteAt(ctx, j.ID, rev)

@@ -1,6 +1,7 @@
 package cron
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -11,12 +12,15 @@ import (
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
+	"github.com/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/schedule"
 )
 
 var (
 	alice = schedule.Owner{Source: "task", Name: "alice", RunID: "run-a"}
 	bob   = schedule.Owner{Source: "task", Name: "bob", RunID: "run-b"}
+	carol = schedule.Owner{Source: "task", Name: "carol", RunID: "run-c"}
 )
 
 func oneShot(key string, in time.Duration) schedule.Job {
@@ -120,7 +124,7 @@ func TestAgentJobsLimitsAndOwnership(t *testing.T) {
 	b := bustest.New(t)
 	s, _ := startScheduler(t, b, Config{
 		Jobs:  []Job{{ID: "report", Schedule: "0 9 * * *", Prompt: "report"}},
-		Agent: Agent{MaxJobs: 2, MinInterval: 10 * time.Minute},
+		Agent: Agent{MaxJobs: 2, MaxJobsTotal: 3, MinInterval: 10 * time.Minute},
 	}, make(chan TickResult, 100), func(s *Scheduler) { s.connectors = []string{"console", "telegram"} })
 	a, ctx := s.Agent(), t.Context()
 	every := func(d string) schedule.Job {
@@ -161,6 +165,11 @@ func TestAgentJobsLimitsAndOwnership(t *testing.T) {
 	}
 	eventually(t, func() bool { l, _ := a.List(ctx, bob); return len(l) == 1 })
 
+	// All owners together: cron.agent.max_jobs_total (here 3).
+	if _, _, err := a.Create(ctx, carol, every("1h")); err == nil || !strings.Contains(err.Error(), "quota reached: the runtime has 3 jobs created with schedule_create") {
+		t.Errorf("a fourth job of all owners = %v, want the total quota reached", err)
+	}
+
 	// Each sees, pauses and deletes only its own.
 	if l, _ := a.List(ctx, alice); len(l) != 2 || !slices.Contains(ids, l[0].ID) || !slices.Contains(ids, l[1].ID) {
 		t.Errorf("List(alice) = %+v, want her 2 jobs", l)
@@ -197,5 +206,204 @@ func TestAgentJobsLimitsAndOwnership(t *testing.T) {
 	set, err := s.Policy().SettingsFor(ctx, bus.SourceCron, bobs.ID)
 	if err != nil || !slices.Equal(set.Tools, []string{"notify_user"}) {
 		t.Errorf("the tools of an agent job = %v, %v; want [notify_user]", set.Tools, err)
+	}
+}
+
+// toolsOf returns the schedule tools over s, called as run.
+func toolsOf(t *testing.T, s *Scheduler, run tools.RunInfo) (*tools.Registry, context.Context) {
+	t.Helper()
+	reg, err := tools.NewRegistry(schedule.Tools(s.Agent(), nil)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, tools.WithRun(t.Context(), run)
+}
+
+func TestScheduleCreateFromARunThatDeliversToAChat(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, _ := startScheduler(t, b, Config{}, make(chan TickResult, 100), WithConnectors("console", "telegram"))
+	reg, ctx := toolsOf(t, s, tools.RunInfo{ID: "run-1", Source: "task", Name: "chat", Targets: []string{"telegram:42"}})
+
+	c := reg.Call(ctx, "c1", schedule.CreateName, `{"name":"tea","prompt":"remind the user of the tea","in":"20m"}`)
+	if c.Outcome != tools.OutcomeOK {
+		t.Fatalf("schedule_create from a run delivering to telegram:42 = %s %q, want created", c.Outcome, c.Error)
+	}
+	var l []schedule.Info
+	var err error
+	eventually(t, func() bool {
+		l, err = s.Agent().List(ctx, schedule.Owner{Source: "task", Name: "chat"})
+		return err != nil || len(l) == 1
+	})
+	if err != nil || !slices.Equal(l[0].Targets, []string{"telegram:42"}) {
+		t.Errorf("the job's targets = %+v, %v; want the run's [telegram:42]", l, err)
+	}
+	// The API takes a destination as well.
+	if _, err := s.Add(ctx, Job{ID: "ops", Schedule: "@daily", Prompt: "p", Targets: []string{"telegram:-100123"}}); err != nil {
+		t.Errorf("Add with a target with a destination: %v", err)
+	}
+}
+
+func TestAgentJobsLiftOnlyTheirOwnPauses(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, _ := startScheduler(t, b, Config{PauseAfter: 1, Agent: Agent{MinInterval: 10 * time.Minute}}, make(chan TickResult, 100))
+	a, ctx := s.Agent(), t.Context()
+	info, _, err := a.Create(ctx, alice, schedule.Job{Name: "poll", Prompt: "poll", Schedule: "@every 1h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := info.ID
+	act := func(action string) error { _, err := a.Act(ctx, alice, id, action); return err }
+	state := func() State {
+		st, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.State
+	}
+	refused := func(what string, err error, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s = %v, want an error containing %q", what, err, w)
+			}
+		}
+	}
+
+	// The operator's pause: the tools neither lift nor take it over.
+	if _, err := s.Pause(ctx, id, "too chatty"); err != nil {
+		t.Fatal(err)
+	}
+	refused("resume of the operator's pause", act(schedule.ActionResume), "paused by the operator (too chatty)", "agentwork cron resume "+id)
+	refused("pause of a job the operator paused", act(schedule.ActionPause), "already paused, by the operator")
+	refused("run of a paused job", act(schedule.ActionRun), "is paused")
+	if st := state(); !st.Paused || st.PausedBy != PausedByOperator {
+		t.Fatalf("state after the refused calls = %+v, want the operator's pause", st)
+	}
+	if _, err := s.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+
+	// Its own pause it lifts, without resetting the day's tokens.
+	s.observe(&agentwork.Run{ID: "r1", Request: agentwork.Request{Source: bus.SourceCron, Name: id}, Result: &agentwork.Result{Usage: &model.Usage{InputTokens: 70, OutputTokens: 30}}}, bus.OutcomeDone)
+	if err := act(schedule.ActionPause); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	if err := act(schedule.ActionResume); err != nil {
+		t.Fatalf("resume of its own pause: %v", err)
+	}
+	if st := state(); st.Paused || st.Spent == nil || st.Spent.Tokens != 100 {
+		t.Errorf("state after its pause and resume = %+v, want active with today's 100 tokens kept", st)
+	}
+
+	// The failures' pause (pause_after 1) and the budget's: refused.
+	s.observe(&agentwork.Run{ID: "r2", Request: agentwork.Request{Source: bus.SourceCron, Name: id}, Result: &agentwork.Result{Error: "boom"}}, bus.OutcomeError)
+	refused("resume of the failures' pause", act(schedule.ActionResume), "paused by the runtime after its failed runs", "agentwork cron resume")
+	if st := state(); !st.Paused || st.ConsecutiveFailures != 1 {
+		t.Errorf("state after the refused resume = %+v, want paused with its failure", st)
+	}
+	if _, err := s.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, id, json.RawMessage(`{"budget":{"daily_tokens":150}}`)); err != nil {
+		t.Fatal(err)
+	}
+	s.observe(&agentwork.Run{ID: "r3", Request: agentwork.Request{Source: bus.SourceCron, Name: id}, Result: &agentwork.Result{Usage: &model.Usage{InputTokens: 100}}}, bus.OutcomeDone)
+	refused("resume of the budget's pause", act(schedule.ActionResume), "paused by its daily token budget")
+	refused("run over budget", act(schedule.ActionRun), "is paused")
+	if st := state(); !st.Paused || st.Spent.Tokens != 100 {
+		t.Errorf("state after the refused resume = %+v, want paused with today's tokens", st)
+	}
+
+	// schedule_run: an active job, once per min_interval; not a disabled one.
+	if _, err := s.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, id, json.RawMessage(`{"budget":null}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := act(schedule.ActionRun); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	refused("a second run within min_interval", act(schedule.ActionRun), "may run by hand again from", "cron.agent.min_interval 10m0s")
+	if n := len(requests(t, b)); n != 1 {
+		t.Errorf("%d requests published, want 1", n)
+	}
+	if _, err := s.Update(ctx, id, json.RawMessage(`{"enabled":false}`)); err != nil {
+		t.Fatal(err)
+	}
+	refused("run of a disabled job", act(schedule.ActionRun), "is disabled")
+}
+
+// A delete_after_run job with max_runs is deleted after the run of its
+// last tick, not after the run of an earlier tick that ends once the last
+// was published (a queued run, a catch-up), nor while a retry is pending.
+func TestAgentJobsDeleteAfterTheRunOfTheLastPublishedTick(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, _ := startScheduler(t, b, Config{}, make(chan TickResult, 100))
+	a, ctx := s.Agent(), t.Context()
+	info, _, err := a.Create(ctx, alice, schedule.Job{Name: "poll", Prompt: "poll", Schedule: "@every 1h", MaxRuns: 2, DeleteAfterRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, info.ID, json.RawMessage(`{"overlap":"queue","retry":{"attempts":1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	t1 := time.Now().UTC().Truncate(time.Hour).Add(-time.Hour)
+	t2 := t1.Add(time.Hour)
+	// Both ticks published: max_runs reached.
+	if _, err := updateState(ctx, b.State, info.ID, func(st *State) bool { st.Fires, st.LastTick = 2, &t2; return true }); err != nil {
+		t.Fatal(err)
+	}
+	run := func(id string, tick time.Time, retry string, outcome string) {
+		t.Helper()
+		req := agentwork.Request{Source: bus.SourceCron, Name: info.ID, ScheduledAt: &tick}
+		if retry != "" {
+			req.Metadata = map[string]string{metaRetry: retry}
+		}
+		var res *agentwork.Result
+		if outcome == bus.OutcomeError {
+			res = &agentwork.Result{Error: "boom"}
+		}
+		s.observe(&agentwork.Run{ID: id, Request: req, Result: res}, outcome)
+	}
+	exists := func() bool {
+		_, err := s.Get(ctx, info.ID)
+		if err != nil && !isErr(err, ErrNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+
+	run("r2", t2, "", bus.OutcomeError) // the last tick's run fails: a retry follows
+	run("r1", t1, "", bus.OutcomeDone)  // the first tick's queued run ends after it
+	if !exists() {
+		t.Fatal("the job was deleted while the run of its last tick was to be retried")
+	}
+	if st := waitState(t, b, info.ID, func(State) bool { return true }); st.Retry == nil || !st.Retry.Tick.Equal(t2) {
+		t.Fatalf("the retry of the last tick = %+v, want it kept after an earlier tick's run succeeded", st.Retry)
+	}
+	run("r2b", t2, "1", bus.OutcomeDone) // the retry: the last run of the job
+	if exists() {
+		t.Error("the job is left after the retry that ended its runs")
+	}
+
+	// Without a retry: the first tick's run ends after the second was published.
+	info, _, err = a.Create(ctx, alice, schedule.Job{Name: "poll", Prompt: "poll", Schedule: "@every 1h", MaxRuns: 2, DeleteAfterRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := updateState(ctx, b.State, info.ID, func(st *State) bool { st.Fires, st.LastTick = 2, &t2; return true }); err != nil {
+		t.Fatal(err)
+	}
+	run("q1", t1, "", bus.OutcomeDone)
+	if !exists() {
+		t.Fatal("the job was deleted after the run of its first tick, before the run of its last")
+	}
+	run("q2", t2, "", bus.OutcomeDone)
+	if exists() {
+		t.Error("the job is left after the run of its last tick")
 	}
 }

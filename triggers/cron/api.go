@@ -311,18 +311,33 @@ func (s *Scheduler) deleteAt(ctx context.Context, id string, rev uint64) error {
 
 // Pause stops a job from firing, with a reason shown in its status.
 func (s *Scheduler) Pause(ctx context.Context, id, reason string) (Status, error) {
+	if reason == "" {
+		reason = "paused by hand"
+	}
+	return s.pause(ctx, id, reason, PausedByOperator)
+}
+
+// pause pauses job id for by (PausedBy*). The agent does not take over
+// another's pause: that would let it lift the pause.
+func (s *Scheduler) pause(ctx context.Context, id, reason, by string) (Status, error) {
 	j, _, err := s.readJob(ctx, id)
 	if err != nil {
 		return Status{}, err
 	}
-	if reason == "" {
-		reason = "paused by hand"
-	}
 	now := s.clock.Now().UTC()
+	var refused error
 	st, err := updateState(ctx, s.bus.State, id, func(st *State) bool {
-		st.Paused, st.PausedReason, st.PausedAt, st.PausedUntil = true, reason, &now, nil
+		refused = nil
+		if by == PausedByAgent && st.pausedAt(now) && st.PausedBy != PausedByAgent {
+			refused = fmt.Errorf("job %q is already paused, by %s (%s): it stays paused until an operator resumes it (agentwork cron resume %s)", id, st.pausedBy(), st.PausedReason, id)
+			return false
+		}
+		st.Paused, st.PausedReason, st.PausedAt, st.PausedUntil, st.PausedBy = true, reason, &now, nil, by
 		return true
 	})
+	if err == nil {
+		err = refused
+	}
 	if err != nil {
 		return Status{}, err
 	}
@@ -333,20 +348,37 @@ func (s *Scheduler) Pause(ctx context.Context, id, reason string) (Status, error
 // pause are not caught up) and resets its failure count and today's count
 // of tokens: a job its budget paused may spend its budget once more today.
 func (s *Scheduler) Resume(ctx context.Context, id string) (Status, error) {
+	return s.resume(ctx, id, PausedByOperator)
+}
+
+// resume lifts the pause of job id for by. The agent (PausedByAgent) lifts
+// only its own pause, and leaves the failure count and the day's tokens.
+func (s *Scheduler) resume(ctx context.Context, id, by string) (Status, error) {
 	j, _, err := s.readJob(ctx, id)
 	if err != nil {
 		return Status{}, err
 	}
 	now := s.clock.Now().UTC()
+	var refused error
 	st, err := updateState(ctx, s.bus.State, id, func(st *State) bool {
+		refused = nil
 		if !st.Paused {
 			return false
 		}
-		st.Paused, st.PausedReason, st.PausedAt, st.PausedUntil, st.ResumedAt = false, "", nil, nil, &now
-		st.ConsecutiveFailures = 0
-		st.Spent.Reset()
+		if by == PausedByAgent && st.PausedBy != PausedByAgent && st.pausedAt(now) {
+			refused = fmt.Errorf("job %q was paused by %s (%s), not with schedule_pause: the schedule tools resume only their own pauses; an operator can resume it with agentwork cron resume %s", id, st.pausedBy(), st.PausedReason, id)
+			return false
+		}
+		st.Paused, st.PausedReason, st.PausedAt, st.PausedUntil, st.PausedBy, st.ResumedAt = false, "", nil, nil, "", &now
+		if by != PausedByAgent {
+			st.ConsecutiveFailures = 0
+			st.Spent.Reset()
+		}
 		return true
 	})
+	if err == nil {
+		err = refused
+	}
 	if err != nil {
 		return Status{}, err
 	}

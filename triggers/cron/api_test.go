@@ -276,8 +276,8 @@ func TestPolicyToolsOfTheJob(t *testing.T) {
 	if _, err := s.Update(ctx, "adhoc", json.RawMessage(`{"tools":["bad glob"]}`)); !isErr(err, ErrInvalid) || !strings.Contains(err.Error(), "tools[0]") {
 		t.Errorf("Update(bad glob) = %v, want ErrInvalid naming tools[0]", err)
 	}
-	if got, err := toolsFor(ctx, "cron", "gone"); err != nil || got != nil {
-		t.Errorf("the tools of (no such job) = %v, %v; want none (the job gate skips the run)", got, err)
+	if got, err := toolsFor(ctx, "cron", "gone"); !isErr(err, ErrNotFound) || got != nil {
+		t.Errorf("the tools of (no such job) = %v, %v; want not found, never runner.tools (the run is tried again, and the job gate skips it)", got, err)
 	}
 }
 

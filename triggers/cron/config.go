@@ -162,7 +162,8 @@ type Job struct {
 	// Enabled: a disabled job does not fire (it can still be run by hand).
 	// Default true.
 	Enabled *bool `yaml:"enabled" json:"enabled,omitempty"`
-	// Targets are connector names. Default: cron.targets, else the runner's.
+	// Targets are connector names, each optionally with a destination
+	// (telegram:-1001234567890). Default: cron.targets, else the runner's.
 	Targets []string `yaml:"targets" json:"targets,omitempty"`
 	// Deliver is auto (default: what the model passes to notify_user when
 	// it calls it, else its answer), reply (the answer), notify (only what
@@ -324,9 +325,7 @@ func (j *Job) validate(p string) error {
 		add("prompt", "missing: say what the model should do")
 	}
 	for i, t := range j.Targets {
-		if !bus.ValidToken(t) {
-			add(fmt.Sprintf("targets[%d]", i), "%q is not a connector name", t)
-		}
+		errs = append(errs, connectors.CheckTarget(fmt.Sprintf("%stargets[%d]", p, i), t))
 	}
 	switch j.Deliver {
 	case "", agentwork.DeliverAuto, agentwork.DeliverReply, agentwork.DeliverNotify, agentwork.DeliverNone:

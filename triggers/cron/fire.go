@@ -215,7 +215,7 @@ func (s *Scheduler) lift(ctx context.Context, id string, until time.Time) (State
 			return false // resumed or paused again meanwhile
 		}
 		resumed := until.Add(-time.Nanosecond).UTC() // the tick at until runs
-		st.Paused, st.PausedReason, st.PausedAt, st.PausedUntil, st.ResumedAt = false, "", nil, nil, &resumed
+		st.Paused, st.PausedReason, st.PausedAt, st.PausedUntil, st.PausedBy, st.ResumedAt = false, "", nil, nil, "", &resumed
 		return true
 	})
 }

@@ -36,19 +36,22 @@ func (s *Scheduler) Policy() agentwork.Policy {
 	}
 }
 
-// settingsOf returns the settings of job id as it is now (none for a job
-// that no longer exists: its run is skipped by the job gate).
+// settingsOf returns the settings of job id as it is now. A job that no
+// longer exists (deleted after the job gate let its run in) has none: an
+// error, never the runner's settings, which would give a deleted agent
+// job's prompt the runner's tools; the run is tried again and the job
+// gate skips it as deleted.
 func (s *Scheduler) settingsOf(ctx context.Context, _, id string) (agentwork.Settings, error) {
 	j, _, err := s.readJob(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return agentwork.Settings{}, nil
+	if err != nil {
+		return agentwork.Settings{}, err
 	}
 	set := agentwork.Settings{Tools: j.Tools, MaxSteps: j.MaxSteps, Timeout: time.Duration(j.Timeout), Model: j.Model, Fallback: j.Fallback, Memory: j.Memory, MemoryFlush: j.MemoryFlush}
-	if err == nil && len(j.Tools) == 0 && j.Origin == OriginAgent {
+	if len(j.Tools) == 0 && j.Origin == OriginAgent {
 		// The allow-list of agent-created jobs, as the config says now.
 		set.Tools = s.cfg.Agent.Tools
 	}
-	return set, err
+	return set, nil
 }
 
 // jobGate checks a cron request against its job and sets the run's
@@ -133,6 +136,13 @@ func (s *Scheduler) observe(run *agentwork.Run, outcome string) {
 	attempt, _ := strconv.Atoi(run.Request.Metadata[metaRetry])
 	now := s.clock.Now().UTC()
 	var alert, paused, overBudget bool
+	tick := run.Request.ScheduledAt
+	ended := func(st *State) bool {
+		if !run.Request.Manual && tick != nil && (st.Ended == nil || tick.After(*st.Ended)) && (st.Retry == nil || !st.Retry.Tick.Equal(*tick)) {
+			st.Ended = ptr(tick.UTC())
+		}
+		return true
+	}
 	st, err := updateState(ctx, s.bus.State, id, func(st *State) bool {
 		alert, paused, overBudget = false, false, false
 		if res.Usage != nil && st.LastRunID != run.ID { // once per run
@@ -144,18 +154,21 @@ func (s *Scheduler) observe(run *agentwork.Run, outcome string) {
 			st.LastReason = res.Class
 		}
 		if gateSkip {
-			return true
+			return ended(st)
 		}
 		st.Runs++
 		if outcome != bus.OutcomeError {
 			st.ConsecutiveFailures = 0
-			st.Retry = nil
-			return true
+			if tick == nil || st.Retry == nil || !st.Retry.Tick.After(*tick) {
+				st.Retry = nil // (not a later tick's: an earlier tick's success does not settle it)
+			}
+			return ended(st)
 		}
 		st.ConsecutiveFailures++
 		alert = alertAfter > 0 && st.ConsecutiveFailures == alertAfter
-		if pauseAfter > 0 && st.ConsecutiveFailures >= pauseAfter && !st.Paused {
-			st.Paused, st.PausedAt, st.PausedUntil, paused = true, &now, nil, true
+		if pauseAfter > 0 && st.ConsecutiveFailures >= pauseAfter && (!st.Paused || st.PausedBy == PausedByAgent) {
+			// (It takes over a pause of the schedule tools: they cannot lift it.)
+			st.Paused, st.PausedAt, st.PausedUntil, st.PausedBy, paused = true, &now, nil, PausedByFailures, true
 			st.PausedReason = fmt.Sprintf("paused after %d consecutive failed runs; last error: %s", st.ConsecutiveFailures, res.Error)
 			st.Retry = nil
 		}
@@ -163,7 +176,7 @@ func (s *Scheduler) observe(run *agentwork.Run, outcome string) {
 			backoff := time.Duration(j.Retry.Backoff) << attempt
 			st.Retry = &RetryState{Tick: run.Request.ScheduledAt.UTC(), Attempt: attempt + 1, At: now.Add(backoff)}
 		}
-		return true
+		return ended(st)
 	})
 	if err != nil {
 		log.Warn("observe run: state not updated", zap.Error(err))
@@ -193,10 +206,10 @@ func (s *Scheduler) observe(run *agentwork.Run, outcome string) {
 func spend(st *State, j Job, tokens int, now time.Time) bool {
 	var p *budget.Pause
 	st.Spent, p = budget.Spend(st.Spent, j.Budget, tokens, now, j.Location())
-	if p == nil || st.pausedAt(now) {
+	if p == nil || (st.pausedAt(now) && st.PausedBy != PausedByAgent) {
 		return false
 	}
-	st.Paused, st.PausedAt, st.PausedUntil, st.PausedReason = true, &now, &p.Until, p.Reason
+	st.Paused, st.PausedAt, st.PausedUntil, st.PausedReason, st.PausedBy = true, &now, &p.Until, p.Reason, PausedByBudget
 	return true
 }
 

@@ -1,6 +1,7 @@
 package cron
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -276,5 +277,46 @@ func TestRunAllCatchupRunsEveryTick(t *testing.T) {
 	}
 	if st := waitState(t, b, "daily", func(st State) bool { return st.Runs == 3 }); st.Fires != 4 {
 		t.Fatalf("state = %+v", st)
+	}
+}
+
+// A job deleted after the job gate let its run in (here: by a gate after
+// it) does not run with the runner's tools: its settings are an error, the
+// run is tried again, and the job gate skips it as deleted.
+func TestRunOfAJobDeletedAfterTheGateIsSkipped(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, _ := startScheduler(t, b, Config{}, make(chan TickResult, 100))
+	ctx := t.Context()
+	if _, err := s.Add(ctx, Job{ID: "adhoc", Schedule: "@daily", Prompt: "look", Targets: []string{"ops"}}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := script.New(script.Config{Rules: []script.Rule{{Match: script.Match{Source: "cron"}, Reply: script.Reply{Text: "ran"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(tools.Notify())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := agentwork.NewRunner(b, p, reg, agentwork.Config{
+		AckWait: time.Second, Backoff: []time.Duration{50 * time.Millisecond}, ShutdownGrace: time.Second,
+	}, agentwork.WithConnectors("ops"))
+	pol := s.Policy()
+	pol.Input = append(pol.Input, agentwork.InputGateFunc(func(ctx context.Context, run *agentwork.Run) error {
+		if err := s.Delete(ctx, run.Request.Name); err != nil && !isErr(err, ErrNotFound) {
+			return err
+		}
+		return nil
+	}))
+	r.Handle(bus.SourceCron, pol)
+	events := cronEvents(t, b)
+	t.Cleanup(runUntil(t, r.Run))
+
+	if _, err := s.RunNow(ctx, "adhoc"); err != nil {
+		t.Fatal(err)
+	}
+	if ev, res := nextEvent(t, events); ev.Type != "agentwork.cron.skip" || res.Reason != ReasonDeleted {
+		t.Fatalf("event %s %+v, want skipped as deleted (not run with the runner's settings)", ev.Type, res)
 	}
 }

@@ -38,6 +38,10 @@ type State struct {
 	LastOutcome string     `json:"last_outcome,omitempty"`
 	LastReason  string     `json:"last_reason,omitempty"`
 	LastError   string     `json:"last_error,omitempty"`
+	// Ended is the latest tick whose scheduled run ended for good (done,
+	// skipped, or failed with no retry to follow): delete_after_run waits
+	// for the run of the last tick.
+	Ended *time.Time `json:"ended,omitempty"`
 	// Runs counts runs that reached the model.
 	Runs int `json:"runs"`
 	// ConsecutiveFailures counts error outcomes since the last success.
@@ -52,8 +56,17 @@ type State struct {
 	// the job's next midnight in its time zone. The first fire of its
 	// timer from then on resumes the job.
 	PausedUntil *time.Time `json:"paused_until,omitempty"`
+	// PausedBy is who paused the job: PausedByOperator (cron pause, the
+	// jobs API), PausedByFailures (pause_after), PausedByBudget, or
+	// PausedByAgent (schedule_pause: the only pause the schedule tools
+	// may lift). Empty on a pause recorded before it was kept: not the
+	// agent's.
+	PausedBy string `json:"paused_by,omitempty"`
 	// ResumedAt: ticks before it are not caught up.
 	ResumedAt *time.Time `json:"resumed_at,omitempty"`
+	// AgentRunAt is when schedule_run last ran the job by hand: it may run
+	// it again cron.agent.min_interval after.
+	AgentRunAt *time.Time `json:"agent_run_at,omitempty"`
 
 	// Spent is what the job's runs spent today, for its budget.
 	Spent *budget.Spent `json:"spent,omitempty"`
@@ -61,6 +74,35 @@ type State struct {
 	// Retry is a pending re-run of a failed tick (its timer is
 	// cron.<id>.retry).
 	Retry *RetryState `json:"retry,omitempty"`
+}
+
+// Who paused a job (State.PausedBy).
+const (
+	PausedByOperator = "operator"
+	PausedByFailures = "failures"
+	PausedByBudget   = "budget"
+	PausedByAgent    = "agent"
+)
+
+// pausedBy says who paused the job, for a refusal: "the operator", ...
+func (st *State) pausedBy() string {
+	switch st.PausedBy {
+	case PausedByOperator:
+		return "the operator"
+	case PausedByFailures:
+		return "the runtime after its failed runs (cron.pause_after)"
+	case PausedByBudget:
+		return "its daily token budget"
+	case PausedByAgent:
+		return "schedule_pause"
+	}
+	return "the operator or the runtime"
+}
+
+// overBudget reports whether the job's next run would pass its daily
+// budget: today's tokens plus those of its last run.
+func (st *State) overBudget(j Job, now time.Time) bool {
+	return j.Budget.Over(st.Spent, now, j.Location())
 }
 
 // pausedAt reports whether the job is paused at now: paused, and not a
