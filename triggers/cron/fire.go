@@ -131,24 +131,32 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 		return err
 	}
 	defer func() { release() }()
-	j, _, err := s.readJob(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return nil
+	var (
+		j     Job
+		st    State
+		sched Schedule
+	)
+	// load reads the job and its state; false: nothing to fire.
+	load := func() (bool, error) {
+		var err error
+		j, _, err = s.readJob(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if st, err = readState(ctx, s.bus.State, id); err != nil {
+			return false, err
+		}
+		if sched, err = j.Sched(); err != nil {
+			log.Error("job cannot be scheduled; fix it with cron update", zap.Error(err))
+			return false, nil
+		}
+		return active(j, st), nil
 	}
-	if err != nil {
+	if ok, err := load(); !ok || err != nil {
 		return err
-	}
-	st, err := readState(ctx, s.bus.State, id)
-	if err != nil {
-		return err
-	}
-	sched, err := j.Sched()
-	if err != nil {
-		log.Error("job cannot be scheduled; fix it with cron update", zap.Error(err))
-		return nil
-	}
-	if !active(j, st) {
-		return nil
 	}
 	now := s.clock.Now()
 	waited := false
@@ -160,6 +168,20 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 				return err
 			}
 			waited, now = true, s.clock.Now()
+			if s.changedSince(id, j.UpdatedAt) {
+				// Changed (or deleted) while the fire waited: the tick it
+				// waited for may be no tick of the job any more (a
+				// one-shot moved). Work from the job as it is now; the
+				// runs' job gate sees pauses and deletions.
+				if release, err = s.slot(ctx); err != nil {
+					return err
+				}
+				waited = false
+				if ok, err := load(); !ok || err != nil {
+					return err
+				}
+				now = s.clock.Now()
+			}
 		}
 	}
 	if st.Paused && st.PausedUntil != nil && !now.Before(*st.PausedUntil) {
@@ -202,6 +224,15 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 		return err
 	}
 	return s.arm(ctx, j, sched, st)
+}
+
+// changedSince reports whether the job's definition, as the jobs watch
+// last saw it, is no longer the one updated at updated (or is gone).
+func (s *Scheduler) changedSince(id string, updated time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.entries[id]
+	return !ok || e.job.ID == "" || !e.job.UpdatedAt.Equal(updated)
 }
 
 // lift ends a pause that was until until (the budget's): the job fires

@@ -417,3 +417,40 @@ func TestPlanLongDowntime(t *testing.T) {
 		}
 	}
 }
+
+// A one-shot moved while its fire waits for its tick (the timer fires a
+// second ahead) does not fire at its old time: the fire sees the change
+// after the wait and works from the job as it is now. It fires once, at
+// its new time.
+func TestOneShotMovedWhileItsFireWaits(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	results := make(chan TickResult, 100)
+	s, _ := startScheduler(t, b, Config{}, results)
+	ctx := t.Context()
+	at := time.Now().UTC().Add(3 * time.Second).Truncate(time.Second)
+	if _, err := s.Add(ctx, Job{ID: "once", At: &at, Prompt: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	// The timer fires a second ahead; its fire then waits for the tick.
+	eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.inFire["once"] > 0
+	})
+	moved := at.Add(2 * time.Second)
+	if _, err := s.Update(ctx, "once", []byte(`{"at":"`+moved.Format(time.RFC3339)+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if r := nextResults(t, results, 1)[0]; r.What != "fired" || !r.Tick.Equal(moved) {
+		t.Fatalf("result %+v, want fired at the new time %s", r, moved)
+	}
+	reqs := requests(t, b)
+	if len(reqs) != 1 || !reqs[0].Req.ScheduledAt.Equal(moved) {
+		var got []string
+		for _, r := range reqs {
+			got = append(got, r.Req.ScheduledAt.Format(time.TimeOnly))
+		}
+		t.Fatalf("requests for %v, want one, for %s", got, moved.Format(time.TimeOnly))
+	}
+}
