@@ -354,13 +354,6 @@ func Tools(jobs Jobs, now func() time.Time) []tools.Spec {
 // (telegram:12345) only when it is one of the run's own. A run cannot send
 // its jobs' notifications anywhere it could not send its own.
 func checkTargets(targets, own []string) error {
-	var names []string
-	for _, o := range own {
-		name, _, _ := strings.Cut(o, ":")
-		if !slices.Contains(names, name) {
-			names = append(names, name)
-		}
-	}
 	where := "nowhere (it has no targets)"
 	if len(own) > 0 {
 		where = strings.Join(own, ", ")
@@ -370,7 +363,9 @@ func checkTargets(targets, own []string) error {
 		switch {
 		case dest && !slices.Contains(own, t):
 			return fmt.Errorf("targets: %q names a destination this run does not deliver to (it delivers to %s); name one of those, or leave targets out to deliver where this run does", t, where)
-		case !dest && !slices.Contains(names, name):
+		case !dest && !slices.Contains(own, name):
+			// A bare name goes to the connector's own chat or channel:
+			// only a run that delivers there may send a job there.
 			return fmt.Errorf("targets: %q is not a connector this run delivers to (it delivers to %s); a job may deliver only where the run that creates it does: name one of those, or leave targets out", t, where)
 		}
 	}

@@ -138,14 +138,16 @@ func TestCreateActsForTheRun(t *testing.T) {
 		{"an owner in the arguments", `{"name":"x","prompt":"y","in":"1m","owner":"someone"}`, "unknown field"},
 		{"a destination the run does not deliver to", `{"name":"x","prompt":"y","in":"1m","targets":["telegram:666"]}`, `targets: "telegram:666" names a destination this run does not deliver to`},
 		{"a connector the run does not deliver to", `{"name":"x","prompt":"y","in":"1m","targets":["slack"]}`, `targets: "slack" is not a connector this run delivers to (it delivers to console, telegram:42)`},
+		// The run sends to one chat of telegram, not to its configured one.
+		{"the bare name of a connector the run delivers to one chat of", `{"name":"x","prompt":"y","in":"1m","targets":["telegram"]}`, `targets: "telegram" is not a connector this run delivers to`},
 		{"in the past", `{"name":"x","prompt":"y","at":"2020-01-01T00:00:00Z"}`, "is in the past"},
 	} {
 		if c := reg.Call(ctx, "c2", schedule.CreateName, tc.args); c.Outcome != tools.OutcomeError || !strings.Contains(c.Error, tc.wantErr) {
 			t.Errorf("schedule_create with %s = %s %q, want an error containing %q", tc.name, c.Outcome, c.Error, tc.wantErr)
 		}
 	}
-	// A connector the run delivers to, by name, or one of its targets.
-	if c := reg.Call(ctx, "c4", schedule.CreateName, `{"name":"x","prompt":"y","in":"1m","targets":["telegram","console","telegram:42"]}`); c.Outcome != tools.OutcomeOK {
+	// The run's own targets, as it names them.
+	if c := reg.Call(ctx, "c4", schedule.CreateName, `{"name":"x","prompt":"y","in":"1m","targets":["console","telegram:42"]}`); c.Outcome != tools.OutcomeOK {
 		t.Errorf("schedule_create to the run's connectors = %s %q, want created", c.Outcome, c.Error)
 	}
 	if len(store.created) != 2 {
