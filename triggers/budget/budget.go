@@ -70,8 +70,10 @@ func (b Budget) Over(s *Spent, now time.Time, loc *time.Location) bool {
 // Pause is the pause a budget asks for: until the next midnight of the
 // trigger's time zone, with the reason to show and alert.
 type Pause struct {
-	Until  time.Time
-	Reason string
+	Until time.Time
+	// Reason says what was spent and until when the trigger pauses; Used
+	// says only what was spent.
+	Reason, Used string
 }
 
 // Spend adds a run's tokens to the day's count s (nil, or of another day
@@ -94,6 +96,6 @@ func Spend(s *Spent, b Budget, tokens int, now time.Time, loc *time.Location) (*
 	}
 	y, m, d := local.Date()
 	until := time.Date(y, m, d+1, 0, 0, 0, 0, loc).UTC()
-	return s, &Pause{Until: until, Reason: fmt.Sprintf("used %d tokens today of its daily budget of %d (its last run %d: the next would pass it); paused until %s",
-		s.Tokens, b.DailyTokens, s.LastRun, until.In(loc).Format("2006-01-02 15:04 MST"))}
+	spent := fmt.Sprintf("used %d tokens today of its daily budget of %d (its last run %d: the next would pass it)", s.Tokens, b.DailyTokens, s.LastRun)
+	return s, &Pause{Until: until, Used: spent, Reason: spent + "; paused until " + until.In(loc).Format("2006-01-02 15:04 MST")}
 }

@@ -312,9 +312,23 @@ func TestAgentJobsLiftOnlyTheirOwnPauses(t *testing.T) {
 	s.observe(&agentwork.Run{ID: "r3", Request: agentwork.Request{Source: bus.SourceCron, Name: id}, Result: &agentwork.Result{Usage: &model.Usage{InputTokens: 100}}}, bus.OutcomeDone)
 	refused("resume of the budget's pause", act(schedule.ActionResume), "paused by its daily token budget")
 	refused("run over budget", act(schedule.ActionRun), "is paused")
-	if st := state(); !st.Paused || st.Spent.Tokens != 100 {
-		t.Errorf("state after the refused resume = %+v, want paused with today's tokens", st)
+	if st := state(); !st.Paused || st.Spent.Tokens != 100 || st.PausedUntil == nil {
+		t.Errorf("state after the refused resume = %+v, want paused until midnight with today's tokens", st)
 	}
+
+	// A run that ends over budget while the agent has the job paused:
+	// the budget takes the pause over, but does not end it at midnight.
+	if _, err := s.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := act(schedule.ActionPause); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	s.observe(&agentwork.Run{ID: "r4", Request: agentwork.Request{Source: bus.SourceCron, Name: id}, Result: &agentwork.Result{Usage: &model.Usage{InputTokens: 100}}}, bus.OutcomeDone)
+	if st := state(); !st.Paused || st.PausedBy != PausedByBudget || st.PausedUntil != nil || !strings.Contains(st.PausedReason, "stays paused") {
+		t.Errorf("state after a run over budget under the agent's pause = %+v, want the budget's pause without an end", st)
+	}
+	refused("resume of the budget's pause over the agent's", act(schedule.ActionResume), "paused by its daily token budget")
 
 	// schedule_run: an active job, once per min_interval; not a disabled one.
 	if _, err := s.Resume(ctx, id); err != nil {

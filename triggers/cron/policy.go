@@ -209,7 +209,15 @@ func spend(st *State, j Job, tokens int, now time.Time) bool {
 	if p == nil || (st.pausedAt(now) && st.PausedBy != PausedByAgent) {
 		return false
 	}
-	st.Paused, st.PausedAt, st.PausedUntil, st.PausedReason, st.PausedBy = true, &now, &p.Until, p.Reason, PausedByBudget
+	until := &p.Until
+	if st.pausedAt(now) {
+		// It was paused with schedule_pause, without an end: the budget
+		// takes the pause over (the tools may not lift it) but does not
+		// end it at midnight, which would run a job its agent paused.
+		until = nil
+		p.Reason = p.Used + "; it was paused with schedule_pause, and stays paused"
+	}
+	st.Paused, st.PausedAt, st.PausedUntil, st.PausedReason, st.PausedBy = true, &now, until, p.Reason, PausedByBudget
 	return true
 }
 
