@@ -3,6 +3,7 @@ package cron
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -12,9 +13,11 @@ import (
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
+	"github.com/agentwork/agentwork/internal/clock"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/schedule"
+	"go.uber.org/zap"
 )
 
 var (
@@ -419,5 +422,41 @@ func TestAgentJobsDeleteAfterTheRunOfTheLastPublishedTick(t *testing.T) {
 	run("q2", t2, "", bus.OutcomeDone)
 	if exists() {
 		t.Error("the job is left after the run of its last tick")
+	}
+}
+
+// The run of a delete_after_run job's last tick can end before the fire
+// that published the tick has recorded it; the observer then cannot know
+// it was the last, and the fire deletes the job once it has.
+func TestDeleteAfterRunWhenTheRunEndedFirst(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	tick := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	j := Job{ID: "last", Schedule: "0 * * * *", Prompt: "p", MaxRuns: 1, DeleteAfterRun: true}
+	j.normalize()
+	j.Origin, j.CreatedAt, j.UpdatedAt = OriginAPI, tick.Add(-time.Hour), tick.Add(-time.Hour)
+	data, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Jobs.Put(t.Context(), j.ID, data); err != nil {
+		t.Fatal(err)
+	}
+	// What the observer left: the tick's run ended, the tick not recorded.
+	if data, err = json.Marshal(State{Ended: &tick}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.State.Put(t.Context(), stateKey(j.ID), data); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(b, Config{}, WithClock(clock.NewFake(tick.Add(time.Second))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.fireJob(t.Context(), zap.NewNop(), j.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.readJob(t.Context(), j.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the job after its last tick was recorded: %v, want it deleted", err)
 	}
 }

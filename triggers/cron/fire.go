@@ -133,13 +133,14 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 	defer func() { release() }()
 	var (
 		j     Job
+		rev   uint64 // of j
 		st    State
 		sched Schedule
 	)
 	// load reads the job and its state; false: nothing to fire.
 	load := func() (bool, error) {
 		var err error
-		j, _, err = s.readJob(ctx, id)
+		j, rev, err = s.readJob(ctx, id)
 		if errors.Is(err, ErrNotFound) {
 			return false, nil
 		}
@@ -223,7 +224,26 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 	if err != nil {
 		return err
 	}
+	if s.endedBeforeRecorded(j, sched, st) {
+		// The run of its last tick ended before this fire recorded the
+		// tick, so the observer could not know it was the last: the
+		// delete_after_run is done here (at the revision read: a job
+		// changed meanwhile is left alone).
+		if err := s.deleteAt(ctx, id, rev); err != nil && !bus.IsConflict(err) && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return err
+		}
+		log.Info("job deleted after its last run (delete_after_run)")
+		return nil
+	}
 	return s.arm(ctx, j, sched, st)
+}
+
+// endedBeforeRecorded reports whether j is a delete_after_run job that
+// fires no more and whose last recorded tick's run has ended for good
+// (no retry pending).
+func (s *Scheduler) endedBeforeRecorded(j Job, sched Schedule, st State) bool {
+	return j.DeleteAfterRun && j.Origin != OriginConfig && st.Retry == nil && st.LastTick != nil &&
+		st.Ended != nil && !st.Ended.Before(*st.LastTick) && nextTick(j, sched, st).IsZero()
 }
 
 // changedSince reports whether the job's definition, as the jobs watch
