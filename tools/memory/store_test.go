@@ -363,8 +363,10 @@ func TestTools(t *testing.T) {
 }
 
 // checklist_update replaces the checklist at the revision it read, keeping
-// the previous one in the history; it refuses an empty or too large
-// checklist, and refuses to act while the heartbeat reads a file.
+// the previous one in the history; it refuses a checklist the heartbeat
+// would skip as empty (blank, only a heading, a comment, an empty item or
+// a rule) or one too large, and refuses to act while the heartbeat reads
+// a file.
 func TestChecklistTool(t *testing.T) {
 	t.Parallel()
 	ctx := tools.WithRun(t.Context(), tools.RunInfo{ID: "run-2", Source: "heartbeat", Name: "default"})
@@ -391,7 +393,7 @@ func TestChecklistTool(t *testing.T) {
 	if c := call(s, `{"text":"- [ ] check the backup"}`); c.Outcome != tools.OutcomeOK || !strings.Contains(c.Result, "revision 1 is kept") {
 		t.Fatalf("second checklist_update = %+v", c)
 	}
-	for _, args := range []string{`{"text":" \n "}`, fmt.Sprintf(`{"text":%q}`, strings.Repeat("- x\n", memory.MaxDoc/4+1))} {
+	for _, args := range []string{`{"text":" \n "}`, `{"text":"# Checklist"}`, `{"text":"<!-- later -->"}`, `{"text":"- [ ]"}`, `{"text":"---"}`, fmt.Sprintf(`{"text":%q}`, strings.Repeat("- x\n", memory.MaxDoc/4+1))} {
 		if c := call(s, args); c.Outcome == tools.OutcomeOK || c.Error == "" {
 			t.Errorf("checklist_update(%.30s) = %+v, want a tool error", args, c)
 		}

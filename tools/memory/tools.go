@@ -124,8 +124,10 @@ func (s *Store) checklistTool() tools.Spec {
 				return "", errors.New("not changed: the heartbeat reads its checklist from a file (heartbeat.checklist), not from memory, so this would change nothing; tell the user what to change instead")
 			}
 			text := strings.TrimSpace(secret.Redact(a.Text, s.secrets))
-			if text == "" {
-				return "", errorf(ErrInvalid, "the checklist is empty: write the whole checklist, one item per line (an empty checklist stops the heartbeat; only the user may do that)")
+			if ParseChecklist([]byte(text)).Empty() {
+				// The heartbeat's own rule: it would skip every run
+				// (empty-checklist) without asking the model.
+				return "", errorf(ErrInvalid, "the checklist is empty (it has no items: only blanks, headings, comments, rules or list items without text): write the whole checklist, one item per line with its text (an empty checklist stops the heartbeat; only the user may do that)")
 			}
 			cur, err := s.get(ctx, Checklist)
 			if err != nil && !errors.Is(err, ErrNotFound) {
