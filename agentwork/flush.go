@@ -112,6 +112,12 @@ func (r *Runner) flush(ctx, tctx context.Context, run *Run, p model.Provider, re
 	j.flush = fm
 	// notify_user sends nothing from here on: the flush is silent.
 	fctx := tools.WithDelivery(tctx, &tools.Delivery{Mode: tools.DeliveryNone})
+	// Keep the flush's state before its first model call: a run cut short
+	// in it goes on from the flush, its work not done again (a work that
+	// called nothing but notify_user kept no state of its own).
+	if err := j.Save(fctx, st); err != nil {
+		return r.flushFailed(ctx, run, out, j, timedOut, err)
+	}
 	res, err := tools.Loop(fctx, p, ts.reg, req, lim, tools.From(st), tools.WithJournal(j))
 	out.Usage = res.Usage
 	if res.Model != "" {
@@ -126,12 +132,19 @@ func (r *Runner) flush(ctx, tctx context.Context, run *Run, p model.Provider, re
 	if err == nil {
 		return out, nil
 	}
+	return r.flushFailed(ctx, run, out, j, timedOut, err)
+}
+
+// flushFailed ends the flush of out that err ended: a shutdown (ctx) or
+// the loss of the run to another instance end the run with err (the flush
+// goes on from its checkpoint); any other error is the flush's, logged
+// and on out.Flush, and the run is done.
+func (r *Runner) flushFailed(ctx context.Context, run *Run, out Output, j claimJournal, timedOut func(error) error, err error) (Output, error) {
 	if ctx.Err() != nil || (errors.Is(err, errCheckpoint) && j.held.lost()) {
-		// Shut down, or taken over: the flush goes on from its checkpoint.
 		return out, err
 	}
-	f.Err = timedOut(err)
-	r.log.Warn("memory flush failed; the run is done all the same", zap.String("run", run.ID), zap.Error(f.Err))
+	out.Flush.Err = timedOut(err)
+	r.log.Warn("memory flush failed; the run is done all the same", zap.String("run", run.ID), zap.Error(out.Flush.Err))
 	return out, nil
 }
 
