@@ -104,8 +104,16 @@ func (r *Runner) flush(ctx, tctx context.Context, run *Run, p model.Provider, re
 	out.Calls = st.Calls[:work:work]
 	f := &Flush{}
 	out.Flush = f
-	if st.Steps >= lim.MaxSteps {
-		f.Err = fmt.Errorf("not run: the run made its %d model calls (max_steps) before the flush", lim.MaxSteps)
+	// A flush that writes needs two model calls (the one that stores, the
+	// NO_REPLY) and one tool call: with less, its write would be refused,
+	// or made and then reported as a failure (max_steps).
+	switch left := lim.Steps() - st.Steps; {
+	case left < 2:
+		f.Err = fmt.Errorf("not run: the run left %d of its %d model calls (max_steps) for the flush, which needs 2", max(left, 0), lim.Steps())
+	case lim.MaxCalls > 0 && st.Counted >= lim.MaxCalls:
+		f.Err = fmt.Errorf("not run: the run made its %d tool calls (runner.max_tool_calls) before the flush, so it could store nothing", lim.MaxCalls)
+	}
+	if f.Err != nil {
 		r.log.Warn("memory flush not run", zap.String("run", run.ID), zap.Error(f.Err))
 		return out, nil
 	}

@@ -252,3 +252,57 @@ func TestFlushCheckpointedBeforeItsFirstModelCall(t *testing.T) {
 		t.Errorf("today's log = %q, %v; want the flush's note", note.Text, err)
 	}
 }
+
+// A run that left its flush fewer than 2 model calls (the one that
+// stores, the NO_REPLY) or no tool call does not flush, and says so on
+// its record: the flush would otherwise write and then fail on max_steps,
+// or have every write refused.
+func TestFlushNeedsStepsAndCallsLeft(t *testing.T) {
+	t.Parallel()
+	readLong := model.ToolCall{ID: "r", Name: memory.ReadName, Arguments: `{"name":"long"}`}
+	for _, tc := range []struct {
+		name     string
+		maxSteps int
+		maxCalls int
+		work     []model.Reply
+		why      string
+	}{
+		{name: "one step left", maxSteps: 2, work: []model.Reply{{Text: workText}}, why: "left 1 of its 2 model calls (max_steps)"},
+		{name: "no tool call left", maxSteps: 8, maxCalls: 1, work: []model.Reply{{ToolCalls: []model.ToolCall{readLong}}, {Text: workText}}, why: "made its 1 tool calls (runner.max_tool_calls)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := bustest.New(t)
+			mem, err := memory.New(b, memory.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg, err := tools.NewRegistry(mem.Tools()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := &converse{}
+			for _, w := range tc.work {
+				m.replies = append(m.replies, reply(w))
+			}
+			m.replies = append(m.replies,
+				reply(model.Reply{ToolCalls: []model.ToolCall{{ID: "f", Name: memory.AppendName, Arguments: fmt.Sprintf(`{"text":%q}`, flushNote)}}}),
+				reply(model.Reply{Text: agentwork.NoReply}))
+			cfg := testConfig()
+			cfg.MemoryFlush = true
+			cfg.MaxSteps, cfg.MaxToolCalls = tc.maxSteps, tc.maxCalls
+			events := watchEvents(t, b)
+			r := agentwork.NewRunner(b, m, reg, cfg)
+			r.Handle(bus.SourceTask, agentwork.Policy{Tools: []string{"memory_*"}})
+			runInBackground(t, "Runner", r.Run)
+			publish(t, b, agentwork.Request{Source: bus.SourceTask, Name: "backup", Prompt: "run the backup", Deliver: agentwork.DeliverNone})
+			res := events.runEvents(1)[0].Run
+			if res.Outcome != bus.OutcomeDone || res.Flush == nil || !strings.Contains(res.Flush.Error, "not run") || !strings.Contains(res.Flush.Error, tc.why) || res.Flush.ToolCalls != 0 {
+				t.Errorf("run = %s, flush %+v; want done, the flush not run because it %s", res.Outcome, res.Flush, tc.why)
+			}
+			if n := len(m.requests()); n != len(tc.work) {
+				t.Errorf("model calls = %d, want %d: the work's only", n, len(tc.work))
+			}
+		})
+	}
+}
