@@ -104,14 +104,28 @@ func (r *Runner) flush(ctx, tctx context.Context, run *Run, p model.Provider, re
 	out.Calls = st.Calls[:work:work]
 	f := &Flush{}
 	out.Flush = f
-	if st.Steps >= lim.MaxSteps {
-		f.Err = fmt.Errorf("not run: the run made its %d model calls (max_steps) before the flush", lim.MaxSteps)
+	// A flush that writes needs two model calls (the one that stores, the
+	// NO_REPLY) and one tool call: with less, its write would be refused,
+	// or made and then reported as a failure (max_steps).
+	switch left := lim.Steps() - st.Steps; {
+	case left < 2:
+		f.Err = fmt.Errorf("not run: the run left %d of its %d model calls (max_steps) for the flush, which needs 2", max(left, 0), lim.Steps())
+	case lim.MaxCalls > 0 && st.Counted >= lim.MaxCalls:
+		f.Err = fmt.Errorf("not run: the run made its %d tool calls (runner.max_tool_calls) before the flush, so it could store nothing", lim.MaxCalls)
+	}
+	if f.Err != nil {
 		r.log.Warn("memory flush not run", zap.String("run", run.ID), zap.Error(f.Err))
 		return out, nil
 	}
 	j.flush = fm
 	// notify_user sends nothing from here on: the flush is silent.
 	fctx := tools.WithDelivery(tctx, &tools.Delivery{Mode: tools.DeliveryNone})
+	// Keep the flush's state before its first model call: a run cut short
+	// in it goes on from the flush, its work not done again (a work that
+	// called nothing but notify_user kept no state of its own).
+	if err := j.Save(fctx, st); err != nil {
+		return r.flushFailed(ctx, run, out, j, timedOut, err)
+	}
 	res, err := tools.Loop(fctx, p, ts.reg, req, lim, tools.From(st), tools.WithJournal(j))
 	out.Usage = res.Usage
 	if res.Model != "" {
@@ -126,12 +140,19 @@ func (r *Runner) flush(ctx, tctx context.Context, run *Run, p model.Provider, re
 	if err == nil {
 		return out, nil
 	}
+	return r.flushFailed(ctx, run, out, j, timedOut, err)
+}
+
+// flushFailed ends the flush of out that err ended: a shutdown (ctx) or
+// the loss of the run to another instance end the run with err (the flush
+// goes on from its checkpoint); any other error is the flush's, logged
+// and on out.Flush, and the run is done.
+func (r *Runner) flushFailed(ctx context.Context, run *Run, out Output, j claimJournal, timedOut func(error) error, err error) (Output, error) {
 	if ctx.Err() != nil || (errors.Is(err, errCheckpoint) && j.held.lost()) {
-		// Shut down, or taken over: the flush goes on from its checkpoint.
 		return out, err
 	}
-	f.Err = timedOut(err)
-	r.log.Warn("memory flush failed; the run is done all the same", zap.String("run", run.ID), zap.Error(f.Err))
+	out.Flush.Err = timedOut(err)
+	r.log.Warn("memory flush failed; the run is done all the same", zap.String("run", run.ID), zap.Error(out.Flush.Err))
 	return out, nil
 }
 

@@ -2,10 +2,12 @@ package agentwork_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
@@ -151,6 +153,155 @@ func TestMemoryFlush(t *testing.T) {
 			}
 			if want := (model.Usage{InputTokens: 600, OutputTokens: 31}); res.Usage == nil || *res.Usage != want {
 				t.Errorf("usage = %+v, want %+v (the work's and the flush's)", res.Usage, want)
+			}
+		})
+	}
+}
+
+// A run whose work called nothing but notify_user, cut short while the
+// model works on its memory flush, goes on from the flush on another
+// instance: the claim kept the flush's conversation before its first
+// model call, so the work is not done again (no second notify_user, the
+// model not asked for the work again).
+func TestFlushCheckpointedBeforeItsFirstModelCall(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watchEvents(t, b)
+	mem, err := memory.New(b, memory.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(append([]tools.Spec{tools.Notify()}, mem.Tools()...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := agentwork.Policy{Tools: []string{"memory_*", tools.NotifyName}}
+	id := bus.NewID()
+	type flushClaim struct {
+		Checkpoint *struct {
+			Conversation *tools.State   `json:"conversation"`
+			Flush        map[string]any `json:"flush"`
+		} `json:"checkpoint"`
+	}
+	waiting := make(chan flushClaim, 1)
+	first := &converse{replies: []func(context.Context, model.Request) (model.Reply, error){
+		reply(model.Reply{ToolCalls: []model.ToolCall{{ID: "n", Name: tools.NotifyName, Arguments: `{"text":"the disk is full"}`}}}),
+		reply(model.Reply{Text: workText}),
+		func(ctx context.Context, _ model.Request) (model.Reply, error) {
+			// The flush's first model call: what does the claim hold now?
+			var c flushClaim
+			e, err := b.Locks.Get(ctx, "run."+id)
+			if err == nil {
+				err = json.Unmarshal(e.Value(), &c)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+			waiting <- c
+			<-ctx.Done() // until the instance stops
+			return model.Reply{}, ctx.Err()
+		},
+	}}
+	cfg := testConfig()
+	cfg.MemoryFlush = true
+	cfg.ShutdownGrace = 100 * time.Millisecond // the run in flight is put back at once
+	r1 := agentwork.NewRunner(b, first, reg, cfg)
+	r1.Handle(bus.SourceTask, pol)
+	stop1 := runInBackground(t, "Runner", r1.Run)
+	if _, err := agentwork.Publish(t.Context(), b, agentwork.Request{Source: bus.SourceTask, Name: "check", Prompt: "check the disk", Deliver: agentwork.DeliverNone},
+		agentwork.PublishOptions{EventID: id}); err != nil {
+		t.Fatal(err)
+	}
+	var c flushClaim
+	select {
+	case c = <-waiting:
+	case <-time.After(waitTimeout):
+		t.Fatal("no flush")
+	}
+	if c.Checkpoint == nil || c.Checkpoint.Conversation == nil || c.Checkpoint.Flush == nil {
+		t.Fatalf("claim during the flush's first model call = %+v, want the flush's conversation and mark", c.Checkpoint)
+	}
+	if msgs := c.Checkpoint.Conversation.Messages; len(msgs) != 5 || !strings.Contains(msgs[4].Content, agentwork.NoReply) {
+		t.Fatalf("checkpoint = %+v, want the work's conversation and the flush's prompt", msgs)
+	}
+	stop1()
+
+	second := &converse{replies: []func(context.Context, model.Request) (model.Reply, error){
+		reply(model.Reply{ToolCalls: []model.ToolCall{{ID: "f", Name: memory.AppendName, Arguments: fmt.Sprintf(`{"text":%q}`, flushNote)}}}),
+		reply(model.Reply{Text: agentwork.NoReply}),
+	}}
+	cfg.ShutdownGrace = testConfig().ShutdownGrace
+	r2 := agentwork.NewRunner(b, second, reg, cfg)
+	r2.Handle(bus.SourceTask, pol)
+	stop2 := runInBackground(t, "Runner", r2.Run)
+	events.runEvents(1)
+	waitRequestsSettled(t, b)
+	stop2()
+	evs := runOnly(events.final())
+	if len(evs) != 1 || evs[0].Run.Outcome != bus.OutcomeDone || callList(evs[0].Run) != "notify_user:error,memory_append:ok" {
+		t.Fatalf("events:\n%s\nwant one done event listing the work's notify_user (not sent: the run delivers nothing) and the flush's memory_append, each once", dump(evs))
+	}
+	if f := evs[0].Run.Flush; f == nil || f.Error != "" || f.Reply != agentwork.NoReply {
+		t.Errorf("flush = %+v, want it done", f)
+	}
+	seen := second.requests()
+	if len(seen) != 2 || !strings.Contains(lastMessage(seen[0]).Content, agentwork.NoReply) {
+		t.Errorf("the second instance asked the model %d times (first with %+v), want twice, from the flush's prompt", len(seen), seen)
+	}
+	if note, err := mem.Read(t.Context(), "today"); err != nil || !strings.Contains(note.Text, flushNote) {
+		t.Errorf("today's log = %q, %v; want the flush's note", note.Text, err)
+	}
+}
+
+// A run that left its flush fewer than 2 model calls (the one that
+// stores, the NO_REPLY) or no tool call does not flush, and says so on
+// its record: the flush would otherwise write and then fail on max_steps,
+// or have every write refused.
+func TestFlushNeedsStepsAndCallsLeft(t *testing.T) {
+	t.Parallel()
+	readLong := model.ToolCall{ID: "r", Name: memory.ReadName, Arguments: `{"name":"long"}`}
+	for _, tc := range []struct {
+		name     string
+		maxSteps int
+		maxCalls int
+		work     []model.Reply
+		why      string
+	}{
+		{name: "one step left", maxSteps: 2, work: []model.Reply{{Text: workText}}, why: "left 1 of its 2 model calls (max_steps)"},
+		{name: "no tool call left", maxSteps: 8, maxCalls: 1, work: []model.Reply{{ToolCalls: []model.ToolCall{readLong}}, {Text: workText}}, why: "made its 1 tool calls (runner.max_tool_calls)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := bustest.New(t)
+			mem, err := memory.New(b, memory.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg, err := tools.NewRegistry(mem.Tools()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := &converse{}
+			for _, w := range tc.work {
+				m.replies = append(m.replies, reply(w))
+			}
+			m.replies = append(m.replies,
+				reply(model.Reply{ToolCalls: []model.ToolCall{{ID: "f", Name: memory.AppendName, Arguments: fmt.Sprintf(`{"text":%q}`, flushNote)}}}),
+				reply(model.Reply{Text: agentwork.NoReply}))
+			cfg := testConfig()
+			cfg.MemoryFlush = true
+			cfg.MaxSteps, cfg.MaxToolCalls = tc.maxSteps, tc.maxCalls
+			events := watchEvents(t, b)
+			r := agentwork.NewRunner(b, m, reg, cfg)
+			r.Handle(bus.SourceTask, agentwork.Policy{Tools: []string{"memory_*"}})
+			runInBackground(t, "Runner", r.Run)
+			publish(t, b, agentwork.Request{Source: bus.SourceTask, Name: "backup", Prompt: "run the backup", Deliver: agentwork.DeliverNone})
+			res := events.runEvents(1)[0].Run
+			if res.Outcome != bus.OutcomeDone || res.Flush == nil || !strings.Contains(res.Flush.Error, "not run") || !strings.Contains(res.Flush.Error, tc.why) || res.Flush.ToolCalls != 0 {
+				t.Errorf("run = %s, flush %+v; want done, the flush not run because it %s", res.Outcome, res.Flush, tc.why)
+			}
+			if n := len(m.requests()); n != len(tc.work) {
+				t.Errorf("model calls = %d, want %d: the work's only", n, len(tc.work))
 			}
 		})
 	}

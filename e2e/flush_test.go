@@ -171,7 +171,8 @@ func TestHeartbeatMemoryFlush(t *testing.T) {
 
 // TestHeartbeatUpdatesItsChecklist: a heartbeat whose checklist lives in
 // memory (filled from HEARTBEAT.md on first use) and whose model calls
-// checklist_update; an empty checklist is refused with an error the model
+// checklist_update at the revision its prompt names; an empty checklist
+// is refused with an error the model
 // reads; the next heartbeat's prompt holds the new checklist, and the
 // previous revision is in the document's history.
 func TestHeartbeatUpdatesItsChecklist(t *testing.T) {
@@ -182,8 +183,9 @@ func TestHeartbeatUpdatesItsChecklist(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, heartbeat.DefaultChecklist), []byte(checklist), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The model passes the revision its prompt named.
 	update := func(id, text string) model.ToolCall {
-		return model.ToolCall{ID: id, Name: memory.ChecklistName, Arguments: fmt.Sprintf(`{"text":%q}`, text)}
+		return model.ToolCall{ID: id, Name: memory.ChecklistName, Arguments: fmt.Sprintf(`{"text":%q,"revision":1}`, text)}
 	}
 	fake.Enqueue(
 		openaifake.Response{

@@ -109,6 +109,14 @@ type Limits struct {
 	MaxCalls int
 }
 
+// Steps is the model calls a Loop may make: MaxSteps, or 8.
+func (lim Limits) Steps() int {
+	if lim.MaxSteps <= 0 {
+		return 8
+	}
+	return lim.MaxSteps
+}
+
 // State is how far a Loop has got: what it gives its Journal to keep, and
 // what a Loop started From it goes on from.
 type State struct {
@@ -188,10 +196,7 @@ func Loop(ctx context.Context, p model.Provider, reg *Registry, req model.Reques
 	for _, opt := range opts {
 		opt(&o)
 	}
-	maxSteps := lim.MaxSteps
-	if maxSteps <= 0 {
-		maxSteps = 8
-	}
+	maxSteps := lim.Steps()
 	l := &loop{reg: reg, lim: lim, journal: o.journal}
 	if o.from != nil {
 		l.st = *o.from

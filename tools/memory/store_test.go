@@ -363,8 +363,10 @@ func TestTools(t *testing.T) {
 }
 
 // checklist_update replaces the checklist at the revision it read, keeping
-// the previous one in the history; it refuses an empty or too large
-// checklist, and refuses to act while the heartbeat reads a file.
+// the previous one in the history; it refuses a checklist the heartbeat
+// would skip as empty (blank, only a heading, a comment, an empty item or
+// a rule) or one too large, and refuses to act while the heartbeat reads
+// a file.
 func TestChecklistTool(t *testing.T) {
 	t.Parallel()
 	ctx := tools.WithRun(t.Context(), tools.RunInfo{ID: "run-2", Source: "heartbeat", Name: "default"})
@@ -385,13 +387,13 @@ func TestChecklistTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := call(s, `{"text":"- [ ] check the disk"}`); c.Outcome != tools.OutcomeOK || !strings.Contains(c.Result, "wrote the checklist") {
+	if c := call(s, `{"text":"- [ ] check the disk","revision":0}`); c.Outcome != tools.OutcomeOK || !strings.Contains(c.Result, "wrote the checklist") {
 		t.Fatalf("first checklist_update = %+v", c)
 	}
-	if c := call(s, `{"text":"- [ ] check the backup"}`); c.Outcome != tools.OutcomeOK || !strings.Contains(c.Result, "revision 1 is kept") {
+	if c := call(s, `{"text":"- [ ] check the backup","revision":1}`); c.Outcome != tools.OutcomeOK || !strings.Contains(c.Result, "revision 1 is kept") {
 		t.Fatalf("second checklist_update = %+v", c)
 	}
-	for _, args := range []string{`{"text":" \n "}`, fmt.Sprintf(`{"text":%q}`, strings.Repeat("- x\n", memory.MaxDoc/4+1))} {
+	for _, args := range []string{`{"text":" \n ","revision":2}`, `{"text":"# Checklist","revision":2}`, `{"text":"<!-- later -->","revision":2}`, `{"text":"- [ ]","revision":2}`, `{"text":"---","revision":2}`, fmt.Sprintf(`{"text":%q,"revision":2}`, strings.Repeat("- x\n", memory.MaxDoc/4+1))} {
 		if c := call(s, args); c.Outcome == tools.OutcomeOK || c.Error == "" {
 			t.Errorf("checklist_update(%.30s) = %+v, want a tool error", args, c)
 		}
@@ -402,5 +404,46 @@ func TestChecklistTool(t *testing.T) {
 	}
 	if len(h) != 2 || h[0].Text != "- [ ] check the backup\n" || h[1].Text != "- [ ] check the disk\n" || h[0].By != "heartbeat/default, run run-2" {
 		t.Errorf("history = %+v, want both revisions, newest first, by the run", h)
+	}
+}
+
+// checklist_update compares and sets at the revision the model read, not
+// at the one the tool finds: a person's edit made after the model's read
+// is not overwritten, and the model is told to read it again; a model
+// that says the checklist does not exist (revision 0) while it does is
+// refused too.
+func TestChecklistToolStaleRevision(t *testing.T) {
+	t.Parallel()
+	ctx := tools.WithRun(t.Context(), tools.RunInfo{ID: "run-3", Source: "heartbeat", Name: "default"})
+	s, err := memory.New(bustest.New(t), memory.Config{}, memory.WithHeartbeatChecklist(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(s.Tools()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := s.Put(ctx, memory.Checklist, "- [ ] check the disk\n", "heartbeat: copied from HEARTBEAT.md", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The model read revision read.Revision; then a person edits it.
+	edit, err := s.Put(ctx, memory.Checklist, "- [ ] check the disk\n- [ ] check the mail\n", "user", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rev := range []uint64{read.Revision, 0} {
+		c := reg.Call(ctx, "c", memory.ChecklistName, fmt.Sprintf(`{"text":"- [ ] check the backup","revision":%d}`, rev))
+		if c.Outcome == tools.OutcomeOK || !strings.Contains(c.Error, "not changed") || !strings.Contains(c.Error, "memory_read checklist") ||
+			!strings.Contains(c.Error, fmt.Sprintf("revision %d now", edit.Revision)) {
+			t.Errorf("checklist_update at revision %d, after an edit to %d = %+v, want a tool error saying to read it again", rev, edit.Revision, c)
+		}
+	}
+	if d, err := s.Read(ctx, memory.Checklist); err != nil || d.Revision != edit.Revision || d.By != "user" {
+		t.Errorf("checklist = %+v, %v; want the person's edit kept", d, err)
+	}
+	c := reg.Call(ctx, "c", memory.ChecklistName, fmt.Sprintf(`{"text":"- [ ] check the backup","revision":%d}`, edit.Revision))
+	if c.Outcome != tools.OutcomeOK {
+		t.Errorf("checklist_update at the revision read again = %+v", c)
 	}
 }

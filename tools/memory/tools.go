@@ -47,6 +47,10 @@ type ListArgs struct{}
 // ChecklistArgs are the arguments of checklist_update.
 type ChecklistArgs struct {
 	Text string `json:"text" jsonschema:"minLength=1,maxLength=32768,description=The whole new checklist (Markdown: a list of what to check at every heartbeat). It replaces the checklist; the previous revision is kept. Keep the items that still hold."`
+	// Revision is the revision the model read: the checklist is replaced
+	// only while it is still at it (a compare-and-set), so an edit made
+	// since is never overwritten unseen.
+	Revision uint64 `json:"revision" jsonschema:"description=The revision of the checklist you read and are replacing: N in 'HEARTBEAT.md in your memory\\, revision N' (the heartbeat's prompt) or in what memory_read checklist returned; 0 when the checklist does not exist yet. If it changed since\\, nothing is written: read it again."`
 }
 
 // Tools returns memory_read, memory_append, memory_replace, memory_list
@@ -61,7 +65,7 @@ func (s *Store) Tools() []tools.Spec {
 		func(ctx context.Context, a ReadArgs) (string, error) {
 			d, err := s.Read(ctx, a.Name)
 			if errors.Is(err, ErrNotFound) {
-				return fmt.Sprintf("%s (%s) is empty.", d.File, d.Name), nil
+				return fmt.Sprintf("%s (%s) is empty (revision 0: nothing was written to it yet).", d.File, d.Name), nil
 			}
 			if err != nil {
 				return "", err
@@ -112,33 +116,35 @@ func (s *Store) Tools() []tools.Spec {
 }
 
 // checklistTool is checklist_update: it replaces the checklist document
-// at the revision it read (a compare-and-set), so a person's or another
-// run's edit meanwhile is not overwritten; the bucket keeps the previous
-// revisions.
+// at the revision the model read (its revision argument: a
+// compare-and-set), so a person's or another run's edit made since is not
+// overwritten unseen; the bucket keeps the previous revisions.
 func (s *Store) checklistTool() tools.Spec {
 	return tools.Func(ChecklistName,
 		"Replace your heartbeat checklist (HEARTBEAT.md, kept in your memory) with a new text: the whole checklist, as a Markdown list of what to check at every heartbeat. "+
-			"Read it first with memory_read checklist and keep the items that still hold; the previous revision is kept, and the next heartbeat uses the new one.",
+			"Pass the revision you read (the heartbeat's prompt names it, as does memory_read checklist; 0 if there is none yet): if the checklist changed since, nothing is written and you must read it again. "+
+			"Keep the items that still hold; the previous revision is kept, and the next heartbeat uses the new one.",
 		func(ctx context.Context, a ChecklistArgs) (string, error) {
 			if !s.checklist {
 				return "", errors.New("not changed: the heartbeat reads its checklist from a file (heartbeat.checklist), not from memory, so this would change nothing; tell the user what to change instead")
 			}
 			text := strings.TrimSpace(secret.Redact(a.Text, s.secrets))
-			if text == "" {
-				return "", errorf(ErrInvalid, "the checklist is empty: write the whole checklist, one item per line (an empty checklist stops the heartbeat; only the user may do that)")
+			if ParseChecklist([]byte(text)).Empty() {
+				// The heartbeat's own rule: it would skip every run
+				// (empty-checklist) without asking the model.
+				return "", errorf(ErrInvalid, "the checklist is empty (it has no items: only blanks, headings, comments, rules or list items without text): write the whole checklist, one item per line with its text (an empty checklist stops the heartbeat; only the user may do that)")
 			}
-			cur, err := s.get(ctx, Checklist)
-			if err != nil && !errors.Is(err, ErrNotFound) {
-				return "", err
+			d, err := s.Put(ctx, Checklist, text+"\n", byRun(ctx), &a.Revision)
+			if errors.Is(err, ErrConflict) {
+				return "", fmt.Errorf("not changed: %w; read it again with memory_read checklist, then call checklist_update with the revision it shows and a text that keeps what was changed", err)
 			}
-			d, err := s.Put(ctx, Checklist, text+"\n", byRun(ctx), &cur.Revision)
 			if err != nil {
 				return "", err
 			}
-			if cur.Revision == 0 {
+			if a.Revision == 0 {
 				return fmt.Sprintf("wrote the checklist (%s, revision %d, %d bytes); the next heartbeat uses it", d.File, d.Revision, d.Bytes), nil
 			}
-			return fmt.Sprintf("replaced the checklist (%s, now revision %d, %d bytes; revision %d is kept in its history); the next heartbeat uses it", d.File, d.Revision, d.Bytes, cur.Revision), nil
+			return fmt.Sprintf("replaced the checklist (%s, now revision %d, %d bytes; revision %d is kept in its history); the next heartbeat uses it", d.File, d.Revision, d.Bytes, a.Revision), nil
 		})
 }
 
