@@ -513,9 +513,8 @@ func (r *Runner) releaseDedup(ctx context.Context, run *Run) {
 	if run.Notice == nil || run.Notice.DedupKey == "" {
 		return
 	}
-	kv := r.bus.Dedup
-	if e, err := kv.Get(ctx, run.Notice.DedupKey); err == nil && string(e.Value()) == run.ID {
-		_ = kv.Delete(context.WithoutCancel(ctx), run.Notice.DedupKey, jetstream.LastRevision(e.Revision()))
+	if err := bus.ReleaseValue(context.WithoutCancel(ctx), r.bus.Dedup, run.Notice.DedupKey, run.ID); err != nil {
+		r.log.Debug("dedup key not given back (it expires with its window)", zap.String("run", run.ID), zap.Error(err))
 	}
 	run.Notice.DedupKey = ""
 }

@@ -157,6 +157,36 @@ func read[T any](ctx context.Context, kv jetstream.KeyValue, key string) (T, uin
 	return v, e.Revision(), true, nil
 }
 
+// releaseMarkerTTL is how long the marker of a removed key stays.
+const releaseMarkerTTL = time.Second
+
+// removeAt removes key of kv at revision rev, leaving a marker that
+// expires after releaseMarkerTTL.
+func removeAt(ctx context.Context, kv jetstream.KeyValue, key string, rev uint64) error {
+	return kv.Purge(ctx, key, jetstream.LastRevision(rev), jetstream.PurgeTTL(releaseMarkerTTL))
+}
+
+// ReleaseValue removes key of kv if it still holds value (a dedup key
+// its holder gives back), at the revision read; the marker expires as
+// Release's does. Not found, another value, or a change meanwhile: it
+// leaves the key alone. Errors are the caller's to ignore or log.
+func ReleaseValue(ctx context.Context, kv jetstream.KeyValue, key, value string) error {
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if string(e.Value()) != value {
+		return nil
+	}
+	if err := removeAt(ctx, kv, key, e.Revision()); err != nil && !IsConflict(err) {
+		return err
+	}
+	return nil
+}
+
 // Lease says who holds a KV record and until when. Records that are
 // leases (run claims, send claims, tick claims, overlap leases) embed it;
 // its fields are part of the record's JSON.
@@ -277,14 +307,17 @@ func Renew[T any, P leased[T]](ctx context.Context, kv jetstream.KeyValue, key s
 }
 
 // Release gives up the lease of the take token at key, stored at revision
-// rev: it deletes the record, at the stored revision if the one given is
+// rev: it removes the record, at the stored revision if the one given is
 // not the latest but the record still carries token (a write whose reply
 // was lost). A record of another take is left alone and reported as a
-// *HeldError; an absent key is released already.
+// *HeldError; an absent key is released already. The marker the removal
+// leaves expires after a second (kv's bucket must allow per-key TTLs, as
+// agentwork_locks does): a marker per release would otherwise stay as
+// long as the bucket keeps anything.
 func Release(ctx context.Context, kv jetstream.KeyValue, key, token string, rev uint64) error {
 	for range maxConflicts {
 		if rev != 0 {
-			err := kv.Delete(ctx, key, jetstream.LastRevision(rev))
+			err := removeAt(ctx, kv, key, rev)
 			if err == nil {
 				return nil
 			}

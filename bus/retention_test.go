@@ -154,3 +154,52 @@ func TestExpiringWritesGo(t *testing.T) {
 		t.Errorf("a key written without a TTL: %v, want it kept", err)
 	}
 }
+
+// TestReleasedKeysLeaveNoLastingMarker: a lease released and a dedup key
+// given back leave a marker that expires within seconds, not one per
+// release kept as long as the bucket keeps anything (7 days for locks,
+// for ever for dedup keys).
+func TestReleasedKeysLeaveNoLastingMarker(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	b := bustest.New(t)
+	var l struct {
+		bus.Lease
+	}
+	rev, err := bus.Acquire(ctx, b, b.Locks, "lease.x", time.Minute, &l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.Release(ctx, b.Locks, "lease.x", l.Token, rev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Dedup.Create(ctx, "dedup.y", []byte("run-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.ReleaseValue(ctx, b.Dedup, "dedup.y", "run-2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Dedup.Get(ctx, "dedup.y"); err != nil {
+		t.Fatalf("a dedup key held by another run was given back: %v", err)
+	}
+	if err := bus.ReleaseValue(ctx, b.Dedup, "dedup.y", "run-1"); err != nil {
+		t.Fatal(err)
+	}
+	// Taken again at once, as a released key must be.
+	if _, err := b.Dedup.Create(ctx, "dedup.y", []byte("run-3")); err != nil {
+		t.Fatalf("create after the release: %v", err)
+	}
+	if err := bus.ReleaseValue(ctx, b.Dedup, "dedup.y", "run-3"); err != nil {
+		t.Fatal(err)
+	}
+	for _, bucket := range []string{bus.BucketLocks, bus.BucketDedup} {
+		s, err := b.JetStream().Stream(ctx, "KV_"+bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventuallyTrue(t, bucket+" holds no marker", func() bool {
+			info, err := s.Info(ctx)
+			return err == nil && info.State.Msgs == 0
+		})
+	}
+}

@@ -491,11 +491,7 @@ func (d *Dispatcher) releaseDedup(ctx context.Context, n Notification) {
 	if _, err := d.bus.Locks.Get(ctx, "delivered."+n.RunID); err == nil {
 		return
 	}
-	e, err := d.bus.Dedup.Get(ctx, n.DedupKey)
-	if err != nil || string(e.Value()) != n.RunID {
-		return
-	}
-	_ = d.bus.Dedup.Delete(ctx, n.DedupKey, jetstream.LastRevision(e.Revision()))
+	_ = bus.ReleaseValue(ctx, d.bus.Dedup, n.DedupKey, n.RunID) // else it expires with its window
 }
 
 func (d *Dispatcher) report(ctx context.Context, log *zap.Logger, outcome string, r Result) {
