@@ -194,7 +194,11 @@ func hbPrintStatus(w io.Writer, st heartbeat.Status) {
 	if st.Budget.DailyTokens > 0 {
 		row("budget", fmt.Sprintf("%d tokens a day (%s), %d left today", st.Budget.DailyTokens, st.BudgetZone, max(st.Budget.DailyTokens-today, 0)))
 	}
-	if st.Enabled {
+	switch {
+	case st.Enabled && st.Paused && st.PausedUntil != nil:
+		// Ticks before the pause's end pass without a run.
+		row("next run", "the first tick from "+hbTime(*st.PausedUntil))
+	case st.Enabled && !st.Paused:
 		row("next fire", hbTime(st.NextFire))
 	}
 	row("last fire", hbTime(st.LastFire))
