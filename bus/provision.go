@@ -117,20 +117,35 @@ func (b *Bus) StreamConfigs() []jetstream.StreamConfig {
 			Name: StreamRequests, Description: "agentwork work requests (heartbeat, cron, task)",
 			Subjects: []string{b.Subjects.Requests()}, Retention: jetstream.LimitsPolicy,
 			MaxAge: RequestsMaxAge, Duplicates: RequestsDuplicates, Storage: jetstream.FileStorage, Replicas: r,
+			MaxMsgsPerSubject: perSubjectUnbounded,
 		},
 		{
 			Name: StreamEvents, Description: "agentwork run outcomes (done/skip/error) and delivery results",
 			Subjects: []string{b.Subjects.Events()}, Retention: jetstream.LimitsPolicy,
 			MaxAge: EventsMaxAge, Duplicates: EventsDuplicates, Storage: jetstream.FileStorage, Replicas: r,
+			MaxMsgsPerSubject: perSubjectUnbounded,
 		},
 		{
 			Name: StreamDeliveries, Description: "agentwork notifications queued per connector",
 			Subjects: []string{b.Subjects.Deliveries()}, Retention: jetstream.LimitsPolicy,
 			MaxAge: DeliveriesMaxAge, Duplicates: DeliveriesDuplicate, Storage: jetstream.FileStorage, Replicas: r,
+			MaxMsgsPerSubject: perSubjectUnbounded,
 		},
 		timersStreamConfig(b.Subjects, r),
 	}
 }
+
+// perSubjectUnbounded is the per-subject limit of the work and events
+// streams: one never reached, set for what it makes the server do. A file
+// stream with a per-subject limit (and no MaxBytes or MaxMsgs) is stored
+// in 4 MB blocks, as KV buckets are, instead of 8 MB (nats-server's
+// stream.autoTuneFileStorageBlockSize). Each stream being written holds
+// its last block's cache in a buffer of the block's size, taken from and
+// given back to a pool as the cache comes and goes; with 8 MB buffers
+// the process's memory swung by tens of MB from one minute to the next
+// (docs/BENCHMARKS.md, "Soak"). It applies to a stream when it is
+// created: a store provisioned before keeps its blocks.
+const perSubjectUnbounded = 1 << 40
 
 func (b *Bus) bucketConfigs() []jetstream.KeyValueConfig {
 	r := b.cfg.Replicas

@@ -2,6 +2,8 @@ package bus_test
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -201,5 +203,49 @@ func TestReleasedKeysLeaveNoLastingMarker(t *testing.T) {
 			info, err := s.Info(ctx)
 			return err == nil && info.State.Msgs == 0
 		})
+	}
+}
+
+// TestWorkStreamsUseSmallerBlocks: the requests, events and deliveries
+// streams are stored in 4 MB blocks, not the 8 MB of a file stream without
+// limits (each stream being written holds a cache buffer of its block's
+// size: see perSubjectUnbounded). 6 MB of events fill two blocks.
+func TestWorkStreamsUseSmallerBlocks(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	b := bustest.New(t, func(c *bus.Config) { c.SyncInterval = time.Minute })
+	payload := make([]byte, 1000)
+	var acks []jetstream.PubAckFuture
+	for i := range 6000 {
+		f, err := b.JetStream().PublishAsync(b.Subjects.Event("test", "done"), payload, jetstream.WithMsgID(fmt.Sprint("blk-", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, f)
+	}
+	for _, f := range acks {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			t.Fatal(err)
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+	}
+	blocks, err := filepath.Glob(filepath.Join(b.Config().DataDir, "*", "*", "streams", bus.StreamEvents, "msgs", "*.blk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) < 2 {
+		t.Fatalf("6 MB of events in %d block file(s) %v, want at least 2 (4 MB blocks)", len(blocks), blocks)
+	}
+	for _, name := range []string{bus.StreamRequests, bus.StreamEvents, bus.StreamDeliveries} {
+		s, err := b.JetStream().Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.CachedInfo().Config.MaxMsgsPerSubject; got <= 1<<32 {
+			t.Errorf("%s: max messages per subject %d, want a limit never reached", name, got)
+		}
 	}
 }
