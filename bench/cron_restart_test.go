@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentwork/agentwork/bus"
@@ -23,11 +24,15 @@ import (
 const cronRestartEnv = "AGENTWORK_CRON_RESTART"
 
 const (
-	restartJobs    = 100_000         // config jobs
-	restartFiring  = 1_000           // of which fire every 2 s
-	restartRun     = 6 * time.Second // first run, after it is ready
-	restartStop    = 4 * time.Second // the stop between the runs
-	restartMeasure = 10 * time.Second
+	restartJobs   = 100_000         // config jobs
+	restartFiring = 1_000           // of which fire every 2 s
+	restartRounds = 3               // ticks of the firing jobs in the first run, after it is ready
+	restartStop   = 4 * time.Second // the stop between the runs
+	// The ticks after the restart that are measured: those due within
+	// restartMeasure of it being ready, after restartMeasureRounds rounds
+	// were stored.
+	restartMeasureRounds = 6
+	restartMeasure       = 10 * time.Second
 )
 
 // TestCronRestart runs the real binary with 100,000 config jobs (1,000 of
@@ -76,27 +81,46 @@ func TestCronRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
 
-	run := func() (s *server, ready time.Time) {
+	// run starts the server and returns, once it is ready, a bus
+	// connection to it and a wait for n more cron requests.
+	run := func() (s *server, b *bus.Bus, ready time.Time, wait func(n int)) {
 		s = startServer(t, bin, cfgPath, dataDir, nil, logs, logs)
 		waitReady(ctx, t, client, "http://"+httpAddr+"/readyz", s.exited)
-		return s, time.Now()
+		ready = time.Now()
+		b, err := bus.Dial(ctx, bus.Config{DataDir: dataDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		reqs := make(chan struct{}, 1<<16)
+		if _, err := b.Conn().Subscribe(b.Subjects.Request(bus.SourceCron, "*"), func(*nats.Msg) {
+			select {
+			case reqs <- struct{}{}:
+			default:
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return s, b, ready, func(n int) {
+			for range n {
+				select {
+				case <-reqs:
+				case <-ctx.Done():
+					t.Fatalf("waiting for cron requests: %v", ctx.Err())
+				}
+			}
+		}
 	}
-	first, ready := run()
+	first, _, ready, wait := run()
 	t.Logf("first start: ready after it wrote the jobs, at %s", ready.Format(time.TimeOnly))
-	time.Sleep(restartRun)
+	wait(restartRounds * restartFiring)
 	first.stop()
 	stopped := time.Now()
-	time.Sleep(restartStop)
+	time.Sleep(restartStop) // the downtime itself: nothing marks its end
 	restarted := time.Now()
-	second, ready := run()
+	second, b, ready, wait := run()
 	t.Logf("restart: ready in %s", ready.Sub(restarted).Round(time.Millisecond))
-	time.Sleep(restartMeasure)
-
-	b, err := bus.Dial(ctx, bus.Config{DataDir: dataDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	wait(restartMeasureRounds * restartFiring)
 	reqs, err := cronRequests(ctx, b)
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +133,7 @@ func TestCronRestart(t *testing.T) {
 		switch {
 		case r.tick.After(stopped) && r.tick.Before(restarted):
 			downtime[r.job]++
-		case r.tick.After(ready) && r.tick.Before(ready.Add(restartMeasure-time.Second)):
+		case r.tick.After(ready) && !r.tick.After(ready.Add(restartMeasure)):
 			late = append(late, r.stored.Sub(r.tick))
 		}
 	}
