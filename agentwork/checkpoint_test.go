@@ -97,6 +97,7 @@ type storedClaim struct {
 	Checkpoint *struct {
 		Result       *agentwork.Result `json:"result"`
 		Conversation *tools.State      `json:"conversation"`
+		Flush        map[string]any    `json:"flush"`
 	} `json:"checkpoint"`
 	size int
 }

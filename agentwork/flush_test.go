@@ -2,7 +2,6 @@ package agentwork_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -177,23 +176,13 @@ func TestFlushCheckpointedBeforeItsFirstModelCall(t *testing.T) {
 	}
 	pol := agentwork.Policy{Tools: []string{"memory_*", tools.NotifyName}}
 	id := bus.NewID()
-	type flushClaim struct {
-		Checkpoint *struct {
-			Conversation *tools.State   `json:"conversation"`
-			Flush        map[string]any `json:"flush"`
-		} `json:"checkpoint"`
-	}
-	waiting := make(chan flushClaim, 1)
+	waiting := make(chan storedClaim, 1)
 	first := &converse{replies: []func(context.Context, model.Request) (model.Reply, error){
 		reply(model.Reply{ToolCalls: []model.ToolCall{{ID: "n", Name: tools.NotifyName, Arguments: `{"text":"the disk is full"}`}}}),
 		reply(model.Reply{Text: workText}),
 		func(ctx context.Context, _ model.Request) (model.Reply, error) {
 			// The flush's first model call: what does the claim hold now?
-			var c flushClaim
-			e, err := b.Locks.Get(ctx, "run."+id)
-			if err == nil {
-				err = json.Unmarshal(e.Value(), &c)
-			}
+			c, err := getClaim(ctx, b, id)
 			if err != nil {
 				t.Error(err)
 			}
@@ -212,7 +201,7 @@ func TestFlushCheckpointedBeforeItsFirstModelCall(t *testing.T) {
 		agentwork.PublishOptions{EventID: id}); err != nil {
 		t.Fatal(err)
 	}
-	var c flushClaim
+	var c storedClaim
 	select {
 	case c = <-waiting:
 	case <-time.After(waitTimeout):
