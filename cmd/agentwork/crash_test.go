@@ -432,8 +432,7 @@ func TestKilledAfterAToolCallDoesNotRepeatIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := openaifake.New(t)
-	t.Setenv("OPENAI_KEY", openaifake.DefaultKey)
+	fake, modelYAML := fakeModel(t)
 	files := t.TempDir()
 	logFile := filepath.Join(files, "log.txt")
 	srv := startCrashServer(t, fmt.Sprintf(`
@@ -441,11 +440,6 @@ bus:
   listen: 127.0.0.1:0
 http:
   listen: "off"
-model:
-  provider: openai
-  base_url: %s
-  model: gpt-fake
-  api_key: ${OPENAI_KEY}
 tasks:
   log:
     tools: [fs__append_line]
@@ -456,7 +450,7 @@ mcp:
       env:
         %s: serve
       cwd: %s
-`, fake.URL, exe, mcpServerEnv, files))
+`, exe, mcpServerEnv, files)+modelYAML)
 	first := srv.child
 	first.stderr.waitContains(t, "agentwork is running", 30*time.Second)
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/model/openai/openaifake"
 	"github.com/agentwork/agentwork/triggers/cron"
 )
 
@@ -76,6 +77,15 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// fakeModel starts an OpenAI-compatible fake and returns it with the
+// model section of a config that points at it (its key in OPENAI_KEY).
+func fakeModel(t *testing.T) (*openaifake.Server, string) {
+	t.Helper()
+	fake := openaifake.New(t)
+	t.Setenv("OPENAI_KEY", openaifake.DefaultKey)
+	return fake, "model:\n  provider: openai\n  base_url: " + fake.URL + "\n  model: gpt-fake\n  api_key: ${OPENAI_KEY}\n"
 }
 
 func writeConfig(t *testing.T, dir, body string) string {

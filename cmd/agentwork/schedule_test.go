@@ -32,24 +32,18 @@ func TestAgentSchedulesAOneShot(t *testing.T) {
 		t.Skip("starts real processes")
 	}
 	const reminder = "Your tea is ready."
-	fake := openaifake.New(t)
-	t.Setenv("OPENAI_KEY", openaifake.DefaultKey)
+	fake, modelYAML := fakeModel(t)
 	srv := startCrashServer(t, fmt.Sprintf(`
 bus:
   listen: 127.0.0.1:0
 http:
   listen: "off"
-model:
-  provider: openai
-  base_url: %s
-  model: gpt-fake
-  api_key: ${OPENAI_KEY}
 runner:
   max_attempts: 1
 tasks:
   planner:
     tools: [schedule_*]
-`, fake.URL))
+`)+modelYAML)
 	srv.stderr.waitContains(t, "agentwork is running", 30*time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()

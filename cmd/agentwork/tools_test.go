@@ -178,8 +178,7 @@ func TestHeartbeatReadsAFileThroughMCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := openaifake.New(t)
-	t.Setenv("OPENAI_KEY", openaifake.DefaultKey)
+	fake, modelYAML := fakeModel(t)
 	t.Setenv("FS_TOKEN", fsToken)
 	dir := t.TempDir()
 	files := filepath.Join(dir, "files")
@@ -199,11 +198,6 @@ bus:
   listen: 127.0.0.1:0
 http:
   listen: %s
-model:
-  provider: openai
-  base_url: %s
-  model: gpt-fake
-  api_key: ${OPENAI_KEY}
 runner:
   max_attempts: 1
 heartbeat:
@@ -221,7 +215,7 @@ mcp:
       cwd: files
     broken:
       command: %s
-`, httpAddr, fake.URL, exe, mcpServerEnv, filepath.Join(dir, "no-such-server"))), "--data-dir", srv.dataDir}
+`, httpAddr, exe, mcpServerEnv, filepath.Join(dir, "no-such-server"))+modelYAML), "--data-dir", srv.dataDir}
 	srv.child = startChild(t, srv.dataDir, srv.args...)
 	srv.stderr.waitContains(t, "agentwork is running", 30*time.Second)
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,24 +131,18 @@ heartbeat:
 // directory (in the config's directory).
 func serveSpender(t *testing.T, reply, section string) (*syncBuffer, func() error, string) {
 	t.Helper()
-	fake := openaifake.New(t)
+	fake, modelYAML := fakeModel(t)
 	for range 2 {
 		fake.Enqueue(openaifake.Response{Reply: model.Reply{Text: reply, Usage: model.Usage{InputTokens: 300, OutputTokens: 100}}})
 	}
-	t.Setenv("OPENAI_KEY", openaifake.DefaultKey)
 	dir := t.TempDir()
 	dataDir := filepath.Join(dir, "data")
-	cfg := writeConfig(t, dir, fmt.Sprintf(`
+	cfg := writeConfig(t, dir, `
 bus:
   listen: 127.0.0.1:0
 http:
   listen: "off"
-model:
-  provider: openai
-  base_url: %s
-  model: gpt-fake
-  api_key: ${OPENAI_KEY}
-`, fake.URL)+section)
+`+modelYAML+section)
 	console, stop := startServe(t, cfg, dataDir)
 	return console, stop, dataDir
 }
