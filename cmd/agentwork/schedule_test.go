@@ -33,7 +33,7 @@ func TestAgentSchedulesAOneShot(t *testing.T) {
 	}
 	const reminder = "Your tea is ready."
 	fake, modelYAML := fakeModel(t)
-	srv := startCrashServer(t, fmt.Sprintf(`
+	srv := startCrashServer(t, `
 bus:
   listen: 127.0.0.1:0
 http:
@@ -43,7 +43,7 @@ runner:
 tasks:
   planner:
     tools: [schedule_*]
-`)+modelYAML)
+`+modelYAML)
 	srv.stderr.waitContains(t, "agentwork is running", 30*time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
