@@ -65,8 +65,7 @@ func newServer(m *Manager, impl *sdk.Implementation, name string, c ServerConfig
 		since:       m.clock.Now(),
 	}
 	if transport == TransportHTTP {
-		s.headers = &headerTransport{base: http.DefaultTransport.(*http.Transport).Clone(), headers: c.Headers}
-		s.http = &http.Client{Transport: s.headers}
+		s.http, s.headers = newHTTPClient(c.URL, c.Headers)
 	}
 	s.client = sdk.NewClient(impl, &sdk.ClientOptions{
 		// No roots, sampling or elicitation: agentwork only calls tools.
@@ -142,7 +141,7 @@ func (s *server) session(ctx context.Context, up func()) (upFor time.Duration, e
 		defer p.stop()
 		t = &sdk.IOTransport{Reader: p.stdout, Writer: p.stdin}
 	case TransportHTTP:
-		s.headers.refused.Store(0)
+		s.headers.reset()
 		t = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.http}
 	default:
 		if t, err = s.connect(startCtx); err != nil {
@@ -219,7 +218,9 @@ func (s *server) failed(what string, err error, p *proc) error {
 		}
 	}
 	if s.headers != nil {
-		if code := s.headers.refused.Load(); code != 0 {
+		if where := s.headers.elsewhere.Load(); where != nil {
+			msg += fmt.Sprintf(" (the server redirected to %s, another origin, where agentwork does not send mcp.servers.%s.headers: set mcp.servers.%s.url to the address the server answers at)", s.redact(*where), s.name, s.name)
+		} else if code := s.headers.refused.Load(); code != 0 {
 			msg += fmt.Sprintf(" (the server answered %d: check mcp.servers.%s.headers)", code, s.name)
 		}
 	}
