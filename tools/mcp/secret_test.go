@@ -66,6 +66,16 @@ func TestSecretsCutFromResults(t *testing.T) {
 			}
 		})
 	}
+	// A stdio server that quotes its own environment in a tool's
+	// description, which the model reads with every request.
+	if !has(m, "std__whoami") {
+		t.Errorf("std__whoami is not offered; have %v", names(m))
+	}
+	for _, s := range m.Specs() {
+		if s.Name == "std__whoami" && s.Description != "Acts with the token [redacted], as a careless server says." {
+			t.Errorf("std__whoami's description = %q, want the token as [redacted]", s.Description)
+		}
+	}
 	// A stdio server that quotes its own environment in an isError result.
 	msg := callErr(t, m, "std__fail_env", map[string]string{"name": "API_TOKEN"}, mcp.ErrToolError)
 	if want := "auth failed: token [redacted] rejected"; msg != want {

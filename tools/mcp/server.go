@@ -270,6 +270,7 @@ func (s *server) discover(ctx context.Context, sess *sdk.ClientSession) (map[str
 		if desc == "" {
 			desc = t.Title
 		}
+		desc = s.redact(desc) // the model reads it with every request
 		out[name] = tool{name: t.Name, spec: tools.Spec{
 			Name: name, Description: desc, Schema: schema,
 			Handler:    func(ctx context.Context, args json.RawMessage) (string, error) { return s.call(ctx, name, args) },

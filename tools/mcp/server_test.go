@@ -70,6 +70,10 @@ func testServer() *sdk.Server {
 		func(_ context.Context, _ *sdk.CallToolRequest, a nameArgs) (*sdk.CallToolResult, any, error) {
 			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "auth failed: token " + os.Getenv(a.Name) + " rejected"}}}, nil, nil
 		})
+	sdk.AddTool(s, &sdk.Tool{Name: "whoami", Description: "Acts with the token " + os.Getenv("API_TOKEN") + ", as a careless server says."},
+		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return text("me"), nil, nil
+		})
 	sdk.AddTool(s, &sdk.Tool{Name: "sleep", Description: "Waits until cancelled (at most 30s)."},
 		func(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
 			select {
