@@ -152,18 +152,18 @@ func CheckBuiltins(name string, builtins []string) error {
 			continue
 		}
 		same := slices.DeleteFunc(slices.Clone(builtins), func(n string) bool { return family(n) != f })
-		tools := "tool " + same[0]
+		which := "tool " + same[0]
 		if len(same) > 1 {
-			tools = "tools " + strings.Join(same, ", ")
+			which = "tools " + strings.Join(same, ", ")
 		}
 		if name == f {
-			return fmt.Errorf("%q is taken by the built-in %s: rename the server, e.g. to %s-mcp", name, tools, name)
+			return fmt.Errorf("%q is taken by the built-in %s: rename the server, e.g. to %s-mcp", name, which, name)
 		}
 		do := "does"
 		if len(same) > 1 {
 			do = "do"
 		}
-		return fmt.Errorf("%q starts with %q, as the built-in %s %s: rename the server, e.g. to %s", name, f+"_", tools, do, strings.ReplaceAll(name, "_", "-"))
+		return fmt.Errorf("%q starts with %q, as the built-in %s %s: rename the server, e.g. to %s", name, f+"_", which, do, strings.ReplaceAll(name, "_", "-"))
 	}
 	return nil
 }
