@@ -187,6 +187,7 @@ func (f *File) Validate() error {
 	add(f.HTTP.Validate())
 	add(f.validateTargets())
 	add(f.validateWebhookSources())
+	add(f.validateServerNames())
 	add(f.validateTools())
 	add(f.validateModels())
 	return errors.Join(errs...)

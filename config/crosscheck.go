@@ -70,6 +70,23 @@ func (f *File) validateWebhookSources() error {
 	return errors.Join(errs...)
 }
 
+// builtinTools are the names of every built-in tool, on or off.
+func builtinTools() []string {
+	return slices.Concat([]string{tools.NotifyName}, memory.Names, schedule.Names, builtin.Names)
+}
+
+// validateServerNames refuses a server named like built-in tools (see
+// mcp.CheckBuiltins).
+func (f *File) validateServerNames() error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(f.MCP.Servers)) {
+		if err := mcp.CheckBuiltins(name, builtinTools()); err != nil {
+			errs = append(errs, fmt.Errorf("mcp.servers.%s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // validateTools checks that every glob of every scope can match a tool:
 // notify_user, a memory tool, a built-in tool the tools section turns on, or a tool of a
 // configured MCP server (<server>__<tool>). A typo would otherwise leave
@@ -100,13 +117,17 @@ func (f *File) validateTools() error {
 			server, _, named := strings.Cut(g, mcp.Separator)
 			off := slices.DeleteFunc(slices.Clone(builtin.Names), func(n string) bool { return !scope.Allows(n) || slices.Contains(on, n) })
 			switch {
-			case !named && strings.Contains(g, "*") && len(servers) > 0:
-				// "fs*", "*_read_*": may match the names of a server's tools.
 			case !named && len(off) > 0:
 				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: the built-in %s is off (turn it on under tools.%s)", field, i, g, off[0], off[0]))
 			case !named:
-				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: want notify_user, memory_* (the memory tools), schedule_*, a built-in tool that is on (tools section: %s), or <server>__<tool> for a tool of an MCP server (%s)",
-					field, i, g, strings.Join(builtin.Names, ", "), have))
+				// A glob without "__" matches only built-in tools
+				// (tools.Scope), so "fs*" matches none of fs's.
+				why := ""
+				if strings.ContainsAny(g, "*?[") {
+					why = `; a glob without "__" matches only built-in tools`
+				}
+				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: want notify_user, memory_* (the memory tools), schedule_*, a built-in tool that is on (tools section: %s), or <server>__<tool> for a tool of an MCP server (%s)%s",
+					field, i, g, strings.Join(builtin.Names, ", "), have, why))
 			case !slices.ContainsFunc(servers, func(s string) bool { ok, _ := path.Match(server, s); return ok }):
 				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: no MCP server is called %q (%s)", field, i, g, server, have))
 			}

@@ -88,6 +88,12 @@ mcp:
 		{"max calls", "runner:\n  max_tool_calls: 5000\n", "runner.max_tool_calls: 5000: want 1-1000"},
 		{"checklist in a file", "heartbeat:\n  tools: [memory_*, checklist_update]\n", `heartbeat.tools[1]: "checklist_update": the heartbeat reads its checklist from a file`},
 		{"server", "mcp:\n  servers:\n    fs: {}\n", "mcp.servers.fs.command: required"},
+		{"glob without __ for a server", "runner:\n  tools: ['f*']\nmcp:\n  servers:\n    fs: {command: npx}\n",
+			`runner.tools[0]: "f*" matches no tool: want notify_user, memory_* (the memory tools), schedule_*, a built-in tool that is on (tools section: http_fetch, exec), or <server>__<tool> for a tool of an MCP server (mcp.servers has fs); a glob without "__" matches only built-in tools`},
+		{"server named like the memory tools", "mcp:\n  servers:\n    memory: {command: npx}\nheartbeat:\n  tools: [memory_*]\n",
+			`mcp.servers.memory: "memory" is taken by the built-in tools memory_read, memory_append, memory_replace, memory_list: rename the server, e.g. to memory-mcp`},
+		{"server named like a built-in tool", "mcp:\n  servers:\n    exec: {command: npx}\n", `mcp.servers.exec: "exec" is taken by the built-in tool exec: rename the server, e.g. to exec-mcp`},
+		{"server named like a built-in family", "mcp:\n  servers:\n    http_fetch: {command: npx}\n", `mcp.servers.http_fetch: "http_fetch" starts with "http_", as the built-in tool http_fetch does: rename the server, e.g. to http-fetch`},
 		{"job target's connector", "cron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, targets: ['pigeon:42']}\n", `cron.jobs[0].targets[0]: "pigeon" is not a connector`},
 	} {
 		f, err := config.Parse("agentwork.yaml", []byte(tt.yaml), env(nil), types)
@@ -98,13 +104,23 @@ mcp:
 			t.Errorf("%s: Validate = %v, want %q", tt.name, err, tt.want)
 		}
 	}
+	// Every built-in family is taken, alone or with more after a "_".
+	for _, name := range []string{"notify", "memory", "checklist", "schedule", "http", "exec", "memory_graph", "schedule_x", "notify_user"} {
+		f, err := config.Parse("agentwork.yaml", []byte("mcp:\n  servers:\n    "+name+": {command: npx}\n"), env(nil), types)
+		if err != nil {
+			t.Fatalf("%s: Parse = %v", name, err)
+		}
+		if err := f.Validate(); err == nil || !strings.Contains(err.Error(), "mcp.servers."+name+": ") || !strings.Contains(err.Error(), "rename the server") {
+			t.Errorf("Validate(mcp.servers.%s) = %v, want an error that names the server and says to rename it", name, err)
+		}
+	}
 	for _, ok := range []string{
 		"runner:\n  tools: ['*']\n",
 		"runner:\n  tools: ['notify_*']\n",
 		"tasks:\n  planner:\n    tools: [schedule_*]\ncron:\n  agent: {max_jobs: 5, min_interval: 10m, tools: [notify_user, schedule_list]}\n",
 		"runner:\n  memory: light\nheartbeat:\n  tools: [memory_*]\n  memory: full\ntasks:\n  report:\n    tools: [memory_read]\n",
 		"runner:\n  memory_flush: true\nheartbeat:\n  tools: [memory_*, checklist_update]\n  checklist_in_memory: true\n  memory_flush: false\ntasks:\n  report:\n    tools: [memory_append]\n    memory_flush: true\ncron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, memory_flush: true}\n",
-		"runner:\n  tools: ['f*']\nmcp:\n  servers:\n    fs: {command: npx}\n",
+		"runner:\n  tools: [memory_*, 'memory-graph__*', 'executor__*']\nmcp:\n  servers:\n    memory-graph: {command: npx}\n    executor: {command: npx}\n",
 		"runner:\n  tools: ['f?__*']\nmcp:\n  servers:\n    fs: {command: npx}\n",
 		"connectors:\n  alerts: {type: nats, subject: a.b}\ncron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, targets: ['alerts:ops.x']}\n",
 	} {

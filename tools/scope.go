@@ -5,7 +5,14 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
+	"strings"
 )
+
+// ServerSeparator separates an MCP server's name from its tool's in the
+// names the model sees: fs__read_text_file. A built-in tool's name has
+// none; a server's name cannot hold one.
+const ServerSeparator = "__"
 
 // Scope is which tools a run may use: a list of globs over tool names, in
 // path.Match syntax. `*` matches any run of characters (tool names have
@@ -14,6 +21,11 @@ import (
 // tools of every server, "*" every tool. A name that no glob matches is
 // out of scope: the model is not offered it, and a call to it runs
 // nothing (fail-closed). An empty Scope allows nothing.
+//
+// Built-in tools and servers' tools (<server>__<tool>) are two namespaces
+// that no glob crosses, except one of only `*`: a glob without "__"
+// matches only built-in tools ("memory_*" is the memory tools, never the
+// tools of a server called memory), and one with "__" only servers' tools.
 type Scope []string
 
 // DefaultScope is the scope of a runtime that sets none: notify_user.
@@ -21,12 +33,16 @@ var DefaultScope = Scope{NotifyName}
 
 // Allows reports whether name is in scope.
 func (s Scope) Allows(name string) bool {
-	for _, g := range s {
-		if ok, err := path.Match(g, name); err == nil && ok {
-			return true
-		}
+	return slices.ContainsFunc(s, func(g string) bool { return match(g, name) })
+}
+
+// match reports whether the glob g matches name, within its namespace.
+func match(g, name string) bool {
+	if strings.Trim(g, "*") != "" && !strings.Contains(g, ServerSeparator) && strings.Contains(name, ServerSeparator) {
+		return false // a built-in glob, a server's tool
 	}
-	return false
+	ok, err := path.Match(g, name)
+	return err == nil && ok
 }
 
 // Select returns the specs whose names are in scope, in order.

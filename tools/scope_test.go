@@ -32,6 +32,21 @@ func TestScopeAllows(t *testing.T) {
 		{tools.Scope{"fs__[lr]*"}, "fs__write_file", false},
 		{tools.Scope{"notify_user", "fs__list_directory"}, "fs__list_directory", true},
 		{tools.Scope{"fs__[unclosed"}, "fs__[unclosed", false},
+		// Built-in names and servers' names (<server>__<tool>) are two
+		// namespaces: a glob without "__" matches only built-ins, one with
+		// "__" only servers' tools, and "*" both.
+		{tools.Scope{"memory_*"}, "memory_read", true},
+		{tools.Scope{"memory_*"}, "memory__delete_entities", false},
+		{tools.Scope{"schedule_*"}, "schedule__create", false},
+		{tools.Scope{"http_*"}, "http__get", false},
+		{tools.Scope{"http_*"}, "http_fetch", true},
+		{tools.Scope{"exec*"}, "exec__run", false},
+		{tools.Scope{"f*"}, "fs__read_text_file", false},
+		{tools.Scope{"*_read_*"}, "github__read_file", false},
+		{tools.Scope{"*__*"}, "memory_read", false},
+		{tools.Scope{"*__*"}, "memory__read_graph", true},
+		{tools.Scope{"*"}, "memory_read", true},
+		{tools.Scope{"**"}, "fs__read_text_file", true},
 		{tools.Scope{}, "notify_user", false},
 		{nil, "notify_user", false},
 	}

@@ -256,6 +256,8 @@ func TestConfigCheck(t *testing.T) {
 		{"unknown connector key", "connectors:\n  alerts:\n    type: nats\n    subject: a.b\n    format: json\n", `agentwork.yaml:5: unknown key "connectors.alerts.format" (known: jetstream, subject;`},
 		{"bad connector value", "connectors:\n  alerts: {type: nats, subject: \"a.>\"}\n", "connectors.alerts.subject:"},
 		{"unknown model", "cron:\n  jobs:\n    - id: a\n      schedule: \"@daily\"\n      prompt: x\n      model: strong\n", `cron.jobs[0].model: "strong": no such model (models: default)`},
+		{"MCP server named like built-in tools", "mcp:\n  servers:\n    memory: {command: npx, args: [-y, \"@modelcontextprotocol/server-memory\"]}\nheartbeat:\n  tools: [memory_*]\n",
+			`mcp.servers.memory: "memory" is taken by the built-in tools memory_read, memory_append, memory_replace, memory_list: rename the server, e.g. to memory-mcp`},
 		{"unset secret", "model:\n  provider: openai\n  model: m\n  api_key: ${AGENTWORK_TEST_UNSET_KEY}\n", "AGENTWORK_TEST_UNSET_KEY is not set"},
 	}
 	for i, tt := range tests {

@@ -246,7 +246,7 @@ mcp:
 	fake.Enqueue(
 		openaifake.Response{Check: wantOffered("fs__read_text_file", "notify_user"),
 			Reply: model.Reply{ToolCalls: []model.ToolCall{{ID: "r1", Name: "fs__read_text_file", Arguments: `{"path":"report.txt"}`}}}},
-		openaifake.Response{Check: lastToolResult("nightly backup FAILED on host-7"),
+		openaifake.Response{Check: lastToolResult("nightly backup FAILED on host-7 (token [redacted])"),
 			Reply: model.Reply{ToolCalls: []model.ToolCall{{ID: "n1", Name: "notify_user", Arguments: fmt.Sprintf(`{"text":%q,"urgency":"important"}`, notice)}}}},
 		openaifake.Text("Notified the user."),
 	)
@@ -263,7 +263,10 @@ mcp:
 	if got := callNames(hb); !slices.Equal(got, []string{"fs__read_text_file:ok", "notify_user:ok"}) {
 		t.Errorf("the done event lists %v, want fs__read_text_file:ok, notify_user:ok", got)
 	}
-	if read := hb.ToolCalls[0]; read.Result != "nightly backup FAILED on host-7 (token [redacted])" || read.ResultBytes != len(report) || read.DurationMS <= 0 {
+	// The server's env value is cut out before the model reads the result,
+	// so the size on record is that of the redacted text.
+	const redacted = "nightly backup FAILED on host-7 (token [redacted])"
+	if read := hb.ToolCalls[0]; read.Result != redacted || read.ResultBytes != len(redacted) || read.DurationMS <= 0 {
 		t.Errorf("fs__read_text_file on record = %+v, want the content redacted, its size and a duration", read)
 	}
 

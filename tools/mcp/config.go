@@ -54,7 +54,9 @@ const (
 type Config struct {
 	// Servers are the MCP servers by name. A name is 1-32 characters of
 	// a-z, 0-9, _ and -, without "__" and not ending in "_": the server's
-	// tools are offered to the model as <name>__<tool>.
+	// tools are offered to the model as <name>__<tool>. The config loader
+	// also refuses the names of built-in tool families (memory, http, ...;
+	// CheckBuiltins).
 	Servers map[string]ServerConfig `yaml:"servers" json:"servers,omitempty"`
 }
 
@@ -132,6 +134,36 @@ func CheckServerName(name string) error {
 		return errors.New("the name must be 1-32 characters of a-z, 0-9, _ and - (the server's tools are offered as <name>__<tool>)")
 	case strings.Contains(name, Separator) || strings.HasSuffix(name, "_"):
 		return fmt.Errorf("the name may not contain %q or end in _: %q separates the server from the tool in the names the model sees", Separator, Separator)
+	}
+	return nil
+}
+
+// CheckBuiltins reports whether a server called name would pass for
+// built-in tools, whose names are builtins: a server may not be called
+// like a built-in tool's family, the word before the tool name's first _
+// (memory for memory_read, exec for exec), nor start with one and _
+// (memory_graph), so that memory__delete_entities is never read as one of
+// the memory tools.
+func CheckBuiltins(name string, builtins []string) error {
+	family := func(n string) string { f, _, _ := strings.Cut(n, "_"); return f }
+	for _, b := range builtins {
+		f := family(b)
+		if name != f && !strings.HasPrefix(name, f+"_") {
+			continue
+		}
+		same := slices.DeleteFunc(slices.Clone(builtins), func(n string) bool { return family(n) != f })
+		which := "tool " + same[0]
+		if len(same) > 1 {
+			which = "tools " + strings.Join(same, ", ")
+		}
+		if name == f {
+			return fmt.Errorf("%q is taken by the built-in %s: rename the server, e.g. to %s-mcp", name, which, name)
+		}
+		do := "does"
+		if len(same) > 1 {
+			do = "do"
+		}
+		return fmt.Errorf("%q starts with %q, as the built-in %s %s: rename the server, e.g. to %s", name, f+"_", which, do, strings.ReplaceAll(name, "_", "-"))
 	}
 	return nil
 }

@@ -1,6 +1,10 @@
 package mcp
 
-import sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+import (
+	"net/http"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
 
 // Environ, Render, CapOutput and InputSchema expose the pieces of a call
 // for unit tests.
@@ -13,4 +17,10 @@ func CapOutput(s string, max int) string { return capOutput(s, max, "max_output"
 func InputSchema(v any) (string, error) {
 	b, err := inputSchema(v)
 	return string(b), err
+}
+
+// HeaderTransport is the transport of an HTTP server at url with headers,
+// over base.
+func HeaderTransport(url string, headers map[string]string, base http.RoundTripper) http.RoundTripper {
+	return newHeaderTransport(url, headers, base)
 }

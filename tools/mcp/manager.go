@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -264,24 +262,4 @@ func (m *Manager) Idempotent(name string) bool {
 		}
 	}
 	return false
-}
-
-// headerTransport adds a server's headers to every request, and notes a
-// refusal of them (401, 403) so that the error can point at the headers.
-type headerTransport struct {
-	base    http.RoundTripper
-	headers map[string]string
-	refused atomic.Int32 // status of the last 401 or 403 answer
-}
-
-func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	for k, v := range h.headers {
-		r.Header.Set(k, v)
-	}
-	resp, err := h.base.RoundTrip(r)
-	if err == nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
-		h.refused.Store(int32(resp.StatusCode))
-	}
-	return resp, err
 }

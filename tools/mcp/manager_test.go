@@ -51,7 +51,7 @@ func TestTransports(t *testing.T) {
 				if st.State != mcp.StateUp || st.Transport != tr.name || st.LastError != "" {
 					t.Errorf("Status = %+v, want up over %s without error", st, tr.name)
 				}
-				want := []string{"srv__add_tool", "srv__big", "srv__echo", "srv__fail", "srv__get_time", "srv__mixed", "srv__pid", "srv__remove_tool", "srv__sleep", "srv__structured"}
+				want := []string{"srv__add_tool", "srv__big", "srv__echo", "srv__fail", "srv__fail_env", "srv__fail_with", "srv__get_time", "srv__mixed", "srv__pid", "srv__remove_tool", "srv__sleep", "srv__structured", "srv__whoami"}
 				if got := names(m); !slices.Equal(got, want) {
 					t.Errorf("Specs() names = %v, want %v", got, want)
 				}

@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
+
+	"github.com/agentwork/agentwork/tools"
 )
 
 // Separator separates the server's name from the tool's in the names the
 // model sees: fs__read_text_file.
-const Separator = "__"
+const Separator = tools.ServerSeparator
 
 // maxName is the longest tool name OpenAI and Anthropic accept
 // (^[a-zA-Z0-9_-]{1,64}$).

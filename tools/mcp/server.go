@@ -65,8 +65,7 @@ func newServer(m *Manager, impl *sdk.Implementation, name string, c ServerConfig
 		since:       m.clock.Now(),
 	}
 	if transport == TransportHTTP {
-		s.headers = &headerTransport{base: http.DefaultTransport.(*http.Transport).Clone(), headers: c.Headers}
-		s.http = &http.Client{Transport: s.headers}
+		s.http, s.headers = newHTTPClient(c.URL, c.Headers)
 	}
 	s.client = sdk.NewClient(impl, &sdk.ClientOptions{
 		// No roots, sampling or elicitation: agentwork only calls tools.
@@ -142,7 +141,7 @@ func (s *server) session(ctx context.Context, up func()) (upFor time.Duration, e
 		defer p.stop()
 		t = &sdk.IOTransport{Reader: p.stdout, Writer: p.stdin}
 	case TransportHTTP:
-		s.headers.refused.Store(0)
+		s.headers.reset()
 		t = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.http}
 	default:
 		if t, err = s.connect(startCtx); err != nil {
@@ -219,7 +218,9 @@ func (s *server) failed(what string, err error, p *proc) error {
 		}
 	}
 	if s.headers != nil {
-		if code := s.headers.refused.Load(); code != 0 {
+		if where := s.headers.elsewhere.Load(); where != nil {
+			msg += fmt.Sprintf(" (the server redirected to %s, another origin, where agentwork does not send mcp.servers.%s.headers: set mcp.servers.%s.url to the address the server answers at)", s.redact(*where), s.name, s.name)
+		} else if code := s.headers.refused.Load(); code != 0 {
 			msg += fmt.Sprintf(" (the server answered %d: check mcp.servers.%s.headers)", code, s.name)
 		}
 	}
@@ -269,6 +270,7 @@ func (s *server) discover(ctx context.Context, sess *sdk.ClientSession) (map[str
 		if desc == "" {
 			desc = t.Title
 		}
+		desc = s.redact(desc) // the model reads it with every request
 		out[name] = tool{name: t.Name, spec: tools.Spec{
 			Name: name, Description: desc, Schema: schema,
 			Handler:    func(ctx context.Context, args json.RawMessage) (string, error) { return s.call(ctx, name, args) },
@@ -449,7 +451,9 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage) (s
 			return "", failf(ErrCall, "MCP server %s: the call failed: %s", s.name, s.redact(err.Error()))
 		}
 	}
-	out := capOutput(render(res), s.cfg.MaxOutput, "mcp.servers."+s.name+".max_output")
+	// Redacted before it is cut: a cut through a secret would leave a part
+	// of it that matches nothing.
+	out := capOutput(s.redact(render(res)), s.cfg.MaxOutput, "mcp.servers."+s.name+".max_output")
 	if res.IsError {
 		if out == "" {
 			out = "the tool reported an error and said nothing more"

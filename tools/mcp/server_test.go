@@ -62,6 +62,18 @@ func testServer() *sdk.Server {
 		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
 			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "it broke: the disk is full"}}}, nil, nil
 		})
+	sdk.AddTool(s, &sdk.Tool{Name: "fail_with", Description: "Fails with the text."},
+		func(_ context.Context, _ *sdk.CallToolRequest, a textArgs) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: a.Text}}}, nil, nil
+		})
+	sdk.AddTool(s, &sdk.Tool{Name: "fail_env", Description: "Fails quoting the environment variable called name, as a careless server does."},
+		func(_ context.Context, _ *sdk.CallToolRequest, a nameArgs) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "auth failed: token " + os.Getenv(a.Name) + " rejected"}}}, nil, nil
+		})
+	sdk.AddTool(s, &sdk.Tool{Name: "whoami", Description: "Acts with the token " + os.Getenv("API_TOKEN") + ", as a careless server says."},
+		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return text("me"), nil, nil
+		})
 	sdk.AddTool(s, &sdk.Tool{Name: "sleep", Description: "Waits until cancelled (at most 30s)."},
 		func(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
 			select {
