@@ -51,8 +51,10 @@ type ExecConfig struct {
 	// Allow are argv prefixes: a call's argv must start with one of them,
 	// element by element, exactly (["df", "-h"] allows df -h and df -h
 	// /srv, not df or df -i). What follows the prefix is the model's, so
-	// list a prefix only when every argument after it is safe. Required:
-	// at least one.
+	// list a prefix only when every argument after it is safe. A prefix
+	// whose program starts a program its arguments name, or runs code
+	// given as one (a shell, sudo, env, python3 -c, awk, find, ...: see
+	// runsAnything), is refused. Required: at least one.
 	Allow [][]string `yaml:"allow" json:"allow"`
 	// Env are the environment variables of the commands, besides PATH;
 	// they get nothing else of agentwork's environment. Values are
