@@ -28,7 +28,7 @@ func (r *Runner) withMemory(ctx context.Context, run *Run, system, level string)
 	section, err := r.memory.Prompt(ctx, level)
 	if err != nil {
 		r.log.Warn("memory not in the prompt", zap.String("run", run.ID), zap.Error(err))
-		section = memory.PromptBegin + "\nYour memory could not be read for this run: " + err.Error() + "\n" + memory.PromptEnd
+		section = memory.UnreadablePrompt(err)
 	}
 	if section == "" {
 		return system

@@ -81,7 +81,7 @@ func TestRunMemoryLevel(t *testing.T) {
 				t.Errorf("system = %q, want the policy's prompt first", sys)
 			case tc.want == "" && strings.Contains(sys, "<memory>"):
 				t.Errorf("system = %q, want no memory", sys)
-			case tc.want != "" && (!strings.Contains(sys, "\n\n<memory>") || !strings.Contains(sys, tc.want)):
+			case tc.want != "" && (!strings.Contains(sys, "\n\n<memory") || !strings.Contains(sys, tc.want)):
 				t.Errorf("system = %q, want a memory section with %q", sys, tc.want)
 			}
 		})

@@ -184,7 +184,7 @@ tools:
 		{"prefix", "tools:\n  http_fetch:\n    allow:\n      - prefix: http://169.254.169.254/\n",
 			"tools.http_fetch.allow[0].prefix: 169.254.169.254 is the cloud metadata service's address; set allow_private: true on this entry"},
 		{"no allow", "tools:\n  exec: {}\n", "tools.exec.allow: required"},
-		{"shell", "tools:\n  exec:\n    allow: [[sh, -c]]\n", `tools.exec.allow[0]: ["sh","-c"] runs any command`},
+		{"shell", "tools:\n  exec:\n    allow: [[sh, -c]]\n", `tools.exec.allow[0]: ["sh","-c"]: sh is a shell: it runs any command`},
 	} {
 		f, err := config.Parse("agentwork.yaml", []byte(tt.yaml), env(nil), types)
 		if err != nil {

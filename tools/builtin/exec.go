@@ -51,8 +51,10 @@ type ExecConfig struct {
 	// Allow are argv prefixes: a call's argv must start with one of them,
 	// element by element, exactly (["df", "-h"] allows df -h and df -h
 	// /srv, not df or df -i). What follows the prefix is the model's, so
-	// list a prefix only when every argument after it is safe. Required:
-	// at least one.
+	// list a prefix only when every argument after it is safe. A prefix
+	// whose program starts a program its arguments name, or runs code
+	// given as one (a shell, sudo, env, python3 -c, awk, find, ...: see
+	// runsAnything), is refused. Required: at least one.
 	Allow [][]string `yaml:"allow" json:"allow"`
 	// Env are the environment variables of the commands, besides PATH;
 	// they get nothing else of agentwork's environment. Values are
@@ -95,11 +97,99 @@ func (c ExecConfig) withDefaults() ExecConfig {
 // Validate checks c without I/O; errors read "<field>: ...".
 func (c ExecConfig) Validate() error { return errors.Join(c.validate("")...) }
 
-// shells run any command they are given: a prefix that ends at one, or
-// at its -c, allows every command. (A prefix with the script itself,
-// [sh, -c, "df -h | tail -1"], lets the model add only arguments.)
-var shells = []string{"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "busybox",
-	"env", "sudo", "doas", "su", "xargs", "nohup", "nice", "timeout", "setsid", "exec", "eval", "command"}
+// Programs an allow-list entry may not end at, by family, as base names
+// without a version (progName). What follows an entry is the model's
+// (prefix matching), so each of these lets the model run anything.
+var (
+	// shells run any command they are given. A prefix that holds the
+	// whole script, [sh, -c, "df -h | tail -1"], lets the model add only
+	// arguments ($0, $1, ...): that is allowed (scriptShells).
+	shells = []string{"sh", "bash", "dash", "zsh", "ksh", "mksh", "pdksh", "ash", "yash", "fish", "csh", "tcsh",
+		"rc", "es", "elvish", "nu", "xonsh", "pwsh", "powershell", "cmd", "exec", "eval", "command", "builtin"}
+	// scriptShells take a script as [shell, -c, SCRIPT], after which every
+	// argument is a positional parameter.
+	scriptShells = []string{"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash"}
+	// wrappers start the program their arguments name. An entry that
+	// names it, right after the wrapper's fixed operands with no option
+	// before it ([sudo, systemctl, status], [timeout, 5, df]), is checked
+	// as that program's entry; with an option (exec cannot tell where
+	// options end) or without a program, it is refused. The value is how
+	// many operands precede the program (env: its NAME=value too).
+	wrappers = map[string]int{"sudo": 0, "doas": 0, "env": 0, "nice": 0, "nohup": 0, "setsid": 0, "time": 0,
+		"timeout": 1, "ionice": 0, "chrt": 1, "taskset": 1, "flock": 1, "chroot": 1, "unshare": 0, "stdbuf": 0, "xargs": 0}
+	// runners start a program, or run a command, their arguments name,
+	// however the entry goes on: a command line through a shell (watch,
+	// ssh, su, script, parallel), options anywhere or commands of their
+	// own (the rest).
+	runners = []string{"busybox", "toybox", "su", "runuser", "watch", "script", "ssh", "systemd-run", "nsenter",
+		"strace", "ltrace", "gdb", "lldb", "valgrind", "perf", "parallel", "prlimit", "numactl", "cpulimit",
+		"firejail", "bwrap", "proot", "fakeroot", "fakechroot", "catchsegv", "npx", "pnpx", "bunx", "uvx", "pipx", "make", "gmake"}
+	// interpreters run code given as an argument (-c, -e, -r, ...). An
+	// entry that names a script file right after the interpreter
+	// ([python3, /opt/report.py]) lets the model add only the script's
+	// arguments: that is allowed.
+	interpreters = []string{"python", "pythonw", "pypy", "perl", "ruby", "irb", "node", "nodejs", "php", "lua", "luajit",
+		"tclsh", "wish", "expect", "rscript", "osascript", "julia", "guile", "racket", "sbcl", "clisp", "ocaml",
+		"ghci", "runghc", "escript", "elixir", "groovy", "jshell"}
+	// evaluators run code (a program, a script, a command) given as an
+	// argument or an option the model may add anywhere after the entry:
+	// no entry of theirs is safe.
+	evaluators = []string{"awk", "gawk", "mawk", "nawk", "sed", "gsed", "deno", "bun", "r",
+		"sqlite3", "vi", "vim", "nvim", "ex", "emacs", "jrunscript"}
+)
+
+// progName is the name a program is known by: the base name of p, lower
+// case, without .exe and a trailing version (python3.12, perl5.36,
+// gawk-5.1: python, perl, gawk).
+func progName(p string) string {
+	n := strings.ToLower(filepath.Base(p))
+	n = strings.TrimSuffix(n, ".exe")
+	if t := strings.TrimRight(n, "0123456789.-"); t != "" {
+		n = t
+	}
+	return n
+}
+
+// runsAnything returns why the allow-list entry argv lets the model run a
+// program or code of its choosing, with what to allow instead; "" when it
+// does not.
+func runsAnything(argv []string) string {
+	base, name := filepath.Base(argv[0]), progName(argv[0])
+	const instead = "allow the program itself instead, with its first arguments ([df, -h], [systemctl, status])"
+	switch {
+	case slices.Contains(shells, name):
+		if slices.Contains(scriptShells, name) && len(argv) >= 3 && argv[1] == "-c" && strings.TrimSpace(argv[2]) != "" {
+			return ""
+		}
+		return base + " is a shell: it runs any command it is given, and exec runs no shell; allow the programs themselves ([df, -h]), or the whole script as [sh, -c, \"df -h | tail -1\"]"
+	case slices.Contains(evaluators, name):
+		return base + " runs code given as an argument, and the model may add arguments after the entry; " + instead
+	case name == "find":
+		return "find runs commands (-exec, -execdir, -ok, -okdir) and deletes files (-delete), and the model may add those after the entry; " + instead + ", e.g. [ls, -l] or [du, -sh]"
+	case slices.Contains(interpreters, name):
+		if len(argv) >= 2 && argv[1] != "" && !strings.HasPrefix(argv[1], "-") {
+			return "" // a script: what follows is its arguments
+		}
+		return base + " runs code given as an argument (-c, -e, ...); allow the program you need instead, or a script of yours as [" + base + ", /path/to/script]"
+	case slices.Contains(runners, name):
+		return base + " starts the program named by its arguments, which the model chooses; " + instead
+	}
+	skip, ok := wrappers[name]
+	if !ok {
+		return ""
+	}
+	i := 1
+	for ; i < len(argv) && (i <= skip || name == "env" && strings.Contains(argv[i], "=")); i++ {
+		if strings.HasPrefix(argv[i], "-") {
+			break
+		}
+	}
+	if i >= len(argv) || strings.HasPrefix(argv[i], "-") || argv[i] == "" {
+		return base + " starts the program named by its arguments, which the model chooses; " + instead +
+			", or name it in the entry with no option before it ([" + base + ", df, -h])"
+	}
+	return runsAnything(argv[i:])
+}
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -123,8 +213,8 @@ func (c ExecConfig) validate(p string) []error {
 				f.fail(fmt.Sprintf("%s[%d]", ap, j), "contains a NUL byte")
 			}
 		}
-		if base := filepath.Base(argv[0]); slices.Contains(shells, base) && (len(argv) == 1 || len(argv) == 2 && argv[1] == "-c") {
-			f.fail(ap, "%s runs any command it is given, and exec runs no shell: list the commands themselves", quoteArgv(argv))
+		if why := runsAnything(argv); why != "" {
+			f.fail(ap, "%s: %s", quoteArgv(argv), why)
 		}
 		key := quoteArgv(argv)
 		if j, dup := seen[key]; dup {

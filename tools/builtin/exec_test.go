@@ -176,9 +176,9 @@ func TestExecConfig(t *testing.T) {
 		{"no allow", builtin.ExecConfig{}, "allow: required"},
 		{"empty", builtin.ExecConfig{Allow: [][]string{{}}}, "allow[0]: empty"},
 		{"one string", builtin.ExecConfig{Allow: [][]string{{"systemctl status"}}}, `allow[0]: "systemctl status": want the program alone`},
-		{"shell", builtin.ExecConfig{Allow: [][]string{{"bash"}}}, `allow[0]: ["bash"] runs any command it is given`},
-		{"shell -c", builtin.ExecConfig{Allow: [][]string{{"/bin/sh", "-c"}}}, `allow[0]: ["/bin/sh","-c"] runs any command`},
-		{"sudo", builtin.ExecConfig{Allow: [][]string{{"sudo"}}}, `["sudo"] runs any command`},
+		{"shell", builtin.ExecConfig{Allow: [][]string{{"bash"}}}, `allow[0]: ["bash"]: bash is a shell: it runs any command it is given`},
+		{"shell -c", builtin.ExecConfig{Allow: [][]string{{"/bin/sh", "-c"}}}, `allow[0]: ["/bin/sh","-c"]: sh is a shell`},
+		{"sudo", builtin.ExecConfig{Allow: [][]string{{"sudo"}}}, `["sudo"]: sudo starts the program named by its arguments`},
 		{"twice", builtin.ExecConfig{Allow: [][]string{{"df"}, {"df"}}}, `allow[1]: ["df"] is allow[0] too`},
 		{"env name", builtin.ExecConfig{Allow: [][]string{{"df"}}, Env: map[string]string{"1X": "y"}}, `env: "1X" is not an environment variable name`},
 		{"path in env", builtin.ExecConfig{Allow: [][]string{{"df"}}, Env: map[string]string{"PATH": "/x"}}, "env: PATH is set by path"},
@@ -208,4 +208,87 @@ func ExampleExec() {
 	// Output:
 	// refused
 	// ["rm","-rf","/"] is not allowed: an argv must start with one of ["df","-h"], ["systemctl","status"] (tools.exec.allow); nothing ran
+}
+
+// An allow-list entry whose program starts a program chosen by later
+// arguments, or runs code given as one, lets the model run anything: a
+// config error that names the entry and says why, wherever the program
+// is (a directory, a version in its name, behind a wrapper).
+func TestExecConfigRefusesRunners(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		argv []string
+		want string
+	}{
+		// The shapes of the issue.
+		{[]string{"env", "-i"}, `allow[0]: ["env","-i"]: env starts the program named by its arguments`},
+		{[]string{"sudo", "-n"}, `["sudo","-n"]: sudo starts the program named by its arguments`},
+		{[]string{"timeout", "5"}, `["timeout","5"]: timeout starts the program named by its arguments`},
+		{[]string{"xargs", "-0"}, `["xargs","-0"]: xargs starts the program named by its arguments`},
+		{[]string{"bash", "-lc"}, `["bash","-lc"]: bash is a shell`},
+		{[]string{"sh", "-e"}, `["sh","-e"]: sh is a shell`},
+		{[]string{"python3", "-c"}, `["python3","-c"]: python3 runs code given as an argument`},
+		{[]string{"perl", "-e"}, `["perl","-e"]: perl runs code given as an argument`},
+		{[]string{"awk"}, `["awk"]: awk runs code given as an argument`},
+		{[]string{"find", ".", "-exec"}, `["find",".","-exec"]: find runs commands`},
+		// Beside them.
+		{[]string{"find", "/var/log", "-name", "*.log"}, "find runs commands"},
+		{[]string{"/usr/bin/env"}, `["/usr/bin/env"]: env starts`},
+		{[]string{"/usr/bin/python3.12", "-c"}, "python3.12 runs code"},
+		{[]string{"perl5.36", "-e"}, "perl5.36 runs code"},
+		{[]string{"busybox", "sh"}, "busybox starts the program named by its arguments"},
+		{[]string{"nice", "-n", "5"}, "nice starts"},
+		{[]string{"setsid", "-f"}, "setsid starts"},
+		{[]string{"bash", "-x"}, "bash is a shell"},
+		{[]string{"zsh"}, "zsh is a shell"},
+		{[]string{"sh", "-c"}, "sh is a shell"},
+		{[]string{"node", "-e"}, "node runs code"},
+		{[]string{"ruby", "-e"}, "ruby runs code"},
+		{[]string{"php", "-r"}, "php runs code"},
+		{[]string{"gawk", "{print $1}"}, "gawk runs code"},
+		{[]string{"sed", "-n", "p"}, "sed runs code"},
+		{[]string{"Rscript", "-e"}, "Rscript runs code"},
+		{[]string{"deno", "eval"}, "deno runs code"},
+		{[]string{"watch", "df"}, "watch starts the program"},
+		{[]string{"ssh", "host"}, "ssh starts the program"},
+		{[]string{"script", "-q"}, "script starts the program"},
+		{[]string{"stdbuf", "-oL"}, "stdbuf starts the program"},
+		{[]string{"ionice"}, "ionice starts"},
+		{[]string{"chrt", "1"}, "chrt starts"},
+		{[]string{"taskset", "0x1"}, "taskset starts"},
+		{[]string{"flock", "/tmp/l"}, "flock starts"},
+		{[]string{"unshare"}, "unshare starts"},
+		{[]string{"nsenter", "-t", "1"}, "nsenter starts"},
+		{[]string{"chroot", "/"}, "chroot starts"},
+		{[]string{"systemd-run"}, "systemd-run starts"},
+		{[]string{"strace"}, "strace starts"},
+		{[]string{"gdb"}, "gdb starts"},
+		{[]string{"parallel"}, "parallel starts"},
+		{[]string{"su", "root"}, "su starts"},
+		{[]string{"runuser", "-u", "x"}, "runuser starts"},
+		{[]string{"time"}, "time starts"},
+		// A wrapper that names its program: that program is checked.
+		{[]string{"sudo", "bash"}, `["sudo","bash"]: bash is a shell`},
+		{[]string{"env", "A=1", "python3", "-c"}, `["env","A=1","python3","-c"]: python3 runs code`},
+		{[]string{"timeout", "5", "/usr/bin/env", "-i"}, "env starts the program"},
+	} {
+		err := (builtin.ExecConfig{Allow: [][]string{tc.argv}}).Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate(allow %q) = %v, want %q", tc.argv, err, tc.want)
+		}
+		if err != nil && !strings.Contains(err.Error(), "allow the program") {
+			t.Errorf("Validate(allow %q) = %v, want it to say what to allow instead", tc.argv, err)
+		}
+	}
+	// What the model may only extend with arguments of a program the
+	// entry names is fine.
+	for _, argv := range [][]string{
+		{"df", "-h"}, {"sh", "-c", "df -h | tail -1"}, {"sudo", "systemctl", "status"},
+		{"timeout", "5", "df", "-h"}, {"env", "LANG=C", "df"}, {"nice", "du", "-sh"},
+		{"python3", "/opt/report.py"}, {"/usr/bin/perl", "/opt/x.pl", "--quiet"},
+	} {
+		if err := (builtin.ExecConfig{Allow: [][]string{argv}}).Validate(); err != nil {
+			t.Errorf("Validate(allow %q) = %v, want ok", argv, err)
+		}
+	}
 }

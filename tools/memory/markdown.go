@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // replaceSection returns doc with the "## title" section's body set to
@@ -57,6 +59,48 @@ func heading2(line string) (string, bool) {
 	t, ok := strings.CutPrefix(line, "## ")
 	return strings.TrimSpace(t), ok
 }
+
+// escapeHeadings returns text with every line that a reader may take for
+// a heading of at most maxLevel # (0: of any level) written as text: its
+// leading white space and invisible characters dropped, and a backslash
+// before it (Markdown's escape: "\\## x" shows "## x", and is no
+// heading). A line is read as a reader may: after any line break (see
+// isBreak), without leading white space or invisible characters, with
+// look-alikes of # (fold). It is how an entry or a section that a run
+// writes cannot pass for a heading of the runtime's: an entry's header
+// (## <time> · <by>), a day's title, a section.
+func escapeHeadings(text string, maxLevel int) string {
+	var b strings.Builder
+	for text != "" {
+		line, rest := text, ""
+		if i := strings.IndexFunc(text, isBreak); i >= 0 {
+			_, n := utf8.DecodeRuneInString(text[i:])
+			line, rest = text[:i+n], text[i+n:]
+		}
+		if l := headingLevel(line); l > 0 && (maxLevel == 0 || l <= maxLevel) {
+			line = "\\" + strings.TrimLeftFunc(line, blank)
+		}
+		b.WriteString(line)
+		text = rest
+	}
+	return b.String()
+}
+
+// headingLevel returns how many # (or look-alikes) start line, after
+// white space and invisible characters.
+func headingLevel(line string) int {
+	n := 0
+	for _, r := range strings.TrimLeftFunc(line, blank) {
+		if fold(r) != '#' {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// blank says whether r is white space (not a line break) or does not show.
+func blank(r rune) bool { return unicode.IsSpace(r) && !isBreak(r) || fold(r) < 0 }
 
 // Export writes every document into dir as Markdown files (MEMORY.md,
 // HEARTBEAT.md, memory/YYYY-MM-DD.md), creating dir, overwriting the

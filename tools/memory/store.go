@@ -271,7 +271,10 @@ func (s *Store) History(ctx context.Context, name string) ([]Doc, error) {
 
 // Append adds a timestamped entry to today's log, headed by who wrote it
 // (by, e.g. "heartbeat/default, run 0191..."). text is at most MaxEntry
-// bytes, and the log at most MaxDoc. Concurrent appends all land.
+// bytes, and the log at most MaxDoc. Concurrent appends all land. A line
+// of text that reads as a heading, of any level and in any shape, is
+// stored escaped as text (escapeHeadings): the entry's header, and the
+// day's title, are written by the runtime alone.
 func (s *Store) Append(ctx context.Context, by, text string) (Doc, error) {
 	text = strings.TrimSpace(text)
 	if text == "" {
@@ -282,7 +285,7 @@ func (s *Store) Append(ctx context.Context, by, text string) (Doc, error) {
 	}
 	now := s.now().In(s.loc)
 	key := DailyPrefix + now.Format(dateLayout)
-	entry := fmt.Sprintf("## %s · %s\n\n%s\n", now.Format("15:04:05 MST"), oneLine(by), text)
+	entry := fmt.Sprintf("## %s · %s\n\n%s\n", now.Format("15:04:05 MST"), oneLine(by), escapeHeadings(text, 0))
 	add := func(rec *record, found bool) (bool, error) {
 		if !found || strings.TrimSpace(rec.Text) == "" {
 			rec.Text = "# " + now.Format(dateLayout) + "\n"
@@ -299,13 +302,17 @@ func (s *Store) Append(ctx context.Context, by, text string) (Doc, error) {
 
 // Replace sets the "## section" of long-term memory to text (a section
 // that is missing is added at the end; an empty text removes it). text is
-// at most MaxEntry bytes, and long-term memory at most MaxDoc.
+// at most MaxEntry bytes, and long-term memory at most MaxDoc. A "# " or
+// "## " heading line in text is refused; a line a reader may still take
+// for one (indented, after an invisible character or an unusual line
+// break, with a look-alike #, without the space) is stored escaped as
+// text (escapeHeadings).
 func (s *Store) Replace(ctx context.Context, by, section, text string) (Doc, error) {
 	section = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(section), "#"))
 	switch {
 	case section == "":
 		return Doc{}, errorf(ErrInvalid, "the section has no title: name it, e.g. \"People\" for the section \"## People\"")
-	case strings.ContainsAny(section, "\r\n") || len(section) > 120:
+	case strings.ContainsFunc(section, isBreak) || len(section) > 120:
 		return Doc{}, errorf(ErrInvalid, "the section title is one line of at most 120 bytes")
 	}
 	text = strings.TrimSpace(text)
@@ -317,6 +324,7 @@ func (s *Store) Replace(ctx context.Context, by, section, text string) (Doc, err
 			return Doc{}, errorf(ErrInvalid, "the section's text has a heading line (%q): a section holds no # or ## headings; set each section with its own memory_replace (### and deeper are fine)", strings.TrimSpace(l))
 		}
 	}
+	text = escapeHeadings(text, 2)
 	now := s.now()
 	set := func(rec *record, _ bool) (bool, error) {
 		next := replaceSection(rec.Text, section, text)

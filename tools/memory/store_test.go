@@ -295,7 +295,7 @@ func TestPrompt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(light, memory.PromptBegin) || !strings.HasSuffix(light, memory.PromptEnd) || strings.Contains(light, "today's note") {
+	if !strings.HasPrefix(light, memory.PromptBegin) || !strings.Contains(light, "\n"+memory.PromptEnd) || strings.Contains(light, "today's note") {
 		t.Errorf("Prompt(light) = %q, want long-term memory alone, delimited", light)
 	}
 	if !strings.Contains(light, `more bytes of MEMORY.md are not shown: memory_read with name "long"`) || len(light) > memory.PromptLong+1024 {
