@@ -154,6 +154,13 @@ func (a *AgentJobs) Create(ctx context.Context, o schedule.Owner, spec schedule.
 		return schedule.Info{}, false, err
 	}
 	defer hold.release()
+	if spec.IdempotencyKey != "" {
+		// A create with the same key that held the lease before this one
+		// made the job: this call is its repeat, not a job over the quota.
+		if info, ok, err := a.existing(ctx, o, j.ID); ok || err != nil {
+			return info, false, err
+		}
+	}
 	n, total, err := s.countAgentJobs(ctx, o)
 	if err != nil {
 		return schedule.Info{}, false, err

@@ -549,3 +549,46 @@ func TestAgentJobsQuotaLeaseOfADeadHolderExpires(t *testing.T) {
 		t.Errorf("the quota lease after the create: %s, want released", e.Value())
 	}
 }
+
+// Creates with one idempotency key that race answer with the one job,
+// even when it fills the owner's quota: the later ones are repeats, not
+// jobs over the quota.
+func TestAgentJobsSameKeyRacingAtTheQuota(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	cfg := Config{Agent: Agent{MaxJobs: 1}}
+	s1, _ := startScheduler(t, b, cfg, make(chan TickResult, 100))
+	s2, _ := startScheduler(t, b, cfg, make(chan TickResult, 100))
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		ids     = map[string]int{}
+		created int
+	)
+	start := make(chan struct{})
+	for i := range 6 {
+		s := s1
+		if i%2 == 1 {
+			s = s2
+		}
+		wg.Go(func() {
+			<-start
+			info, ok, err := s.Agent().Create(t.Context(), alice, schedule.Job{Name: "poll", Prompt: "poll", Schedule: "@every 1h", IdempotencyKey: "poll-1"})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("create %d: %v, want the job (a repeat of the same key)", i, err)
+				return
+			}
+			ids[info.ID]++
+			if ok {
+				created++
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if created != 1 || len(ids) != 1 {
+		t.Errorf("created %d, ids %v; want one job created and every call answered with it", created, ids)
+	}
+}
