@@ -122,7 +122,23 @@ func cmdCron(ctx context.Context, e *env, args []string) error {
 	case "history":
 		limit := fs.Int("limit", cron.DefaultHistoryLimit, "how many entries")
 		run = func(c *cron.Client, pos []string) error {
-			return show(e, *asJSON, cronPrintHistory)(c.History(ctx, pos[0], *limit))
+			h, err := c.History(ctx, pos[0], *limit)
+			if err != nil || *asJSON {
+				return show(e, *asJSON, cronPrintHistory)(h, err)
+			}
+			name := cronHistoryName(h)
+			if name == "" {
+				// Runs from before their events carried it: the job's
+				// name now, if it still exists.
+				if st, err := c.Get(ctx, pos[0]); err == nil && st.Job.Name != st.Job.ID {
+					name = st.Job.Name
+				}
+			}
+			if name != "" && len(h) > 0 {
+				fmt.Fprintf(e.stdout, "job %s (%s)\n", pos[0], oneLine(name, 80))
+			}
+			cronPrintHistory(e.stdout, h)
+			return nil
 		}
 	default:
 		fmt.Fprintln(e.stderr, cronUsage)
@@ -276,7 +292,7 @@ func cronPrintJobs(w io.Writer, list []cron.Status) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tORIGIN\tSTATUS\tSCHEDULE\tNEXT\tLAST RUN\tFAILS")
+	fmt.Fprintln(tw, "ID\tNAME\tORIGIN\tSTATUS\tSCHEDULE\tNEXT\tLAST RUN\tFAILS")
 	for _, st := range list {
 		last := "-"
 		if st.State.LastOutcome != "" {
@@ -286,9 +302,18 @@ func cronPrintJobs(w io.Writer, list []cron.Status) {
 			}
 			last += " " + cronTime(st.State.LastRunAt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", st.Job.ID, cronOrigin(st.Job), st.Status, cronScheduleText(st.Job), cronTime(st.Next), last, st.State.ConsecutiveFailures)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", st.Job.ID, cronName(st.Job.ID, st.Job.Name), cronOrigin(st.Job), st.Status, cronScheduleText(st.Job), cronTime(st.Next), last, st.State.ConsecutiveFailures)
 	}
 	_ = tw.Flush()
+}
+
+// cronName is a job's name for a column: "-" when it has none but its id;
+// a long one cut.
+func cronName(id, name string) string {
+	if name == "" || name == id {
+		return "-"
+	}
+	return oneLine(name, 40)
 }
 
 // cronOrigin is a job's origin, with its owner for an agent's.
@@ -392,6 +417,17 @@ func cronPrintHistory(w io.Writer, h []agentwork.Record) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Time.Local().Format("2006-01-02 15:04:05"), r.Outcome, tick, oneLine(runDetail(r), 100))
 	}
 	_ = tw.Flush()
+}
+
+// cronHistoryName is the job's name as its newest run that carries one
+// recorded it (cron.MetaName): a job deleted since is still named.
+func cronHistoryName(h []agentwork.Record) string {
+	for _, r := range h {
+		if n := r.Result.Metadata[cron.MetaName]; n != "" {
+			return n
+		}
+	}
+	return ""
 }
 
 func cronTime(t *time.Time) string {

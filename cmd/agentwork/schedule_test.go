@@ -17,6 +17,7 @@ import (
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/openai/openaifake"
 	"github.com/agentwork/agentwork/tools/schedule"
+	"github.com/agentwork/agentwork/triggers/cron"
 )
 
 // TestAgentSchedulesAOneShot is issue 12's self-scheduling promise end to
@@ -112,15 +113,22 @@ tasks:
 	if removed := nextChange(); removed.Key() != id || removed.Operation() != jetstream.KeyValueDelete {
 		t.Fatalf("next change to the jobs = %s %s, want %s deleted", removed.Operation(), removed.Key(), id)
 	}
-	if !regexpMatch(id+`\s+agent \(task/planner\)\s+completed\s+at `, listed) {
-		t.Errorf("cron list while the one-shot ran:\n%s\nwant %s of origin agent (task/planner)", listed, id)
+	if !regexpMatch(id+`\s+tea\s+agent \(task/planner\)\s+completed\s+at `, listed) {
+		t.Errorf("cron list while the one-shot ran:\n%s\nwant %s, named tea, of origin agent (task/planner)", listed, id)
+	}
+	// The job is gone; its history still says which job it was by name.
+	if out := cli("cron", "history", id); !strings.Contains(out, "job "+id+" (tea)") || !regexpMatch(`\bdone\b`, out) {
+		t.Errorf("cron history of the deleted one-shot:\n%s\nwant its name tea beside its id, and its done run", out)
 	}
 	if out := cli("cron", "list"); strings.Contains(out, id) {
 		t.Errorf("cron list after the run:\n%s\nwant %s gone", out, id)
 	}
 	hist, err := agentwork.History(ctx, b, agentwork.HistoryQuery{Sources: []string{bus.SourceCron}, Names: []string{id}})
-	if err != nil || len(hist) != 1 || hist[0].Outcome != bus.OutcomeDone {
-		t.Errorf("the one-shot's history = %+v, %v; want one done run", hist, err)
+	if err != nil || len(hist) != 1 || hist[0].Outcome != bus.OutcomeDone || hist[0].Result.Metadata[cron.MetaName] != "tea" {
+		t.Errorf("the one-shot's history = %d records, %v; want one done run, with the job's name in its metadata (%s)", len(hist), err, cron.MetaName)
+		for _, r := range hist {
+			t.Logf("%s: metadata %v", r.Outcome, r.Result.Metadata)
+		}
 	}
 
 	// The same call again: nothing new.

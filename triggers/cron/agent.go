@@ -148,24 +148,31 @@ func (a *AgentJobs) Create(ctx context.Context, o schedule.Owner, spec schedule.
 				t, strings.Join(s.connectors, ", "))
 		}
 	}
-	all, err := s.listAll(ctx)
+	// The count and the create under one lease: see holdQuota.
+	hold, err := s.holdQuota(ctx, o, j.ID)
 	if err != nil {
-		return schedule.Info{}, false, agentError(err)
+		return schedule.Info{}, false, err
 	}
-	n, total := 0, 0
-	for _, js := range all {
-		if js.j.Origin == OriginAgent {
-			total++
+	defer hold.release()
+	if spec.IdempotencyKey != "" {
+		// A create with the same key that held the lease before this one
+		// made the job: this call is its repeat, not a job over the quota.
+		if info, ok, err := a.existing(ctx, o, j.ID); ok || err != nil {
+			return info, false, err
 		}
-		if owns(o, js.j) {
-			n++
-		}
+	}
+	n, total, err := s.countAgentJobs(ctx, o)
+	if err != nil {
+		return schedule.Info{}, false, err
 	}
 	if n >= cfg.MaxJobs {
 		return schedule.Info{}, false, fmt.Errorf("quota reached: %s has %d scheduled jobs, the most it may have (cron.agent.max_jobs); delete one it no longer needs with schedule_delete (schedule_list shows them), then try again", o, n)
 	}
 	if total >= cfg.MaxJobsTotal {
 		return schedule.Info{}, false, fmt.Errorf("quota reached: the runtime has %d jobs created with schedule_create, the most all runs together may have (cron.agent.max_jobs_total); delete one you no longer need with schedule_delete, or ask an operator", total)
+	}
+	if err := hold.check(); err != nil {
+		return schedule.Info{}, false, err
 	}
 	st, err := s.create(ctx, j, OriginAgent, now)
 	if errors.Is(err, ErrExists) && spec.IdempotencyKey != "" {

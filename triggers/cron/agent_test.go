@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -458,5 +459,136 @@ func TestDeleteAfterRunWhenTheRunEndedFirst(t *testing.T) {
 	}
 	if _, _, err := s.readJob(t.Context(), j.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("the job after its last tick was recorded: %v, want it deleted", err)
+	}
+}
+
+// The quotas hold against creates that race: 8 at once, from two
+// schedulers on one bus, for one owner and for 8 owners.
+func TestAgentJobsQuotasHoldUnderConcurrentCreates(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		owner func(i int) schedule.Owner
+	}{
+		{"one owner (max_jobs)", func(int) schedule.Owner { return alice }},
+		{"distinct owners (max_jobs_total)", func(i int) schedule.Owner {
+			return schedule.Owner{Source: "task", Name: fmt.Sprintf("caller-%d", i), RunID: fmt.Sprintf("run-%d", i)}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := bustest.New(t)
+			cfg := Config{Agent: Agent{MaxJobs: 1, MaxJobsTotal: 1}}
+			s1, _ := startScheduler(t, b, cfg, make(chan TickResult, 100))
+			s2, _ := startScheduler(t, b, cfg, make(chan TickResult, 100))
+			var (
+				wg      sync.WaitGroup
+				mu      sync.Mutex
+				created int
+				errs    []error
+			)
+			start := make(chan struct{})
+			for i := range 8 {
+				s := s1
+				if i%2 == 1 {
+					s = s2
+				}
+				wg.Go(func() {
+					<-start
+					_, ok, err := s.Agent().Create(t.Context(), tc.owner(i), schedule.Job{Name: "poll", Prompt: "poll", Schedule: "@every 1h"})
+					mu.Lock()
+					defer mu.Unlock()
+					if ok {
+						created++
+					}
+					if err != nil {
+						errs = append(errs, err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			var agentJobs []string
+			lister, err := b.Jobs.ListKeys(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range lister.Keys() {
+				if strings.HasPrefix(k, "agent-") {
+					agentJobs = append(agentJobs, k)
+				}
+			}
+			if created != 1 || len(agentJobs) != 1 {
+				t.Errorf("created %d, the bucket holds %d agent jobs %v; want exactly 1 (errors: %v)", created, len(agentJobs), agentJobs, errs)
+			}
+			for _, err := range errs {
+				if !strings.Contains(err.Error(), "quota reached") {
+					t.Errorf("a refused create: %v, want quota reached", err)
+				}
+			}
+		})
+	}
+}
+
+// A quota lease its holder never released (an instance that died while it
+// counted, on a cluster) holds creates back only until it expires; a
+// create releases the lease it took.
+func TestAgentJobsQuotaLeaseOfADeadHolderExpires(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, _ := startScheduler(t, b, Config{}, make(chan TickResult, 100))
+	dead := quotaRecord{Lease: bus.Lease{Owner: "gone", Token: "t", Expires: time.Now().Add(300 * time.Millisecond)}, Job: "agent-x", Owner: "task/x"}
+	data, _ := json.Marshal(dead)
+	if _, err := b.Locks.Put(t.Context(), QuotaLeaseKey, data); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Agent().Create(t.Context(), alice, schedule.Job{Name: "poll", Prompt: "poll", Schedule: "@every 1h"}); !ok || err != nil {
+		t.Fatalf("create while a dead holder's lease lasts = %v, %v; want created once it expired", ok, err)
+	}
+	if e, err := b.Locks.Get(t.Context(), QuotaLeaseKey); err == nil {
+		t.Errorf("the quota lease after the create: %s, want released", e.Value())
+	}
+}
+
+// Creates with one idempotency key that race answer with the one job,
+// even when it fills the owner's quota: the later ones are repeats, not
+// jobs over the quota.
+func TestAgentJobsSameKeyRacingAtTheQuota(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	cfg := Config{Agent: Agent{MaxJobs: 1}}
+	s1, _ := startScheduler(t, b, cfg, make(chan TickResult, 100))
+	s2, _ := startScheduler(t, b, cfg, make(chan TickResult, 100))
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		ids     = map[string]int{}
+		created int
+	)
+	start := make(chan struct{})
+	for i := range 6 {
+		s := s1
+		if i%2 == 1 {
+			s = s2
+		}
+		wg.Go(func() {
+			<-start
+			info, ok, err := s.Agent().Create(t.Context(), alice, schedule.Job{Name: "poll", Prompt: "poll", Schedule: "@every 1h", IdempotencyKey: "poll-1"})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("create %d: %v, want the job (a repeat of the same key)", i, err)
+				return
+			}
+			ids[info.ID]++
+			if ok {
+				created++
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if created != 1 || len(ids) != 1 {
+		t.Errorf("created %d, ids %v; want one job created and every call answered with it", created, ids)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -54,6 +55,12 @@ func (s *Scheduler) settingsOf(ctx context.Context, _, id string) (agentwork.Set
 	return set, nil
 }
 
+// MetaName is the metadata key under which a cron run's request, and so
+// its event, history record and notifications, carry the job's name
+// (when it has one besides its id): an agent job's id (agent-…) says
+// nothing to a reader.
+const MetaName = "cron_job_name"
+
 // jobGate checks a cron request against its job and sets the run's
 // overlap mode to the job's (queue for the ticks of a catch-up, which would
 // otherwise skip each other).
@@ -85,6 +92,16 @@ func (g *jobGate) Check(ctx context.Context, run *agentwork.Run) error {
 		case j.ExpiresAt != nil && req.ScheduledAt != nil && req.ScheduledAt.After(*j.ExpiresAt):
 			return agentwork.Skip(ReasonExpired, "the job expired at "+j.ExpiresAt.UTC().Format(time.RFC3339))
 		}
+	}
+	if j.Name != "" && j.Name != j.ID && req.Metadata[MetaName] != j.Name {
+		// The name as the job has it now: the run's event, history record
+		// and notifications say which job it was, also once it is deleted.
+		md := maps.Clone(req.Metadata)
+		if md == nil {
+			md = map[string]string{}
+		}
+		md[MetaName] = j.Name
+		run.Request.Metadata = md
 	}
 	if j.Overlap != "" {
 		run.Overlap = j.Overlap
@@ -188,14 +205,14 @@ func (s *Scheduler) observe(run *agentwork.Run, outcome string) {
 		log.Info("job deleted after its last run (delete_after_run)", zap.String("outcome", outcome))
 	}
 	if alert && !paused {
-		s.alert(ctx, run, j, fmt.Sprintf("agentwork: cron job %q failed %d time(s) in a row; last error: %s", j.ID, st.ConsecutiveFailures, res.Error), "alert")
+		s.alert(ctx, run, j, fmt.Sprintf("agentwork: cron job %s failed %d time(s) in a row; last error: %s", jobLabel(j), st.ConsecutiveFailures, res.Error), "alert")
 	}
 	if paused {
-		s.alert(ctx, run, j, fmt.Sprintf("agentwork: cron job %q is paused after %d failed runs in a row; last error: %s. Fix it, then: agentwork cron resume %s", j.ID, st.ConsecutiveFailures, res.Error, j.ID), "paused")
+		s.alert(ctx, run, j, fmt.Sprintf("agentwork: cron job %s is paused after %d failed runs in a row; last error: %s. Fix it, then: agentwork cron resume %s", jobLabel(j), st.ConsecutiveFailures, res.Error, j.ID), "paused")
 		log.Warn("job paused after consecutive failures", zap.Int("failures", st.ConsecutiveFailures))
 	}
 	if overBudget && !paused {
-		s.alert(ctx, run, j, fmt.Sprintf("agentwork: cron job %q %s. To let it run again today: agentwork cron resume %s", j.ID, st.PausedReason, j.ID), "budget")
+		s.alert(ctx, run, j, fmt.Sprintf("agentwork: cron job %s %s. To let it run again today: agentwork cron resume %s", jobLabel(j), st.PausedReason, j.ID), "budget")
 		log.Warn("job paused: its daily token budget would be passed", zap.Int64("tokens_today", st.Spent.Tokens), zap.Int64("budget", j.Budget.DailyTokens))
 	}
 }
@@ -219,6 +236,15 @@ func spend(st *State, j Job, tokens int, now time.Time) bool {
 	}
 	st.Paused, st.PausedAt, st.PausedUntil, st.PausedReason, st.PausedBy = true, &now, until, p.Reason, PausedByBudget
 	return true
+}
+
+// jobLabel names j in a message: "name" (id), or "id" when it has no
+// name of its own.
+func jobLabel(j Job) string {
+	if j.Name == "" || j.Name == j.ID {
+		return strconv.Quote(j.ID)
+	}
+	return strconv.Quote(j.Name) + " (" + j.ID + ")"
 }
 
 // alert queues an important notification to the run's targets.

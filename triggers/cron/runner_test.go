@@ -121,13 +121,14 @@ func TestTickRunsEndToEnd(t *testing.T) {
 	b := bustest.New(t)
 	tick := time.Now().UTC().Add(time.Second).Truncate(time.Second)
 	results := make(chan TickResult, 100)
-	s, _ := startScheduler(t, b, Config{Jobs: []Job{{ID: "report", At: &tick, Prompt: "say hi", Targets: []string{"ops"}}}}, results)
+	s, _ := startScheduler(t, b, Config{Jobs: []Job{{ID: "report", Name: "Sales report", At: &tick, Prompt: "say hi", Targets: []string{"ops"}}}}, results)
 	events := cronEvents(t, b)
 	startRunner(t, b, clock.Real{}, s, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{Text: "sales are up 5%"}})
 
 	ev, res := nextEvent(t, events)
 	if ev.Type != "agentwork.cron.done" || ev.Subject != "report" || res.Text != "sales are up 5%" ||
-		res.ScheduledAt == nil || !res.ScheduledAt.Equal(tick) || len(res.Targets) != 1 || res.Targets[0] != "ops" {
+		res.ScheduledAt == nil || !res.ScheduledAt.Equal(tick) || len(res.Targets) != 1 || res.Targets[0] != "ops" ||
+		res.Metadata[MetaName] != "Sales report" {
 		t.Fatalf("event %s %s: %+v", ev.Type, ev.Subject, res)
 	}
 	st := waitState(t, b, "report", func(st State) bool { return st.LastOutcome != "" })
@@ -149,7 +150,9 @@ func TestFailuresAlertThenPause(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
 	results := make(chan TickResult, 100)
-	s, _ := startScheduler(t, b, Config{Jobs: []Job{secondJob("flaky")}, AlertAfter: 2, PauseAfter: 3}, results)
+	flaky := secondJob("flaky")
+	flaky.Name = "Nightly import"
+	s, _ := startScheduler(t, b, Config{Jobs: []Job{flaky}, AlertAfter: 2, PauseAfter: 3}, results)
 	events := cronEvents(t, b)
 	startRunner(t, b, clock.Real{}, s, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{
 		Error: &script.Fault{Class: "permanent", Message: "model refuses"},
@@ -166,7 +169,8 @@ func TestFailuresAlertThenPause(t *testing.T) {
 		}
 	}
 	ds := deliveries(t, b, "ops")
-	if len(ds) != 2 || !strings.Contains(ds[0].Text, "failed 2 time(s) in a row") || !strings.Contains(ds[1].Text, "is paused after 3 failed runs") ||
+	if len(ds) != 2 || !strings.Contains(ds[0].Text, `cron job "Nightly import" (flaky) failed 2 time(s) in a row`) ||
+		!strings.Contains(ds[1].Text, `cron job "Nightly import" (flaky) is paused after 3 failed runs`) ||
 		ds[0].Urgency != tools.UrgencyImportant {
 		t.Fatalf("deliveries = %+v, want the alert after 2 failures and the pause notice", ds)
 	}
