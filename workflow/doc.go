@@ -10,8 +10,8 @@
 //
 // A run (Run) is plain JSON-serialisable state. Decide is the engine's one
 // decision function: it takes a run, an event (Started, StepFinished,
-// TimerFired, ChildFinished, Cancel, Retry) and the time, and returns the
-// new run and the effects to carry out (RunAgent, CallTool, Notify,
+// TimerFired, ChildFinished, Cancel, RetryFrom) and the time, and returns the
+// new run and the effects to carry out (RunAgent, CallTool, SendNotification,
 // StartChild, SetTimer, CancelTimer, CancelStep, Emit, Alert), each with an
 // idempotency key. It does no I/O: a driver writes the new state at its
 // revision and then carries out the effects, so a crash between the two
