@@ -71,7 +71,9 @@ type Cancel struct {
 
 // RetryFrom runs an ended run (failed, cancelled or timed out) again from a
 // step of its top level: that step and those after it start afresh; the
-// steps before keep their outputs and are not run again.
+// steps before keep their outputs and are not run again. It is a command,
+// not a fact: each one given starts the steps again, so the driver
+// deduplicates requests (an Idempotency-Key) before it calls Decide.
 type RetryFrom struct {
 	// From is a top-level step id; "": the step where the run failed (or
 	// the first that did not finish).
@@ -1073,6 +1075,16 @@ func (d *decider) retry(from string) error {
 		}
 		if top < 0 {
 			top = len(d.run.Def.Steps) - 1
+		}
+	}
+	for i := range top {
+		s := &d.run.Def.Steps[i]
+		switch st := d.state(s); st.Status {
+		case StepDone, StepSkipped:
+		default:
+			if s.OnFailure != OnFailureContinue || !st.Status.Ended() {
+				return fmt.Errorf("workflow: step %q before %q ended %s; retry from %q", s.ID, d.run.Def.Steps[top].ID, st.Status, s.ID)
+			}
 		}
 	}
 	d.run.Gen++
