@@ -138,6 +138,7 @@ func TestValidateErrors(t *testing.T) {
 		{"approval reserved", "steps:\n  - id: a\n    approval: {}\n", []string{"w.yaml:3:", "approval steps are not available yet"}},
 		{"input default type", "inputs:\n  n: {type: integer, default: 1.5}\nsteps:\n  - id: a\n    wait: 1m\n", []string{"w.yaml:2:", "inputs.n.default", "not an integer"}},
 		{"foreach parallel", "steps:\n  - id: a\n    foreach: '[1]'\n    parallel:\n      x:\n        - id: b\n          wait: 1m\n", []string{"w.yaml:3:", "cannot be a foreach"}},
+		{"parallel timeout", "steps:\n  - id: p\n    timeout: 1m\n    parallel:\n      x:\n        - id: b\n          wait: 1m\n", []string{"w.yaml:2:", "not to a parallel step"}},
 		{"computed step name", "steps:\n  - id: a\n    wait: 1m\n  - id: b\n    if: steps['a' + '']\n    wait: 1m\n", []string{"w.yaml:5:", "by its id"}},
 	}
 	for _, tc := range cases {

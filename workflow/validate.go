@@ -348,6 +348,9 @@ func (c *checker) step(s *Step, rel string, seen map[string]bool) {
 		}
 		c.value(rel+".with", id, s.With, seen, inForeach)
 	case KindParallel:
+		if s.Retry != nil || s.Timeout != 0 {
+			c.add(rel, id, "retry and timeout apply to the steps in the branches, not to a parallel step; move them there")
+		}
 		if len(s.Parallel) == 0 || len(s.Parallel) > MaxBranches {
 			c.add(rel+".parallel", id, "%d branches: want 1 to %d", len(s.Parallel), MaxBranches)
 		}
