@@ -1,0 +1,1104 @@
+package workflow
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Event is what Decide reacts to: Started, StepFinished, TimerFired,
+// ChildFinished, Cancel or Retry.
+type Event interface{ event() }
+
+// Started starts a pending run.
+type Started struct{}
+
+// StepFinished is the result of one launch of a step (or of one item of a
+// foreach step): an agent's reply, a tool's result, a notification
+// accepted for delivery.
+type StepFinished struct {
+	Step string
+	// Item is the foreach item (ignored for other steps).
+	Item    int
+	Attempt int
+	// Output is the result when Err is nil: a JSON value (an agent's
+	// reply as its text; it is parsed as JSON when the step has an output
+	// schema).
+	Output any
+	Err    *StepError
+}
+
+// Timer kinds.
+const (
+	TimerWait        = "wait"
+	TimerRetry       = "retry"
+	TimerStepTimeout = "step_timeout"
+	TimerRunTimeout  = "run_timeout"
+)
+
+// TimerFired is a timer of the run that fired. SetTimer carries the
+// TimerFired to feed back to Decide when its timer fires.
+type TimerFired struct {
+	Kind string `json:"kind"`
+	Step string `json:"step,omitempty"`
+	Item int    `json:"item,omitempty"`
+	// Attempt is the launch the timer belongs to (for a retry: the
+	// launch it starts).
+	Attempt int `json:"attempt,omitempty"`
+	Gen     int `json:"gen,omitempty"`
+}
+
+// ChildFinished is the end of a child run a step started.
+type ChildFinished struct {
+	Step    string
+	Item    int
+	Attempt int
+	Status  RunStatus
+	Output  any
+	Err     *StepError
+}
+
+// Cancel cancels a run: its timers and in-flight steps are cancelled and
+// it ends cancelled.
+type Cancel struct {
+	// Reason says why (who asked), for the events.
+	Reason string
+}
+
+// RetryFrom runs an ended run (failed, cancelled or timed out) again from a
+// step of its top level: that step and those after it start afresh; the
+// steps before keep their outputs and are not run again. It is a command,
+// not a fact: each one given starts the steps again, so the driver
+// deduplicates requests (an Idempotency-Key) before it calls Decide.
+type RetryFrom struct {
+	// From is a top-level step id; "": the step where the run failed (or
+	// the first that did not finish).
+	From string
+}
+
+func (Started) event()       {}
+func (StepFinished) event()  {}
+func (TimerFired) event()    {}
+func (ChildFinished) event() {}
+func (Cancel) event()        {}
+func (RetryFrom) event()     {}
+
+// Effect is something to carry out after the run's new state is written.
+// Its Key is an idempotency key derived from the run, step, item, attempt
+// and retry generation: carrying out an effect twice with one key must
+// have the effect of once (a bus message id, a tool call's checkpoint, a
+// timer key).
+type Effect interface {
+	Key() string
+	effect()
+}
+
+// Work identifies the launch of a step an effect belongs to.
+type Work struct {
+	Run, Step string
+	// Item is the foreach item, -1 for none.
+	Item    int
+	Attempt int
+}
+
+// RunAgent asks the runner to run an agent step's prompt.
+type RunAgent struct {
+	IdempotencyKey string
+	Work
+	Prompt string
+	// Output is the JSON Schema the reply must meet (nil: any text).
+	Output   map[string]any
+	Tools    []string
+	Model    string
+	Fallback []string
+	MaxSteps int
+	Memory   string
+	// Correction, on a corrective retry, says what was wrong with the
+	// last reply (to be added to the prompt).
+	Correction string
+}
+
+// CallTool calls one tool with its arguments, as JSON values.
+type CallTool struct {
+	IdempotencyKey string
+	Work
+	Name string
+	Args map[string]any
+}
+
+// SendNotification sends a notification; the step finishes when it is accepted for
+// delivery.
+type SendNotification struct {
+	IdempotencyKey string
+	Work
+	Text    string
+	Targets []string
+	Urgency string
+}
+
+// StartChild starts a child run of Workflow with Inputs at Depth; its end
+// comes back as ChildFinished.
+type StartChild struct {
+	IdempotencyKey string
+	Work
+	Workflow string
+	Inputs   map[string]any
+	Depth    int
+}
+
+// SetTimer arms the time engine's timer Timer (a bus timer key) to fire at
+// At; when it fires, feed Fire to Decide. Setting it again replaces it.
+type SetTimer struct {
+	Timer string
+	At    time.Time
+	Fire  TimerFired
+}
+
+// CancelTimer removes the timer Timer, if still pending.
+type CancelTimer struct {
+	Timer string
+}
+
+// CancelStep stops the in-flight work that the effect with key Target
+// started (a runner request, a tool call, a child run).
+type CancelStep struct {
+	Work
+	Target string
+}
+
+// Emit publishes an event: Type agentwork.workflow.<Outcome> on
+// agentwork.event.workflow.<Outcome>, subject the workflow's name.
+// Outcomes: started, done, failed, cancelled, timed_out (the run),
+// step.started and step.finished.
+type Emit struct {
+	IdempotencyKey string
+	Outcome        string
+	Subject        string
+	Data           map[string]any
+}
+
+// Alert tells the workflow's targets that a run failed or timed out.
+type Alert struct {
+	IdempotencyKey string
+	Targets        []string
+	Text           string
+}
+
+func (e RunAgent) Key() string         { return e.IdempotencyKey }
+func (e CallTool) Key() string         { return e.IdempotencyKey }
+func (e SendNotification) Key() string { return e.IdempotencyKey }
+func (e StartChild) Key() string       { return e.IdempotencyKey }
+func (e SetTimer) Key() string         { return "set:" + e.Timer }
+func (e CancelTimer) Key() string      { return "cancel:" + e.Timer }
+func (e CancelStep) Key() string       { return "cancel:" + e.Target }
+func (e Emit) Key() string             { return e.IdempotencyKey }
+func (e Alert) Key() string            { return e.IdempotencyKey }
+
+func (RunAgent) effect()         {}
+func (CallTool) effect()         {}
+func (SendNotification) effect() {}
+func (StartChild) effect()       {}
+func (SetTimer) effect()         {}
+func (CancelTimer) effect()      {}
+func (CancelStep) effect()       {}
+func (Emit) effect()             {}
+func (Alert) effect()            {}
+
+// ErrNotRetryable is returned for Retry of a run that has not ended, or
+// ended done.
+var ErrNotRetryable = errors.New("workflow: only a failed, cancelled or timed-out run can be retried")
+
+// Decide is the engine's decision: given a run's state, an event and the
+// time, it returns the run's new state and the effects to carry out, in
+// order. It does no I/O and does not change run. An event that no longer
+// applies (an old attempt's result, a timer of a step that has ended, a
+// second copy of an event) changes nothing and yields no effect. The error
+// is for an event that cannot apply to this run at all (a step it does not
+// have, a RetryFrom of a run that did not fail); run is then returned as it
+// was.
+func Decide(run Run, ev Event, now time.Time) (Run, []Effect, error) {
+	if run.Def == nil {
+		return run, nil, errors.New("workflow: run has no definition")
+	}
+	d := &decider{run: run.clone(), now: now, index: indexSteps(run.Def)}
+	switch e := ev.(type) {
+	case Started:
+		if d.run.Status != RunPending {
+			return run, nil, nil
+		}
+		d.run.Status, d.run.StartedAt = RunRunning, now
+		d.emit(d.runKey("started"), "started", nil)
+		if t := d.run.Def.Timeout; t > 0 {
+			d.setTimer(TimerFired{Kind: TimerRunTimeout, Gen: d.run.Gen}, now.Add(t))
+		}
+	case StepFinished:
+		if err := d.finished(e.Step, e.Item, e.Attempt, e.Output, e.Err); err != nil {
+			return run, nil, err
+		}
+	case ChildFinished:
+		var se *StepError
+		if e.Status != RunDone {
+			kind := ErrPermanent
+			if e.Status == RunTimedOut {
+				kind = ErrTimeout
+			}
+			se = &StepError{Kind: kind, Message: "the child run ended " + string(e.Status)}
+			if e.Err != nil {
+				se.Message += ": " + e.Err.Message
+			}
+		}
+		if err := d.finished(e.Step, e.Item, e.Attempt, e.Output, se); err != nil {
+			return run, nil, err
+		}
+	case TimerFired:
+		if err := d.timer(e); err != nil {
+			return run, nil, err
+		}
+	case Cancel:
+		if d.run.Status.Ended() {
+			return run, nil, nil
+		}
+		msg := "cancelled"
+		if e.Reason != "" {
+			msg += ": " + e.Reason
+		}
+		d.end(RunCancelled, &StepError{Kind: ErrCancelled, Message: msg}, "")
+	case RetryFrom:
+		if err := d.retry(e.From); err != nil {
+			return run, nil, err
+		}
+	default:
+		return run, nil, fmt.Errorf("workflow: unknown event %T", ev)
+	}
+	if len(d.effects) == 0 && !d.changed {
+		return run, nil, nil
+	}
+	if !d.run.Status.Ended() && d.run.Status != RunPending {
+		d.advance()
+	}
+	d.run.UpdatedAt = now
+	return d.run, d.effects, nil
+}
+
+// stepRef is where a step is in its definition.
+type stepRef struct {
+	step *Step
+	// top is the top-level step it is in (itself at the top level).
+	top int
+}
+
+func indexSteps(w *Workflow) map[string]stepRef {
+	idx := map[string]stepRef{}
+	var walk func(steps []Step, top int)
+	walk = func(steps []Step, top int) {
+		for i := range steps {
+			t := top
+			if t < 0 {
+				t = i
+			}
+			idx[steps[i].ID] = stepRef{step: &steps[i], top: t}
+			for _, b := range slices.Sorted(maps.Keys(steps[i].Parallel)) {
+				walk(steps[i].Parallel[b], t)
+			}
+		}
+	}
+	walk(w.Steps, -1)
+	return idx
+}
+
+type decider struct {
+	run     Run
+	now     time.Time
+	index   map[string]stepRef
+	effects []Effect
+	changed bool
+}
+
+func (d *decider) add(e Effect) { d.effects = append(d.effects, e) }
+
+// state returns the state of step id, creating it if the run has none
+// (a run decoded from an older snapshot).
+func (d *decider) state(s *Step) *StepState {
+	st := d.run.Steps[s.ID]
+	if st == nil {
+		k, _ := s.Kind()
+		st = &StepState{Kind: k, Exec: Exec{Status: StepPending}}
+		d.run.Steps[s.ID] = st
+	}
+	return st
+}
+
+// exec returns the execution of step s for item (the step's own for a
+// step that is not a foreach), or nil.
+func (d *decider) exec(s *Step, item int) *Exec {
+	st := d.state(s)
+	if s.Foreach == "" {
+		return &st.Exec
+	}
+	if item < 0 || item >= len(st.Items) {
+		return nil
+	}
+	return &st.Items[item]
+}
+
+func itemOf(s *Step, item int) int {
+	if s.Foreach == "" {
+		return -1
+	}
+	return item
+}
+
+// Keys. Every token is a bus token, so a key is a valid timer key and
+// message id: <run>.<step>.<item>.a<attempt>.g<gen>[.<what>].
+func (d *decider) workKey(step string, item, attempt int) string {
+	it := "all"
+	if item >= 0 {
+		it = fmt.Sprintf("i%d", item)
+	}
+	return fmt.Sprintf("wf.%s.%s.%s.a%d.g%d", d.run.ID, step, it, attempt, d.run.Gen)
+}
+
+func (d *decider) runKey(what string) string {
+	return fmt.Sprintf("wf.%s.g%d.%s", d.run.ID, d.run.Gen, what)
+}
+
+// TimerKey is the time engine's key of the timer t of run: dot-separated
+// bus tokens, unique per run, step, item, attempt and retry generation.
+func TimerKey(run string, t TimerFired) string {
+	if t.Kind == TimerRunTimeout {
+		return fmt.Sprintf("wf.%s.g%d.run_timeout", run, t.Gen)
+	}
+	it := "all"
+	if t.Item >= 0 {
+		it = fmt.Sprintf("i%d", t.Item)
+	}
+	return fmt.Sprintf("wf.%s.%s.%s.a%d.g%d.%s", run, t.Step, it, t.Attempt, t.Gen, t.Kind)
+}
+
+func (d *decider) setTimer(t TimerFired, at time.Time) {
+	key := TimerKey(d.run.ID, t)
+	if d.run.Timers == nil {
+		d.run.Timers = map[string]TimerFired{}
+	}
+	d.run.Timers[key] = t
+	d.add(SetTimer{Timer: key, At: at, Fire: t})
+	d.changed = true
+}
+
+func (d *decider) cancelTimer(t TimerFired) {
+	key := TimerKey(d.run.ID, t)
+	if _, ok := d.run.Timers[key]; !ok {
+		return
+	}
+	delete(d.run.Timers, key)
+	d.add(CancelTimer{Timer: key})
+}
+
+// cancelTimersOf cancels the armed timers of step (and item; -2: all
+// items).
+func (d *decider) cancelTimersOf(step string, item int) {
+	for _, key := range slices.Sorted(maps.Keys(d.run.Timers)) {
+		t := d.run.Timers[key]
+		if t.Step == step && (item == -2 || t.Item == item) && t.Kind != TimerRunTimeout {
+			d.cancelTimer(t)
+		}
+	}
+}
+
+func (d *decider) emit(key, outcome string, data map[string]any) {
+	if data == nil {
+		data = map[string]any{}
+	}
+	data["run"] = d.run.ID
+	data["workflow"] = d.run.Workflow
+	d.add(Emit{IdempotencyKey: key, Outcome: outcome, Subject: d.run.Workflow, Data: data})
+}
+
+func (d *decider) emitStep(what string, s *Step, item int, x *Exec) {
+	data := map[string]any{"step": s.ID, "status": string(x.Status), "attempt": x.Attempt}
+	if item >= 0 {
+		data["item"] = item
+	}
+	if x.Error != nil && what == "finished" {
+		data["error"] = map[string]any{"kind": string(x.Error.Kind), "message": x.Error.Message}
+	}
+	d.emit(d.workKey(s.ID, item, x.Attempt)+"."+what, "step."+what, data)
+}
+
+// env is the expressions' environment for step s's item (-1: none).
+func (d *decider) env(s *Step, item int) Env {
+	steps := make(map[string]any, len(d.run.Steps))
+	for id, st := range d.run.Steps {
+		var errMsg any
+		if st.Error != nil && st.Status.Ended() {
+			errMsg = st.Error.Message
+		}
+		steps[id] = map[string]any{"output": st.Output, "status": string(st.Status), "error": errMsg}
+	}
+	e := Env{
+		Inputs: d.run.Inputs,
+		Steps:  steps,
+		Index:  -1,
+		Run: map[string]any{
+			"id": d.run.ID, "workflow": d.run.Workflow,
+			"started_at": d.run.StartedAt.UTC().Format(time.RFC3339Nano),
+		},
+		Event: d.run.Event,
+	}
+	if s != nil && item >= 0 {
+		st := d.state(s)
+		if item < len(st.Values) {
+			e.Item, e.Index = st.Values[item], item
+		}
+	}
+	return e
+}
+
+// advance starts what can start and ends the run when its steps have.
+func (d *decider) advance() {
+	res, failed := d.sequence(d.run.Def.Steps)
+	switch res {
+	case seqDone:
+		var out any
+		if n := len(d.run.Def.Steps); n > 0 {
+			out = d.run.Steps[d.run.Def.Steps[n-1].ID].Output
+		}
+		d.run.Output = out
+		d.end(RunDone, nil, "")
+	case seqFailed:
+		// A step's timeout fails the run (the error says timeout);
+		// timed_out is the run's own timeout.
+		d.end(RunFailed, d.run.Steps[failed].Error, failed)
+	default:
+		// Waiting when no launched step is in flight, only timers.
+		status := RunWaiting
+		for _, st := range d.run.Steps {
+			switch {
+			case st.Kind == KindParallel:
+			case st.Items != nil:
+				for _, it := range st.Items {
+					if it.Status == StepRunning {
+						status = RunRunning
+					}
+				}
+			case st.Status == StepRunning:
+				status = RunRunning
+			}
+		}
+		if d.run.Status != status {
+			d.run.Status = status
+			d.changed = true
+		}
+	}
+}
+
+type seqResult int
+
+const (
+	seqBusy seqResult = iota
+	seqDone
+	seqFailed
+)
+
+// sequence starts the next step of steps when the one before has ended,
+// and says whether the sequence is busy, done or failed (at which step).
+func (d *decider) sequence(steps []Step) (seqResult, string) {
+	for i := range steps {
+		s := &steps[i]
+		st := d.state(s)
+		if st.Status == StepPending {
+			d.start(s)
+		}
+		if st.Status == StepRunning {
+			switch {
+			case s.Parallel != nil:
+				d.parallel(s)
+			case s.Foreach != "":
+				d.pump(s)
+			}
+		}
+		switch st.Status {
+		case StepDone, StepSkipped:
+			continue
+		case StepFailed, StepTimedOut, StepInterrupted:
+			if s.OnFailure == OnFailureContinue {
+				continue
+			}
+			return seqFailed, s.ID
+		case StepCancelled:
+			return seqFailed, s.ID
+		default:
+			return seqBusy, ""
+		}
+	}
+	return seqDone, ""
+}
+
+// start starts a pending step: its condition, then its kind.
+func (d *decider) start(s *Step) {
+	st := d.state(s)
+	d.changed = true
+	st.StartedAt = d.now
+	if s.If != "" {
+		v, err := d.eval(s, -1, "if", condSource(s.If))
+		if err == nil {
+			if _, ok := v.(bool); !ok && v != nil {
+				err = fmt.Errorf("if: gave %s, want true or false", describe(v))
+			}
+		}
+		if err != nil {
+			d.final(s, -1, &st.Exec, &StepError{Kind: ErrExpression, Message: err.Error()})
+			return
+		}
+		st.Condition = v
+		if v != true {
+			st.Status, st.EndedAt = StepSkipped, d.now
+			d.emitStep("finished", s, -1, &st.Exec)
+			return
+		}
+	}
+	switch {
+	case s.Foreach != "":
+		v, err := d.eval(s, -1, "foreach", condSource(s.Foreach))
+		var list []any
+		if err == nil {
+			var ok bool
+			if list, ok = v.([]any); !ok && v != nil {
+				err = fmt.Errorf("foreach: gave %s, want a list", describe(v))
+			}
+		}
+		if err != nil {
+			d.final(s, -1, &st.Exec, &StepError{Kind: ErrExpression, Message: err.Error()})
+			return
+		}
+		if len(list) > MaxForeachItems {
+			d.final(s, -1, &st.Exec, &StepError{Kind: ErrLimit, Message: fmt.Sprintf("foreach: %d items, over the limit of %d; split the list", len(list), MaxForeachItems)})
+			return
+		}
+		st.Values = list
+		st.Items = make([]Exec, len(list))
+		for i := range st.Items {
+			st.Items[i].Status = StepPending
+		}
+		st.Status, st.Attempt = StepRunning, 1
+		d.emitStep("started", s, -1, &st.Exec)
+	case s.Parallel != nil:
+		st.Status, st.Attempt = StepRunning, 1
+		d.emitStep("started", s, -1, &st.Exec)
+	default:
+		d.launch(s, -1, 1, "")
+	}
+}
+
+func (d *decider) eval(s *Step, item int, field, src string) (any, error) {
+	p, err := compileExpr(src)
+	if err == nil {
+		var v any
+		if v, err = p.eval(d.env(s, item)); err == nil {
+			return v, nil
+		}
+	}
+	return nil, fmt.Errorf("workflow %s: step %s: %s: %w", d.run.Workflow, s.ID, field, err)
+}
+
+func (d *decider) render(s *Step, item int, field string, v any) (any, error) {
+	out, err := render(v, d.env(s, item), field)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s: step %s: %w", d.run.Workflow, s.ID, err)
+	}
+	return out, nil
+}
+
+// launch starts attempt of step s (of item for a foreach step).
+// correction is set for an agent step's corrective retry.
+func (d *decider) launch(s *Step, item, attempt int, correction string) {
+	x := d.exec(s, item)
+	item = itemOf(s, item)
+	d.changed = true
+	x.Status, x.Attempt, x.EndedAt, x.WaitUntil = StepRunning, attempt, time.Time{}, time.Time{}
+	if x.StartedAt.IsZero() {
+		x.StartedAt = d.now
+	}
+	w := Work{Run: d.run.ID, Step: s.ID, Item: item, Attempt: attempt}
+	key := d.workKey(s.ID, item, attempt)
+	fail := func(err error) {
+		d.final(s, item, x, &StepError{Kind: ErrExpression, Message: err.Error()})
+	}
+	d.emitStep("started", s, item, x)
+	kind, _ := s.Kind()
+	switch kind {
+	case KindAgent:
+		a := s.Agent
+		prompt, err := renderString(a.Prompt, d.env(s, item), "agent.prompt")
+		if err != nil {
+			fail(fmt.Errorf("workflow %s: step %s: %w", d.run.Workflow, s.ID, err))
+			return
+		}
+		d.add(RunAgent{IdempotencyKey: key, Work: w, Prompt: prompt, Output: a.Output, Tools: a.Tools,
+			Model: a.Model, Fallback: a.Fallback, MaxSteps: a.MaxSteps, Memory: a.Memory, Correction: correction})
+	case KindTool:
+		args, err := d.render(s, item, "args", orEmpty(s.Args))
+		if err != nil {
+			fail(err)
+			return
+		}
+		d.add(CallTool{IdempotencyKey: key, Work: w, Name: s.Tool, Args: args.(map[string]any)})
+	case KindNotify:
+		n := s.Notify
+		text, err := renderString(n.Text, d.env(s, item), "notify.text")
+		if err != nil {
+			fail(fmt.Errorf("workflow %s: step %s: %w", d.run.Workflow, s.ID, err))
+			return
+		}
+		targets := make([]string, 0, len(n.Targets))
+		for i, t := range n.Targets {
+			v, err := renderString(t, d.env(s, item), fmt.Sprintf("notify.targets[%d]", i))
+			if err != nil {
+				fail(fmt.Errorf("workflow %s: step %s: %w", d.run.Workflow, s.ID, err))
+				return
+			}
+			targets = append(targets, v)
+		}
+		if len(targets) == 0 {
+			targets = d.run.Def.Targets
+		}
+		d.add(SendNotification{IdempotencyKey: key, Work: w, Text: text, Targets: targets, Urgency: n.Urgency})
+	case KindWorkflow:
+		if d.run.Depth+1 > MaxDepth {
+			d.final(s, item, x, &StepError{Kind: ErrLimit, Message: fmt.Sprintf("a child run would be %d deep, over the limit of %d", d.run.Depth+1, MaxDepth)})
+			return
+		}
+		with, err := d.render(s, item, "with", orEmpty(s.With))
+		if err != nil {
+			fail(err)
+			return
+		}
+		d.add(StartChild{IdempotencyKey: key, Work: w, Workflow: s.Workflow, Inputs: with.(map[string]any), Depth: d.run.Depth + 1})
+	case KindWait:
+		at := d.now.Add(s.Wait)
+		if s.Until != "" {
+			v, err := d.eval(s, item, "until", condSource(s.Until))
+			if err == nil {
+				at, err = toTime(v)
+				if err != nil {
+					err = fmt.Errorf("workflow %s: step %s: until: %w", d.run.Workflow, s.ID, err)
+				}
+			}
+			if err != nil {
+				fail(err)
+				return
+			}
+		}
+		x.Status, x.WaitUntil = StepWaiting, at
+		d.setTimer(TimerFired{Kind: TimerWait, Step: s.ID, Item: item, Attempt: attempt, Gen: d.run.Gen}, at)
+	default:
+		d.final(s, item, x, &StepError{Kind: ErrPermanent, Message: fmt.Sprintf("step kind %q is not supported by this engine", kind)})
+		return
+	}
+	if s.Timeout > 0 {
+		d.setTimer(TimerFired{Kind: TimerStepTimeout, Step: s.ID, Item: item, Attempt: attempt, Gen: d.run.Gen}, d.now.Add(s.Timeout))
+	}
+}
+
+func toTime(v any) (time.Time, error) {
+	if s, ok := v.(string); ok {
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("gave %s, want a time (e.g. date(\"2026-12-01T09:00:00Z\"), or run.started_at as a date plus a duration)", describe(v))
+}
+
+// finished applies the result of a launch.
+func (d *decider) finished(step string, item, attempt int, output any, se *StepError) error {
+	ref, ok := d.index[step]
+	if !ok {
+		return fmt.Errorf("workflow: run %s has no step %q", d.run.ID, step)
+	}
+	if d.run.Status.Ended() {
+		return nil
+	}
+	s := ref.step
+	x := d.exec(s, item)
+	if x == nil || x.Status != StepRunning || x.Attempt != attempt {
+		return nil // stale: an old attempt, or a second copy
+	}
+	item = itemOf(s, item)
+	d.changed = true
+	d.cancelTimer(TimerFired{Kind: TimerStepTimeout, Step: s.ID, Item: item, Attempt: attempt, Gen: d.run.Gen})
+	if se != nil {
+		if se.Kind == "" {
+			se = &StepError{Kind: ErrPermanent, Message: se.Message}
+		}
+		d.failed(s, item, x, se)
+		return nil
+	}
+	if s.Agent != nil && s.Agent.Output != nil {
+		v, err := checkOutput(s.Agent.Output, output)
+		if err != nil {
+			if !x.Corrected {
+				x.Corrected = true
+				x.Corrections++
+				d.launch(s, item, attempt+1, "Your reply did not meet the required JSON schema: "+err.Error()+". Reply again with only a JSON value that meets it.")
+				return nil
+			}
+			d.final(s, item, x, &StepError{Kind: ErrSchema, Message: "the reply did not meet the output schema after one corrective retry: " + err.Error()})
+			return nil
+		}
+		output = v
+	}
+	d.succeed(s, item, x, output)
+	return nil
+}
+
+func (d *decider) succeed(s *Step, item int, x *Exec, output any) {
+	v, err := jsonValue(output)
+	if err != nil {
+		v = fmt.Sprintf("[output dropped: %v]", err)
+	}
+	x.Output, x.Cut = bound(v)
+	x.Status, x.Error, x.EndedAt, x.WaitUntil = StepDone, nil, d.now, time.Time{}
+	d.emitStep("finished", s, item, x)
+}
+
+// checkOutput parses an agent's reply as JSON (a fenced ```json block
+// too) and checks it against schema.
+func checkOutput(schema map[string]any, output any) (any, error) {
+	if s, ok := output.(string); ok {
+		text := strings.TrimSpace(s)
+		if strings.HasPrefix(text, "```") {
+			text = strings.TrimPrefix(text, "```json")
+			text = strings.TrimPrefix(text, "```")
+			text = strings.TrimSuffix(strings.TrimSpace(text), "```")
+		}
+		var v any
+		if err := json.Unmarshal([]byte(text), &v); err != nil {
+			return nil, fmt.Errorf("the reply is not JSON (%v)", err)
+		}
+		output = v
+	}
+	r, err := resolveSchema(schema)
+	if err != nil {
+		return nil, err
+	}
+	v, err := jsonValue(output)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Validate(v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// failed handles a failed attempt: a retry after a backoff when the
+// error is retryable and attempts are left, else the end.
+func (d *decider) failed(s *Step, item int, x *Exec, se *StepError) {
+	if r := s.Retry; r != nil && se.Kind.retryable() {
+		tries := x.Attempt - x.Corrections
+		if tries < r.Attempts {
+			x.Status, x.Error = StepWaiting, se
+			at := d.now.Add(r.Delay(tries))
+			x.WaitUntil = at
+			d.setTimer(TimerFired{Kind: TimerRetry, Step: s.ID, Item: item, Attempt: x.Attempt + 1, Gen: d.run.Gen}, at)
+			return
+		}
+	}
+	d.final(s, item, x, se)
+}
+
+// final ends an execution that failed for good.
+func (d *decider) final(s *Step, item int, x *Exec, se *StepError) {
+	d.changed = true
+	switch se.Kind {
+	case ErrTimeout:
+		x.Status = StepTimedOut
+	case ErrInterrupted:
+		x.Status = StepInterrupted
+	case ErrCancelled:
+		x.Status = StepCancelled
+	default:
+		x.Status = StepFailed
+	}
+	x.Error, x.EndedAt, x.WaitUntil = se, d.now, time.Time{}
+	d.cancelTimersOf(s.ID, item)
+	d.emitStep("finished", s, item, x)
+}
+
+// timer applies a fired timer.
+func (d *decider) timer(t TimerFired) error {
+	key := TimerKey(d.run.ID, t)
+	if _, armed := d.run.Timers[key]; !armed || d.run.Status.Ended() {
+		return nil // cancelled, already fired, or of an older generation
+	}
+	delete(d.run.Timers, key)
+	d.changed = true
+	if t.Kind == TimerRunTimeout {
+		d.end(RunTimedOut, &StepError{Kind: ErrTimeout, Message: fmt.Sprintf("the run passed its timeout of %s", d.run.Def.Timeout)}, "")
+		return nil
+	}
+	ref, ok := d.index[t.Step]
+	if !ok {
+		return nil
+	}
+	s := ref.step
+	x := d.exec(s, t.Item)
+	if x == nil {
+		return nil
+	}
+	item := itemOf(s, t.Item)
+	switch t.Kind {
+	case TimerWait:
+		if x.Status == StepWaiting && x.Attempt == t.Attempt {
+			d.cancelTimer(TimerFired{Kind: TimerStepTimeout, Step: s.ID, Item: item, Attempt: t.Attempt, Gen: d.run.Gen})
+			d.succeed(s, item, x, map[string]any{"waited_until": x.WaitUntil.UTC().Format(time.RFC3339Nano)})
+		}
+	case TimerRetry:
+		if x.Status == StepWaiting && x.Attempt+1 == t.Attempt {
+			x.Corrected = false
+			d.launch(s, item, t.Attempt, "")
+		}
+	case TimerStepTimeout:
+		if x.Status.active() && x.Attempt == t.Attempt {
+			if x.Status == StepRunning && s.Wait == 0 && s.Until == "" {
+				d.add(CancelStep{Work: Work{Run: d.run.ID, Step: s.ID, Item: item, Attempt: x.Attempt}, Target: d.workKey(s.ID, item, x.Attempt)})
+			}
+			d.cancelTimer(TimerFired{Kind: TimerWait, Step: s.ID, Item: item, Attempt: t.Attempt, Gen: d.run.Gen})
+			d.failed(s, item, x, &StepError{Kind: ErrTimeout, Message: fmt.Sprintf("the attempt passed the step's timeout of %s", s.Timeout)})
+		}
+	}
+	return nil
+}
+
+// pump launches a foreach step's items up to its concurrency, and ends
+// the step when its items have ended.
+func (d *decider) pump(s *Step) {
+	st := d.state(s)
+	limit := max(s.Concurrency, 1)
+	active, failed := 0, -1
+	for i := range st.Items {
+		switch it := &st.Items[i]; {
+		case it.Status.active():
+			active++
+		case it.Status == StepFailed || it.Status == StepTimedOut || it.Status == StepInterrupted:
+			if failed < 0 {
+				failed = i
+			}
+		}
+	}
+	if failed >= 0 && s.OnFailure != OnFailureContinue {
+		// Fail fast: stop the items in flight, start no more.
+		for i := range st.Items {
+			it := &st.Items[i]
+			if it.Status.active() || it.Status == StepPending {
+				d.stop(s, i, it)
+			}
+		}
+		it := st.Items[failed]
+		d.closeForeach(s, it.Status, &StepError{Kind: it.Error.Kind, Message: fmt.Sprintf("item %d: %s", failed, it.Error.Message)})
+		return
+	}
+	for i := range st.Items {
+		if active >= limit {
+			break
+		}
+		if st.Items[i].Status == StepPending {
+			d.launch(s, i, 1, "")
+			if st.Items[i].Status.active() {
+				active++
+			}
+		}
+	}
+	for _, it := range st.Items {
+		if !it.Status.Ended() {
+			return
+		}
+	}
+	if failed >= 0 {
+		it := st.Items[failed]
+		d.closeForeach(s, it.Status, &StepError{Kind: it.Error.Kind, Message: fmt.Sprintf("item %d: %s", failed, it.Error.Message)})
+		return
+	}
+	d.closeForeach(s, StepDone, nil)
+}
+
+func (d *decider) closeForeach(s *Step, status StepStatus, se *StepError) {
+	st := d.state(s)
+	outs := make([]any, len(st.Items))
+	for i, it := range st.Items {
+		outs[i] = it.Output
+	}
+	st.Output, st.Cut = bound(outs)
+	st.Status, st.Error, st.EndedAt = status, se, d.now
+	d.changed = true
+	d.emitStep("finished", s, -1, &st.Exec)
+}
+
+// parallel advances each branch of a running parallel step and joins
+// them.
+func (d *decider) parallel(s *Step) {
+	st := d.state(s)
+	names := slices.Sorted(maps.Keys(s.Parallel))
+	done := true
+	for _, b := range names {
+		res, failedStep := d.sequence(s.Parallel[b])
+		switch res {
+		case seqBusy:
+			done = false
+		case seqFailed:
+			for _, other := range names {
+				d.stopAll(s.Parallel[other])
+			}
+			fs := d.run.Steps[failedStep]
+			status := fs.Status
+			if status == StepCancelled || status == StepSkipped || status == StepDone {
+				status = StepFailed
+			}
+			msg := "failed"
+			kind := ErrPermanent
+			if fs.Error != nil {
+				msg, kind = fs.Error.Message, fs.Error.Kind
+			}
+			st.Status, st.EndedAt = status, d.now
+			st.Error = &StepError{Kind: kind, Message: fmt.Sprintf("branch %s, step %s: %s", b, failedStep, msg)}
+			d.changed = true
+			d.emitStep("finished", s, -1, &st.Exec)
+			return
+		}
+	}
+	if !done {
+		return
+	}
+	out := map[string]any{}
+	for _, b := range names {
+		steps := s.Parallel[b]
+		out[b] = d.run.Steps[steps[len(steps)-1].ID].Output
+	}
+	d.succeed(s, -1, &st.Exec, out)
+}
+
+// stop cancels an execution in flight (or not yet started).
+func (d *decider) stop(s *Step, item int, x *Exec) {
+	// Only a launched leaf has work in flight: not a parallel step, not a
+	// foreach step as a whole, not a wait (its timer is all there is).
+	leaf := s.Parallel == nil && (s.Foreach == "" || item >= 0) && s.Wait == 0 && s.Until == ""
+	if x.Status == StepRunning && leaf {
+		d.add(CancelStep{Work: Work{Run: d.run.ID, Step: s.ID, Item: item, Attempt: x.Attempt}, Target: d.workKey(s.ID, item, x.Attempt)})
+	}
+	d.cancelTimersOf(s.ID, item)
+	x.Status, x.EndedAt, x.WaitUntil = StepCancelled, d.now, time.Time{}
+	x.Error = &StepError{Kind: ErrCancelled, Message: "cancelled"}
+	d.changed = true
+}
+
+// stopAll cancels every step of steps in flight, and their items and
+// branches.
+func (d *decider) stopAll(steps []Step) {
+	for i := range steps {
+		s := &steps[i]
+		st := d.state(s)
+		if !st.Status.active() {
+			continue
+		}
+		for j := range st.Items {
+			if it := &st.Items[j]; it.Status.active() {
+				d.stop(s, j, it)
+			}
+		}
+		for _, b := range slices.Sorted(maps.Keys(s.Parallel)) {
+			d.stopAll(s.Parallel[b])
+		}
+		d.stop(s, -1, &st.Exec)
+		d.emitStep("finished", s, -1, &st.Exec)
+	}
+}
+
+// end ends the run with status: timers cancelled, steps in flight
+// cancelled, the outcome emitted and, for a failure, the alert.
+func (d *decider) end(status RunStatus, se *StepError, failedStep string) {
+	d.changed = true
+	d.stopAll(d.run.Def.Steps)
+	for _, key := range slices.Sorted(maps.Keys(d.run.Timers)) {
+		d.cancelTimer(d.run.Timers[key])
+	}
+	d.run.Status, d.run.EndedAt = status, d.now
+	d.run.Error, d.run.FailedStep = se, failedStep
+	data := map[string]any{"status": string(status)}
+	if failedStep != "" {
+		data["failed_step"] = failedStep
+	}
+	if se != nil {
+		data["error"] = map[string]any{"kind": string(se.Kind), "message": se.Message}
+	}
+	d.emit(d.runKey(string(status)), string(status), data)
+	if (status == RunFailed || status == RunTimedOut) && len(d.run.Def.Targets) > 0 {
+		text := fmt.Sprintf("Workflow %s, run %s, ended %s", d.run.Workflow, d.run.ID, status)
+		if failedStep != "" {
+			text += " at step " + failedStep
+		}
+		if se != nil {
+			text += ": " + se.Message
+		}
+		d.add(Alert{IdempotencyKey: d.runKey("alert"), Targets: d.run.Def.Targets, Text: text})
+	}
+}
+
+// retry restarts an ended run from a top-level step.
+func (d *decider) retry(from string) error {
+	switch d.run.Status {
+	case RunFailed, RunCancelled, RunTimedOut:
+	default:
+		return fmt.Errorf("%w (run %s is %s)", ErrNotRetryable, d.run.ID, d.run.Status)
+	}
+	top := -1
+	if from != "" {
+		ref, ok := d.index[from]
+		if !ok {
+			return fmt.Errorf("workflow: run %s has no step %q", d.run.ID, from)
+		}
+		if d.run.Def.Steps[ref.top].ID != from {
+			return fmt.Errorf("workflow: step %q is inside step %q; retry from a top-level step", from, d.run.Def.Steps[ref.top].ID)
+		}
+		top = ref.top
+	} else {
+		if ref, ok := d.index[d.run.FailedStep]; ok {
+			top = ref.top
+		}
+		for i := range d.run.Def.Steps {
+			if st := d.state(&d.run.Def.Steps[i]); top < 0 && st.Status != StepDone && st.Status != StepSkipped {
+				top = i
+			}
+		}
+		if top < 0 {
+			top = len(d.run.Def.Steps) - 1
+		}
+	}
+	for i := range top {
+		s := &d.run.Def.Steps[i]
+		switch st := d.state(s); st.Status {
+		case StepDone, StepSkipped:
+		default:
+			if s.OnFailure != OnFailureContinue || !st.Status.Ended() {
+				return fmt.Errorf("workflow: step %q before %q ended %s; retry from %q", s.ID, d.run.Def.Steps[top].ID, st.Status, s.ID)
+			}
+		}
+	}
+	d.run.Gen++
+	for i := top; i < len(d.run.Def.Steps); i++ {
+		forEachStep(d.run.Def.Steps[i:i+1], "", func(s *Step, _ string) {
+			k, _ := s.Kind()
+			d.run.Steps[s.ID] = &StepState{Kind: k, Exec: Exec{Status: StepPending}}
+		})
+	}
+	d.run.Status, d.run.EndedAt, d.run.Error, d.run.FailedStep, d.run.Output = RunRunning, time.Time{}, nil, "", nil
+	d.changed = true
+	d.emit(d.runKey("started"), "started", map[string]any{"retry_from": d.run.Def.Steps[top].ID})
+	if t := d.run.Def.Timeout; t > 0 {
+		d.setTimer(TimerFired{Kind: TimerRunTimeout, Gen: d.run.Gen}, d.now.Add(t))
+	}
+	return nil
+}
