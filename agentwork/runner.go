@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/tools"
 )
@@ -437,7 +438,7 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, run *Run, pol Pol
 		known := r.knownTargets(run)
 		res.Text, res.Urgency, res.Targets, res.Truncated = run.Notice.Text, run.Notice.Urgency, known, run.Notice.Truncated
 		for _, t := range known {
-			res.NotificationIDs = append(res.NotificationIDs, run.ID+"."+t)
+			res.NotificationIDs = append(res.NotificationIDs, connectors.NotificationID(run.ID, "", t))
 		}
 		cp := &checkpoint{Result: res, Notice: run.Notice, Targets: run.Targets}
 		if err := held.save(ctx, r, run.Request.ID, cp, lease); err != nil {
