@@ -59,7 +59,7 @@ func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, set Settin
 		// The run was cut short in its flush: its work is done.
 		return r.flush(ctx, tctx, run, provider, req, ts, lim, *from, fm, j, timedOut)
 	}
-	opts := []tools.LoopOption{tools.WithJournal(j)}
+	opts := []tools.LoopOption{tools.WithJournal(j), tools.WithSecrets(r.secrets...)}
 	if from != nil {
 		opts = append(opts, tools.From(*from))
 	}

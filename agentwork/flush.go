@@ -126,7 +126,7 @@ func (r *Runner) flush(ctx, tctx context.Context, run *Run, p model.Provider, re
 	if err := j.Save(fctx, st); err != nil {
 		return r.flushFailed(ctx, run, out, j, timedOut, err)
 	}
-	res, err := tools.Loop(fctx, p, ts.reg, req, lim, tools.From(st), tools.WithJournal(j))
+	res, err := tools.Loop(fctx, p, ts.reg, req, lim, tools.From(st), tools.WithJournal(j), tools.WithSecrets(r.secrets...))
 	out.Usage = res.Usage
 	if res.Model != "" {
 		out.Model = res.Model

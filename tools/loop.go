@@ -155,10 +155,20 @@ type LoopOption func(*loopOptions)
 type loopOptions struct {
 	journal Journal
 	from    *State
+	secrets []string
 }
 
 // WithJournal makes the Loop save its State in j (see Loop for when).
 func WithJournal(j Journal) LoopOption { return func(o *loopOptions) { o.journal = j } }
+
+// WithSecrets makes the Loop cut secrets (the config's API keys and
+// tokens) out of every tool result and tool error, in every form
+// secret.Redact knows, before the model reads it or the Loop keeps it: a
+// tool that reads a secret (a process's environment, a server that echoes
+// its token) hands the model [redacted].
+func WithSecrets(secrets ...string) LoopOption {
+	return func(o *loopOptions) { o.secrets = append(o.secrets, secrets...) }
+}
 
 // From makes the Loop go on from s, a State an earlier Loop of the same
 // request saved in its Journal, instead of starting from the request's
@@ -197,7 +207,7 @@ func Loop(ctx context.Context, p model.Provider, reg *Registry, req model.Reques
 		opt(&o)
 	}
 	maxSteps := lim.Steps()
-	l := &loop{reg: reg, lim: lim, journal: o.journal}
+	l := &loop{reg: reg, lim: lim, journal: o.journal, secrets: o.secrets}
 	if o.from != nil {
 		l.st = *o.from
 		l.st.Messages = slices.Clone(l.st.Messages)
@@ -249,7 +259,8 @@ type loop struct {
 	reg     *Registry
 	lim     Limits
 	journal Journal
-	saving  bool // the journal keeps the state (from the first call that is not notify_user on)
+	saving  bool     // the journal keeps the state (from the first call that is not notify_user on)
+	secrets []string // cut out of every result and error (WithSecrets)
 	st      State
 	cut     *Call // a call ctx cut short: on the result, not in the state
 }
@@ -265,7 +276,7 @@ func (l *loop) run(ctx context.Context, calls []model.ToolCall, inFlight bool) e
 		if resumed {
 			inFlight = false
 		}
-		call := l.call(ctx, tc, resumed)
+		call := l.call(ctx, tc, resumed).redact(l.secrets)
 		if ctx.Err() != nil && call.Outcome != OutcomeRefused && call.Outcome != OutcomeInterrupted {
 			// Cut short: whether it took effect is not known, so its result
 			// is not kept; a Loop resumed from the state treats it as the
@@ -440,6 +451,16 @@ func object(args string) (string, error) {
 func isObject(args string) bool {
 	_, err := object(args)
 	return err == nil
+}
+
+// redact returns c with secrets cut out of its result and error, whole
+// (before anything cuts them: half a secret matches nothing). Its sizes
+// stay those of what the tool returned.
+func (c Call) redact(secrets []string) Call {
+	if len(secrets) > 0 {
+		c.Result, c.Error = secret.Redact(c.Result, secrets), secret.Redact(c.Error, secrets)
+	}
+	return c
 }
 
 // Record returns c as a run's record keeps it: its arguments, result and
