@@ -64,7 +64,7 @@ func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, set Settin
 		opts = append(opts, tools.From(*from))
 	}
 	res, err := tools.Loop(tools.WithDelivery(tctx, &tools.Delivery{Mode: r.delivers(run, pol)}), provider, ts.reg, req, lim, opts...)
-	out := Output{Text: res.Text, Calls: res.Calls, Usage: res.Usage, Model: res.Model, StopReason: res.StopReason, Truncated: res.Truncated}
+	out := Output{Text: res.Text, Calls: res.Calls, Dropped: res.Dropped, Usage: res.Usage, Model: res.Model, StopReason: res.StopReason, Truncated: res.Truncated}
 	if err != nil || !set.flushes() || !flushable(ts) {
 		return out, timedOut(err)
 	}

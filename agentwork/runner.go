@@ -2,6 +2,7 @@ package agentwork
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -445,6 +446,7 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, run *Run, pol Pol
 			res.NotificationIDs = append(res.NotificationIDs, connectors.NotificationID(run.ID, "", t))
 		}
 		cp := &checkpoint{Result: res, Notice: run.Notice, Targets: run.Targets}
+		r.fit(res, r.eventMax()-jsonSize(cp.Notice)-jsonSize(cp.Targets))
 		if err := held.save(ctx, r, run.Request.ID, cp, lease); err != nil {
 			if !held.lost() {
 				// Another instance that took the run over (same run id)
@@ -547,14 +549,13 @@ func (r *Runner) result(run *Run, outcome string) *Result {
 		res.Usage = &usage
 	}
 	if out := run.Output; out != nil {
-		for _, c := range out.Calls {
-			res.ToolCalls = append(res.ToolCalls, c.Record(RecordMax, r.secrets))
-		}
+		calls := out.Calls
 		if f := out.Flush; f != nil {
-			for _, c := range f.Calls {
-				res.ToolCalls = append(res.ToolCalls, c.Record(RecordMax, r.secrets))
-			}
+			calls = append(calls[:len(calls):len(calls)], f.Calls...)
 			res.Flush = r.flushResult(f)
+		}
+		if len(calls) > 0 || out.Dropped > 0 {
+			r.recordCalls(run, res, calls, out.Dropped)
 		}
 	}
 	return res
@@ -635,9 +636,19 @@ func (r *Runner) emit(ctx context.Context, run *Run, res *Result) {
 	// The texts of every event, cut of the secrets here, where each
 	// passes (the tool calls and the flush are, as they are recorded).
 	res.Text, res.Reply, res.Error, res.Detail = r.redact(res.Text), r.redact(res.Reply), r.redact(res.Error), r.redact(res.Detail)
+	// Then, cut to fit the bus's max payload: an event too large could
+	// never be published, nor the claim that keeps it.
+	data, err := json.Marshal(res)
+	if limit := r.eventMax(); err == nil && len(data) > limit {
+		r.fit(res, limit)
+		data, err = json.Marshal(res)
+	}
 	run.Result = res
 	run.emitErr = nil
-	ev, err := bus.NewEvent("agentwork/runner", bus.TypeOf(res.Source, res.Outcome), res.Name, r.now(), res)
+	var ev bus.Event
+	if err == nil {
+		ev, err = bus.NewEvent("agentwork/runner", bus.TypeOf(res.Source, res.Outcome), res.Name, r.now(), json.RawMessage(data))
+	}
 	if err != nil {
 		r.log.Error("build event", zap.Error(err))
 		return
