@@ -48,12 +48,7 @@ func (r *Runner) recordCalls(run *Run, res *Result, calls []tools.Call, dropped 
 	keep := calls
 	if len(calls) > RecordFirst+RecordLast {
 		keep = append(calls[:RecordFirst:RecordFirst], calls[len(calls)-RecordLast:]...)
-		left := map[string]int{}
-		for _, c := range calls[RecordFirst : len(calls)-RecordLast] {
-			left[c.Name+" "+c.Outcome]++
-		}
-		r.log.Warn("tool calls left out of the run's event", zap.String("run", run.ID),
-			zap.Int("calls", len(calls)), zap.Int("left_out", len(calls)-len(keep)), zap.Any("by_tool_and_outcome", left))
+		r.logLeftOut(run, calls[RecordFirst:len(calls)-RecordLast])
 	}
 	res.ToolCalls = make([]tools.Call, 0, len(keep))
 	for _, c := range keep {
@@ -63,12 +58,26 @@ func (r *Runner) recordCalls(run *Run, res *Result, calls []tools.Call, dropped 
 	res.ToolCallsNote = callsNote(len(calls), len(keep), dropped)
 }
 
+// logLeftOut logs the calls left out of run's event, counted by tool
+// and outcome.
+func (r *Runner) logLeftOut(run *Run, calls []tools.Call) {
+	by := map[string]int{}
+	for _, c := range calls {
+		by[c.Name+" "+c.Outcome]++
+	}
+	r.log.Warn("tool calls left out of the run's event", zap.String("run", run.ID), zap.Int("left_out", len(calls)), zap.Any("by_tool_and_outcome", by))
+}
+
 // callsNote says which calls an event leaves out: of made calls, it lists
 // listed (the first half, rounded up, and the last); dropped were asked
 // for past what one reply may make. "" when none is left out.
 func callsNote(made, listed, dropped int) string {
 	var note string
-	if left := made - listed; left > 0 {
+	switch left := made - listed; {
+	case left > 0 && listed == 0:
+		note = fmt.Sprintf("the run made %d tool calls; tool_calls lists none of them, so that the event fits the bus's max payload "+
+			"(agentwork's log counts them by tool and outcome)", made)
+	case left > 0:
 		first := (listed + 1) / 2
 		note = fmt.Sprintf("the run made %d tool calls; tool_calls lists the first %d and the last %d, and leaves the %d between out "+
 			"so that the event fits the bus's max payload (agentwork's log counts them by tool and outcome)", made, first, listed-first, left)
@@ -88,13 +97,14 @@ func callsNote(made, listed, dropped int) string {
 // lists, half of them at a time (the first and the last stay), down to
 // none; then the longest of its texts, each cut with a note of what was
 // kept. limit is eventMax, less what the claim keeps beside res.
-func (r *Runner) fit(res *Result, limit int) {
+func (r *Runner) fit(run *Run, res *Result, limit int) {
 	size := jsonSize(res)
 	for size > limit && len(res.ToolCalls) > 0 {
 		n := len(res.ToolCalls)
 		made := n + res.ToolCallsOmitted
 		keep := n / 2
 		first := (keep + 1) / 2
+		r.logLeftOut(run, res.ToolCalls[first:n-(keep-first)])
 		res.ToolCalls = append(res.ToolCalls[:first:first], res.ToolCalls[n-(keep-first):]...)
 		res.ToolCallsOmitted += n - keep
 		res.ToolCallsNote = callsNote(made, keep, res.ToolCallsDropped)

@@ -446,7 +446,7 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, run *Run, pol Pol
 			res.NotificationIDs = append(res.NotificationIDs, connectors.NotificationID(run.ID, "", t))
 		}
 		cp := &checkpoint{Result: res, Notice: run.Notice, Targets: run.Targets}
-		r.fit(res, r.eventMax()-jsonSize(cp.Notice)-jsonSize(cp.Targets))
+		r.fit(run, res, r.eventMax()-jsonSize(cp.Notice)-jsonSize(cp.Targets))
 		if err := held.save(ctx, r, run.Request.ID, cp, lease); err != nil {
 			if !held.lost() {
 				// Another instance that took the run over (same run id)
@@ -640,7 +640,7 @@ func (r *Runner) emit(ctx context.Context, run *Run, res *Result) {
 	// never be published, nor the claim that keeps it.
 	data, err := json.Marshal(res)
 	if limit := r.eventMax(); err == nil && len(data) > limit {
-		r.fit(res, limit)
+		r.fit(run, res, limit)
 		data, err = json.Marshal(res)
 	}
 	run.Result = res
@@ -675,7 +675,12 @@ func (r *Runner) emit(ctx context.Context, run *Run, res *Result) {
 }
 
 // redact returns s with the runner's secrets cut out (WithSecrets).
-func (r *Runner) redact(s string) string { return secret.Redact(s, r.secrets) }
+func (r *Runner) redact(s string) string {
+	if s == "" || len(r.secrets) == 0 {
+		return s
+	}
+	return secret.Redact(s, r.secrets)
+}
 
 // sendable returns out with the runner's secrets cut out of what a run
 // may send: the model's reply and its notify_user messages. It is applied

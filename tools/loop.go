@@ -490,8 +490,14 @@ func isObject(args string) bool {
 // (before anything cuts them: half a secret matches nothing). Its sizes
 // stay those of what the tool returned.
 func (c Call) redact(secrets []string) Call {
-	if len(secrets) > 0 {
-		c.Result, c.Error = secret.Redact(c.Result, secrets), secret.Redact(c.Error, secrets)
+	if len(secrets) == 0 {
+		return c
+	}
+	if c.Result != "" {
+		c.Result = secret.Redact(c.Result, secrets)
+	}
+	if c.Error != "" {
+		c.Error = secret.Redact(c.Error, secrets)
 	}
 	return c
 }
