@@ -59,12 +59,12 @@ func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, set Settin
 		// The run was cut short in its flush: its work is done.
 		return r.flush(ctx, tctx, run, provider, req, ts, lim, *from, fm, j, timedOut)
 	}
-	opts := []tools.LoopOption{tools.WithJournal(j)}
+	opts := []tools.LoopOption{tools.WithJournal(j), tools.WithSecrets(r.secrets...)}
 	if from != nil {
 		opts = append(opts, tools.From(*from))
 	}
 	res, err := tools.Loop(tools.WithDelivery(tctx, &tools.Delivery{Mode: r.delivers(run, pol)}), provider, ts.reg, req, lim, opts...)
-	out := Output{Text: res.Text, Calls: res.Calls, Usage: res.Usage, Model: res.Model, StopReason: res.StopReason, Truncated: res.Truncated}
+	out := Output{Text: res.Text, Calls: res.Calls, Dropped: res.Dropped, Usage: res.Usage, Model: res.Model, StopReason: res.StopReason, Truncated: res.Truncated}
 	if err != nil || !set.flushes() || !flushable(ts) {
 		return out, timedOut(err)
 	}

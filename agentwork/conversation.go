@@ -114,7 +114,7 @@ func packState(s tools.State, secrets []string, limit int) (*tools.State, error)
 	fits := func(n int) bool {
 		for i, m := range whole {
 			if m.Role == model.RoleTool {
-				out.Messages[i].Content = cutResult(m.Content, n)
+				out.Messages[i].Content = cutResult(m.Content, n, "when agentwork checkpointed this run")
 			}
 		}
 		size = jsonSize(&out)
@@ -128,20 +128,22 @@ func packState(s tools.State, secrets []string, limit int) (*tools.State, error)
 	return nil, &tooLargeError{size: size, max: limit}
 }
 
-// cutResult cuts a tool result to at most n bytes, at a character, and
-// says so.
-func cutResult(s string, n int) string {
+// cutResult cuts s (a tool result, a text of a run's event) to at most n
+// bytes, at a character, and says so: "…[cut: the first n of len(s) bytes
+// were kept <why>]".
+func cutResult(s string, n int, why string) string {
 	if len(s) <= n {
 		return s
 	}
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return s[:n] + fmt.Sprintf("…[cut: the first %d of %d bytes were kept when agentwork checkpointed this run]", n, len(s))
+	return s[:n] + fmt.Sprintf("…[cut: the first %d of %d bytes were kept %s]", n, len(s), why)
 }
 
-func jsonSize(s *tools.State) int {
-	b, err := json.Marshal(s)
+// jsonSize is the length of v as JSON (v is plain data).
+func jsonSize(v any) int {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return int(^uint(0) >> 1) // cannot happen: a State is plain data
 	}

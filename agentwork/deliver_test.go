@@ -2,6 +2,7 @@ package agentwork_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -84,5 +85,28 @@ func TestDeliveryModes(t *testing.T) {
 				t.Errorf("notify_user answered %+v, want %q (error %v)", got, tt.toolSays, tt.toolErr)
 			}
 		})
+	}
+}
+
+// TestNotificationIDsAreTheQueuedIDs: the done event names each
+// notification by the id it is queued under, for a target with a
+// destination too (connectors.NotificationID hashes the destination), so
+// `agentwork deliveries show <id>` finds what the event lists.
+func TestNotificationIDsAreTheQueuedIDs(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watchEvents(t, b)
+	sp := must(script.New(script.Config{Default: &script.Reply{Text: "disk full"}}))
+	stop := startRunner(t, b, sp, testConfig(), map[string]agentwork.Policy{"task": {}}, agentwork.WithConnectors("alerts", "console"))
+	targets := []string{"alerts:some.subject", "console", "alerts:-100123:thread/7"}
+	publish(t, b, agentwork.Request{Source: "task", Name: "disk", Prompt: "check the disk", Targets: targets})
+	ev := events.runEvents(1)[0]
+	stop()
+	var ids []string
+	for _, n := range queued(t, b) {
+		ids = append(ids, n.ID)
+	}
+	if ev.Run.Outcome != bus.OutcomeDone || !slices.Equal(ev.Run.NotificationIDs, ids) || len(ids) != len(targets) {
+		t.Errorf("event %s notification_ids = %q, want the ids of the %d queued notifications %q", ev.Run.Outcome, ev.Run.NotificationIDs, len(targets), ids)
 	}
 }

@@ -90,7 +90,7 @@ func flushPrompt(ts Toolset) string {
 // fails is logged and on the Output; only a shutdown (ctx) or the loss of
 // the run to another instance end the run with an error.
 func (r *Runner) flush(ctx, tctx context.Context, run *Run, p model.Provider, req model.Request, ts Toolset, lim tools.Limits, st tools.State, fm *flushMark, j claimJournal, timedOut func(error) error) (Output, error) {
-	out := Output{StopReason: fm.StopReason, Truncated: fm.Truncated, Usage: st.Usage, Model: st.Model}
+	out := Output{StopReason: fm.StopReason, Truncated: fm.Truncated, Usage: st.Usage, Model: st.Model, Dropped: st.Dropped}
 	work := 0 // the run's calls: those answered before the flush
 	for _, m := range st.Messages[:min(fm.At, len(st.Messages))] {
 		switch m.Role {
@@ -126,8 +126,8 @@ func (r *Runner) flush(ctx, tctx context.Context, run *Run, p model.Provider, re
 	if err := j.Save(fctx, st); err != nil {
 		return r.flushFailed(ctx, run, out, j, timedOut, err)
 	}
-	res, err := tools.Loop(fctx, p, ts.reg, req, lim, tools.From(st), tools.WithJournal(j))
-	out.Usage = res.Usage
+	res, err := tools.Loop(fctx, p, ts.reg, req, lim, tools.From(st), tools.WithJournal(j), tools.WithSecrets(r.secrets...))
+	out.Usage, out.Dropped = res.Usage, res.Dropped
 	if res.Model != "" {
 		out.Model = res.Model
 	}

@@ -80,8 +80,11 @@ type Output struct {
 	// Text is the model's final reply.
 	Text string
 	// Calls are every tool call of the run, in order (those of its memory
-	// flush are the Flush's).
+	// flush are the Flush's), but those Dropped counts.
 	Calls []tools.Call
+	// Dropped counts the calls the model's replies asked for past what one
+	// reply may make (tools.Limits.PerReply): they ran nothing.
+	Dropped int
 	// Usage sums every model call of the run, its memory flush's too;
 	// Model is the one that answered last.
 	Usage model.Usage

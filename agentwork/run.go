@@ -73,6 +73,15 @@ type Result struct {
 	// runner's secrets and cut to RecordMax bytes. On every outcome after
 	// the model ran.
 	ToolCalls []tools.Call `json:"tool_calls,omitempty"`
+	// ToolCallsOmitted counts the calls the run made that ToolCalls leaves
+	// out, so that the event fits the bus's max payload: those between the
+	// first and the last ones it lists (at most RecordFirst and
+	// RecordLast). ToolCallsDropped counts the calls the model's replies
+	// asked for past what one reply may make (tools.Limits.PerReply),
+	// which ran nothing. ToolCallsNote says so when either is not 0.
+	ToolCallsOmitted int    `json:"tool_calls_omitted,omitempty"`
+	ToolCallsDropped int    `json:"tool_calls_dropped,omitempty"`
+	ToolCallsNote    string `json:"tool_calls_note,omitempty"`
 	// Flush is the run's memory flush, if one ran (its tool calls are the
 	// last of ToolCalls).
 	Flush *FlushResult `json:"flush,omitempty"`

@@ -2,8 +2,10 @@ package agentwork
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/tools"
 )
@@ -86,9 +90,10 @@ func WithToolSource(src tools.Source) Option {
 	return func(r *Runner) { r.sources = append(r.sources, src) }
 }
 
-// WithSecrets sets values that are cut out of the tool calls on record
-// (the arguments, results and errors in run events), such as the API
-// keys and tokens of the config.
+// WithSecrets sets values, such as the API keys and tokens of the config,
+// that are cut out (in every form secret.Redact knows) of what leaves a
+// run: the tool results and errors the model reads, the notifications
+// queued, and the run's event (its text, reply, error and tool calls).
 func WithSecrets(secrets ...string) Option {
 	return func(r *Runner) { r.secrets = append(r.secrets, secrets...) }
 }
@@ -378,6 +383,7 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, run *Run, pol Pol
 		log.Info("going on from the run's checkpoint", zap.String("run", run.ID), zap.Int("steps", s.Steps), zap.Int("tool_calls", len(s.Calls)), zap.Bool("flush", fm != nil))
 	}
 	out, err := r.callModel(ctx, run, pol, set, ts, from, fm, claimJournal{r: r, held: held, requestID: run.Request.ID, lease: lease})
+	out = r.sendable(out)
 	run.Output = &out // also on error: the tokens spent are reported
 	if err != nil {
 		if ctx.Err() != nil {
@@ -437,9 +443,10 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, run *Run, pol Pol
 		known := r.knownTargets(run)
 		res.Text, res.Urgency, res.Targets, res.Truncated = run.Notice.Text, run.Notice.Urgency, known, run.Notice.Truncated
 		for _, t := range known {
-			res.NotificationIDs = append(res.NotificationIDs, run.ID+"."+t)
+			res.NotificationIDs = append(res.NotificationIDs, connectors.NotificationID(run.ID, "", t))
 		}
 		cp := &checkpoint{Result: res, Notice: run.Notice, Targets: run.Targets}
+		r.fit(run, res, r.eventMax()-jsonSize(cp.Notice)-jsonSize(cp.Targets))
 		if err := held.save(ctx, r, run.Request.ID, cp, lease); err != nil {
 			if !held.lost() {
 				// Another instance that took the run over (same run id)
@@ -542,14 +549,13 @@ func (r *Runner) result(run *Run, outcome string) *Result {
 		res.Usage = &usage
 	}
 	if out := run.Output; out != nil {
-		for _, c := range out.Calls {
-			res.ToolCalls = append(res.ToolCalls, c.Record(RecordMax, r.secrets))
-		}
+		calls := out.Calls
 		if f := out.Flush; f != nil {
-			for _, c := range f.Calls {
-				res.ToolCalls = append(res.ToolCalls, c.Record(RecordMax, r.secrets))
-			}
+			calls = append(calls[:len(calls):len(calls)], f.Calls...)
 			res.Flush = r.flushResult(f)
+		}
+		if len(calls) > 0 || out.Dropped > 0 {
+			r.recordCalls(run, res, calls, out.Dropped)
 		}
 	}
 	return res
@@ -627,9 +633,22 @@ func (r *Runner) firstAlert(ctx context.Context, run *Run, class model.Class) bo
 // emit publishes the run's one event. Publishing is retried briefly; a
 // failure is logged and never ends the run.
 func (r *Runner) emit(ctx context.Context, run *Run, res *Result) {
+	// The texts of every event, cut of the secrets here, where each
+	// passes (the tool calls and the flush are, as they are recorded).
+	res.Text, res.Reply, res.Error, res.Detail = r.redact(res.Text), r.redact(res.Reply), r.redact(res.Error), r.redact(res.Detail)
+	// Then, cut to fit the bus's max payload: an event too large could
+	// never be published, nor the claim that keeps it.
+	data, err := json.Marshal(res)
+	if limit := r.eventMax(); err == nil && len(data) > limit {
+		r.fit(run, res, limit)
+		data, err = json.Marshal(res)
+	}
 	run.Result = res
 	run.emitErr = nil
-	ev, err := bus.NewEvent("agentwork/runner", bus.TypeOf(res.Source, res.Outcome), res.Name, r.now(), res)
+	var ev bus.Event
+	if err == nil {
+		ev, err = bus.NewEvent("agentwork/runner", bus.TypeOf(res.Source, res.Outcome), res.Name, r.now(), json.RawMessage(data))
+	}
 	if err != nil {
 		r.log.Error("build event", zap.Error(err))
 		return
@@ -653,6 +672,33 @@ func (r *Runner) emit(ctx context.Context, run *Run, res *Result) {
 	}
 	run.emitErr = err
 	r.log.Error("event not published", zap.String("run", run.ID), zap.String("subject", subject), zap.Error(err))
+}
+
+// redact returns s with the runner's secrets cut out (WithSecrets).
+func (r *Runner) redact(s string) string {
+	if s == "" || len(r.secrets) == 0 {
+		return s
+	}
+	return secret.Redact(s, r.secrets)
+}
+
+// sendable returns out with the runner's secrets cut out of what a run
+// may send: the model's reply and its notify_user messages. It is applied
+// before the output gates, so the notice they decide on, and its dedup
+// key, are those of the text that is sent. (The tool results the model
+// read were cut by the tool loop; the records cut every call.)
+func (r *Runner) sendable(out Output) Output {
+	if len(r.secrets) == 0 {
+		return out
+	}
+	out.Text = r.redact(out.Text)
+	out.Calls = slices.Clone(out.Calls)
+	for i, c := range out.Calls {
+		if c.Name == tools.NotifyName {
+			out.Calls[i].Arguments = r.redact(c.Arguments)
+		}
+	}
+	return out
 }
 
 func contains(s []string, v string) bool {

@@ -55,7 +55,10 @@ func (r *Runner) unknownTargets(targets []string) []string {
 // (config validation rejects them; a request may still name one) are left
 // out with a warning. If queueing fails for any known target the whole call
 // fails, to be retried: what was stored is stored once (Nats-Msg-Id).
+// The runner's secrets are cut out of text (a notice's were already, before
+// its dedup key was taken; an alert quotes an error).
 func (r *Runner) enqueue(ctx context.Context, run *Run, text, urgency, kind string) ([]string, error) {
+	text = r.redact(text)
 	known := r.knownTargets(run)
 	if len(known) < len(run.Targets) {
 		r.log.Warn("notification not queued for unknown targets", zap.String("run", run.ID), zap.Strings("targets", run.Targets), zap.Strings("connectors", r.targets))

@@ -22,8 +22,12 @@ var ErrMaxSteps = errors.New("tools: model still calling tools after max_steps")
 type Result struct {
 	// Text is the model's final answer.
 	Text string
-	// Calls are all tool calls the model made, in order, with their outcome.
+	// Calls are all tool calls the model made, in order, with their outcome,
+	// but those Dropped counts.
 	Calls []Call
+	// Dropped counts the calls replies asked for past Limits.PerReply,
+	// which ran nothing and are not in Calls.
+	Dropped int
 	// Usage sums all model calls of the loop.
 	Usage model.Usage
 	// Model is the model name the provider reported last.
@@ -105,8 +109,22 @@ type Limits struct {
 	MaxSteps int
 	// MaxCalls bounds the calls of every tool but notify_user, which has
 	// its own bound (MaxNotify) and must stay usable to report: a call
-	// beyond is refused, and the model is told so. <= 0: no bound.
+	// beyond is refused, and the model is told so. It also bounds the calls
+	// of one reply (see PerReply). <= 0: no bound.
 	MaxCalls int
+}
+
+// PerReply is how many calls of one reply a Loop makes: MaxCalls and
+// MaxNotify, all a run may make; 0 (MaxCalls <= 0): all. Of a reply
+// that asks for more, the first call past them is refused, telling the
+// model so, and the rest are dropped: they run nothing, and neither the
+// conversation nor the calls keep them (State.Dropped counts them), so
+// that a model gone wrong cannot fill a run's records.
+func (lim Limits) PerReply() int {
+	if lim.MaxCalls <= 0 {
+		return 0
+	}
+	return lim.MaxCalls + MaxNotify
 }
 
 // Steps is the model calls a Loop may make: MaxSteps, or 8.
@@ -138,6 +156,8 @@ type State struct {
 	Steps int `json:"steps"`
 	// Counted counts the calls Limits.MaxCalls bounds.
 	Counted int `json:"counted,omitempty"`
+	// Dropped counts the calls replies asked for past Limits.PerReply.
+	Dropped int `json:"dropped,omitempty"`
 }
 
 // Journal keeps a Loop's State as it goes, so that a Loop cut short (its
@@ -155,10 +175,20 @@ type LoopOption func(*loopOptions)
 type loopOptions struct {
 	journal Journal
 	from    *State
+	secrets []string
 }
 
 // WithJournal makes the Loop save its State in j (see Loop for when).
 func WithJournal(j Journal) LoopOption { return func(o *loopOptions) { o.journal = j } }
+
+// WithSecrets makes the Loop cut secrets (the config's API keys and
+// tokens) out of every tool result and tool error, in every form
+// secret.Redact knows, before the model reads it or the Loop keeps it: a
+// tool that reads a secret (a process's environment, a server that echoes
+// its token) hands the model [redacted].
+func WithSecrets(secrets ...string) LoopOption {
+	return func(o *loopOptions) { o.secrets = append(o.secrets, secrets...) }
+}
 
 // From makes the Loop go on from s, a State an earlier Loop of the same
 // request saved in its Journal, instead of starting from the request's
@@ -197,7 +227,7 @@ func Loop(ctx context.Context, p model.Provider, reg *Registry, req model.Reques
 		opt(&o)
 	}
 	maxSteps := lim.Steps()
-	l := &loop{reg: reg, lim: lim, journal: o.journal}
+	l := &loop{reg: reg, lim: lim, journal: o.journal, secrets: o.secrets}
 	if o.from != nil {
 		l.st = *o.from
 		l.st.Messages = slices.Clone(l.st.Messages)
@@ -229,6 +259,11 @@ func Loop(ctx context.Context, p model.Provider, reg *Registry, req model.Reques
 				reply.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", l.st.Steps, i)
 			}
 		}
+		if n := lim.PerReply(); n > 0 && len(reply.ToolCalls) > n+1 {
+			// Keep the first past the bound: its refusal tells the model.
+			l.st.Dropped += len(reply.ToolCalls) - (n + 1)
+			reply.ToolCalls = reply.ToolCalls[:n+1]
+		}
 		l.st.Messages = append(l.st.Messages, model.Message{Role: model.RoleAssistant, Content: reply.Text, ToolCalls: reply.ToolCalls})
 		l.saving = l.saving || slices.ContainsFunc(reply.ToolCalls, func(tc model.ToolCall) bool { return tc.Name != NotifyName })
 		if err := l.save(ctx); err != nil {
@@ -237,7 +272,7 @@ func Loop(ctx context.Context, p model.Provider, reg *Registry, req model.Reques
 		if len(reply.ToolCalls) == 0 {
 			return l.result(), nil
 		}
-		if err := l.run(ctx, reply.ToolCalls, false); err != nil {
+		if err := l.run(ctx, reply.ToolCalls, 0, false); err != nil {
 			return l.result(), err
 		}
 	}
@@ -249,15 +284,17 @@ type loop struct {
 	reg     *Registry
 	lim     Limits
 	journal Journal
-	saving  bool // the journal keeps the state (from the first call that is not notify_user on)
+	saving  bool     // the journal keeps the state (from the first call that is not notify_user on)
+	secrets []string // cut out of every result and error (WithSecrets)
 	st      State
 	cut     *Call // a call ctx cut short: on the result, not in the state
 }
 
-// run makes the calls, in order. inFlight says the first that is not
-// notify_user may have been running when an earlier Loop stopped.
-func (l *loop) run(ctx context.Context, calls []model.ToolCall, inFlight bool) error {
-	for _, tc := range calls {
+// run makes the calls, in order: those of a reply from its call at index
+// first on. inFlight says the first that is not notify_user may have been
+// running when an earlier Loop stopped.
+func (l *loop) run(ctx context.Context, calls []model.ToolCall, first int, inFlight bool) error {
+	for i, tc := range calls {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -265,7 +302,14 @@ func (l *loop) run(ctx context.Context, calls []model.ToolCall, inFlight bool) e
 		if resumed {
 			inFlight = false
 		}
-		call := l.call(ctx, tc, resumed)
+		var call Call
+		if n := l.lim.PerReply(); n > 0 && first+i >= n {
+			call = refuse(tc, fmt.Sprintf("not run: your reply asked for more tool calls than the %d one reply may make (runner.max_tool_calls and %d notify_user), "+
+				"so this call and those after it were not run; ask for fewer at a time", n, MaxNotify))
+		} else {
+			call = l.call(ctx, tc, resumed)
+		}
+		call = call.redact(l.secrets)
 		if ctx.Err() != nil && call.Outcome != OutcomeRefused && call.Outcome != OutcomeInterrupted {
 			// Cut short: whether it took effect is not known, so its result
 			// is not kept; a Loop resumed from the state treats it as the
@@ -332,7 +376,7 @@ func (l *loop) resume(ctx context.Context) (done bool, err error) {
 	// Every message after the reply is the result of one of its calls, in
 	// order.
 	if answered := len(msgs) - 1 - a; answered < len(calls) {
-		return false, l.run(ctx, calls[answered:], true)
+		return false, l.run(ctx, calls[answered:], answered, true)
 	}
 	return false, nil
 }
@@ -350,7 +394,7 @@ func (l *loop) save(ctx context.Context) error {
 // result is the Loop's result so far.
 func (l *loop) result() Result {
 	res := Result{
-		Calls: l.st.Calls, Usage: l.st.Usage, Model: l.st.Model, StopReason: l.st.StopReason,
+		Calls: l.st.Calls, Dropped: l.st.Dropped, Usage: l.st.Usage, Model: l.st.Model, StopReason: l.st.StopReason,
 		Truncated: l.st.Truncated, Steps: l.st.Steps, Messages: l.st.Messages, st: l.st,
 	}
 	if l.cut != nil {
@@ -440,6 +484,22 @@ func object(args string) (string, error) {
 func isObject(args string) bool {
 	_, err := object(args)
 	return err == nil
+}
+
+// redact returns c with secrets cut out of its result and error, whole
+// (before anything cuts them: half a secret matches nothing). Its sizes
+// stay those of what the tool returned.
+func (c Call) redact(secrets []string) Call {
+	if len(secrets) == 0 {
+		return c
+	}
+	if c.Result != "" {
+		c.Result = secret.Redact(c.Result, secrets)
+	}
+	if c.Error != "" {
+		c.Error = secret.Redact(c.Error, secrets)
+	}
+	return c
 }
 
 // Record returns c as a run's record keeps it: its arguments, result and

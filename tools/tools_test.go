@@ -136,3 +136,32 @@ func FuzzDecodeNotify(f *testing.F) {
 		}
 	})
 }
+
+// TestLoopBoundsTheCallsOfOneReply: of a reply that asks for more calls
+// than a run may make (MaxCalls and MaxNotify), the first past them is
+// refused, telling the model, and the rest are dropped: not run, and kept
+// neither in the conversation nor in the calls, only counted.
+func TestLoopBoundsTheCallsOfOneReply(t *testing.T) {
+	t.Parallel()
+	var calls []model.ToolCall
+	for range 40 {
+		calls = append(calls, model.ToolCall{Name: "echo", Arguments: `{"text":"x"}`})
+	}
+	p := &scripted{replies: []model.Reply{{ToolCalls: calls}}}
+	lim := tools.Limits{MaxSteps: 4, MaxCalls: 2}
+	res, err := tools.Loop(t.Context(), p, registry(t), model.Request{}, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := lim.PerReply()
+	if n != 2+tools.MaxNotify || len(res.Calls) != n+1 || res.Dropped != 40-(n+1) {
+		t.Fatalf("PerReply %d, %d calls kept, %d dropped; want %d, %d and %d", n, len(res.Calls), res.Dropped, 2+tools.MaxNotify, n+1, 40-(n+1))
+	}
+	if c := res.Calls[n]; c.Outcome != tools.OutcomeRefused || !strings.Contains(c.Error, "one reply may make") {
+		t.Errorf("call %d = %+v, want refused telling the model a reply asked for too many", n, c)
+	}
+	msgs := p.seen[1].Messages
+	if asst := msgs[len(msgs)-(n+2)]; asst.Role != model.RoleAssistant || len(asst.ToolCalls) != n+1 {
+		t.Errorf("the conversation's reply = %+v, want its first %d calls only", asst, n+1)
+	}
+}
