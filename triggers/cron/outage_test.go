@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 
+	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/internal/clock"
@@ -265,6 +267,111 @@ func TestTicksThroughAnOutageAndRestart(t *testing.T) {
 				if got := seen[at]; len(got) == 0 || (got[0] != tt.want && at.Before(restarted.Add(-time.Second))) {
 					t.Errorf("tick %s that failed: %v, want %s", at.Format(time.TimeOnly), got, tt.want)
 				}
+			}
+		})
+	}
+}
+
+// lostAck publishes requests for real but tells the fire that the publish
+// of tick timed out, once: its acknowledgement was lost (a server frozen
+// past the publish timeout, or stopped with the publish in the client's
+// reconnect buffer, which sends it when the server is back).
+type lostAck struct {
+	tick time.Time
+	lost atomic.Bool
+}
+
+func (l *lostAck) publish(ctx context.Context, b *bus.Bus, req agentwork.Request, o agentwork.PublishOptions) (agentwork.Published, error) {
+	p, err := agentwork.Publish(ctx, b, req, o)
+	if err == nil && req.ScheduledAt != nil && req.ScheduledAt.Equal(l.tick) && l.lost.CompareAndSwap(false, true) {
+		return agentwork.Published{}, errInjected
+	}
+	return p, err
+}
+
+// waitRequestsSettled waits until the runner has settled every stored
+// request (acked: run, skipped or found finished).
+func waitRequestsSettled(t *testing.T, b *bus.Bus) {
+	t.Helper()
+	eventually(t, func() bool {
+		info, err := b.JetStream().Consumer(t.Context(), bus.StreamRequests, agentwork.ConsumerName)
+		if err != nil {
+			return false
+		}
+		ci, err := info.Info(t.Context())
+		return err == nil && ci.NumPending == 0 && ci.NumAckPending == 0 && ci.NumRedelivered == 0
+	})
+}
+
+// A tick's request is stored, but its fire fails all the same: the ack of
+// the publish was lost, or the state write after it failed. The fire is
+// handed out again once the next tick is due, which overtakes the tick
+// (run_once records it missed). The tick must end in exactly one event —
+// its run's, or a missed skip, never both — and the next tick in one too.
+func TestUnconfirmedTickEndsInOneEvent(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		mod  func(s *Scheduler, b *bus.Bus, tick time.Time)
+	}{
+		{"ack lost", func(s *Scheduler, _ *bus.Bus, tick time.Time) { s.publishReq = (&lostAck{tick: tick}).publish }},
+		{"state write failed", func(s *Scheduler, b *bus.Bus, _ time.Time) {
+			states := &flakyState{KeyValue: b.State}
+			states.failWrites.Store(1)
+			s.stateKV = states
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := bustest.New(t)
+			job := secondJob("sec")
+			last := t0.Truncate(time.Second)
+			tick := last.Add(time.Second)
+			seed(t, b, job, last.Add(-time.Hour), State{LastTick: &last})
+			clk := clock.NewFake(tick)
+			s, err := New(b, Config{}, WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.mod(s, b, tick)
+			startRunner(t, b, clk, s, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{Text: "hi"}})
+
+			if err := s.fireJob(t.Context(), zap.NewNop(), job.ID, 1); err == nil {
+				t.Fatal("the first fire succeeded, want it failed (injected)")
+			}
+			// Handed out again after the next tick: the tick is overtaken.
+			clk.Set(tick.Add(time.Second + 100*time.Millisecond))
+			if err := s.fireJob(t.Context(), zap.NewNop(), job.ID, 2); err != nil {
+				t.Fatalf("the fire handed out again: %v", err)
+			}
+			waitRequestsSettled(t, b)
+
+			hist, err := jobHistory(t.Context(), b, job.ID, 50)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[time.Time][]string{}
+			for _, h := range hist {
+				if h.Result.ScheduledAt == nil {
+					t.Fatalf("event without a scheduled time: %+v", h)
+				}
+				at := h.Result.ScheduledAt.UTC()
+				seen[at] = append(seen[at], h.Outcome+"/"+h.Result.Reason)
+			}
+			for _, at := range []time.Time{tick, tick.Add(time.Second)} {
+				if len(seen[at]) != 1 {
+					t.Errorf("tick %s has events %v, want exactly one", at.Format(time.TimeOnly), seen[at])
+				}
+			}
+			if len(seen) != 2 {
+				t.Errorf("events by tick = %v, want the two ticks", seen)
+			}
+			st, err := readState(t.Context(), b.State, job.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.LastTick == nil || !st.LastTick.Equal(tick.Add(time.Second)) || st.Fires+st.Missed != 2 {
+				t.Errorf("state = last tick %v, %d fires, %d missed; want the two ticks counted once each", st.LastTick, st.Fires, st.Missed)
 			}
 		})
 	}
