@@ -3,6 +3,7 @@ package cron
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -293,24 +294,43 @@ func (l *lostAck) publish(ctx context.Context, b *bus.Bus, req agentwork.Request
 // request (acked: run, skipped or found finished).
 func waitRequestsSettled(t *testing.T, b *bus.Bus) {
 	t.Helper()
-	eventually(t, func() bool {
-		info, err := b.JetStream().Consumer(t.Context(), bus.StreamRequests, agentwork.ConsumerName)
-		if err != nil {
-			return false
-		}
-		ci, err := info.Info(t.Context())
-		return err == nil && ci.NumPending == 0 && ci.NumAckPending == 0 && ci.NumRedelivered == 0
-	})
+	eventually(t, func() bool { return requestsSettled(t.Context(), b) == nil })
+}
+
+// requestsSettled returns nil once the runner's consumer has acked every
+// request the stream holds, else what is left.
+func requestsSettled(ctx context.Context, b *bus.Bus) error {
+	st, err := b.JetStream().Stream(ctx, bus.StreamRequests)
+	if err != nil {
+		return err
+	}
+	si, err := st.Info(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := st.Consumer(ctx, agentwork.ConsumerName)
+	if err != nil {
+		return err
+	}
+	ci, err := c.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if ci.AckFloor.Stream < si.State.LastSeq || ci.NumAckPending > 0 {
+		return fmt.Errorf("requests acked up to %d of %d, %d waiting for an ack", ci.AckFloor.Stream, si.State.LastSeq, ci.NumAckPending)
+	}
+	return nil
 }
 
 // A tick's request is stored, but its fire fails all the same: the ack of
 // the publish was lost, or the state write after it failed. The fire is
 // handed out again once the next tick is due, which overtakes the tick
 // (run_once records it missed). The tick must end in exactly one event —
-// its run's, or a missed skip, never both — and the next tick in one too.
+// its run's, when the run took the request first, or else a missed skip,
+// and then the request is not run — never both; the next tick in one too.
 func TestUnconfirmedTickEndsInOneEvent(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct {
+	for _, fail := range []struct {
 		name string
 		mod  func(s *Scheduler, b *bus.Bus, tick time.Time)
 	}{
@@ -321,58 +341,87 @@ func TestUnconfirmedTickEndsInOneEvent(t *testing.T) {
 			s.stateKV = states
 		}},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			b := bustest.New(t)
-			job := secondJob("sec")
-			last := t0.Truncate(time.Second)
-			tick := last.Add(time.Second)
-			seed(t, b, job, last.Add(-time.Hour), State{LastTick: &last})
-			clk := clock.NewFake(tick)
-			s, err := New(b, Config{}, WithClock(clk))
-			if err != nil {
-				t.Fatal(err)
+		for _, runFirst := range []bool{true, false} {
+			name := fail.name + "/request run before the fire again"
+			if !runFirst {
+				name = fail.name + "/request taken after the fire again"
 			}
-			tt.mod(s, b, tick)
-			startRunner(t, b, clk, s, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{Text: "hi"}})
-
-			if err := s.fireJob(t.Context(), zap.NewNop(), job.ID, 1); err == nil {
-				t.Fatal("the first fire succeeded, want it failed (injected)")
-			}
-			// Handed out again after the next tick: the tick is overtaken.
-			clk.Set(tick.Add(time.Second + 100*time.Millisecond))
-			if err := s.fireJob(t.Context(), zap.NewNop(), job.ID, 2); err != nil {
-				t.Fatalf("the fire handed out again: %v", err)
-			}
-			waitRequestsSettled(t, b)
-
-			hist, err := jobHistory(t.Context(), b, job.ID, 50)
-			if err != nil {
-				t.Fatal(err)
-			}
-			seen := map[time.Time][]string{}
-			for _, h := range hist {
-				if h.Result.ScheduledAt == nil {
-					t.Fatalf("event without a scheduled time: %+v", h)
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				b := bustest.New(t)
+				job := secondJob("sec")
+				last := t0.Truncate(time.Second)
+				tick, next := last.Add(time.Second), last.Add(2*time.Second)
+				seed(t, b, job, last.Add(-time.Hour), State{LastTick: &last})
+				clk := clock.NewFake(tick)
+				s, err := New(b, Config{}, WithClock(clk))
+				if err != nil {
+					t.Fatal(err)
 				}
-				at := h.Result.ScheduledAt.UTC()
-				seen[at] = append(seen[at], h.Outcome+"/"+h.Result.Reason)
-			}
-			for _, at := range []time.Time{tick, tick.Add(time.Second)} {
-				if len(seen[at]) != 1 {
-					t.Errorf("tick %s has events %v, want exactly one", at.Format(time.TimeOnly), seen[at])
+				fail.mod(s, b, tick)
+				runner := func() {
+					startRunner(t, b, clk, s, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{Text: "hi"}})
 				}
-			}
-			if len(seen) != 2 {
-				t.Errorf("events by tick = %v, want the two ticks", seen)
-			}
-			st, err := readState(t.Context(), b.State, job.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.LastTick == nil || !st.LastTick.Equal(tick.Add(time.Second)) || st.Fires+st.Missed != 2 {
-				t.Errorf("state = last tick %v, %d fires, %d missed; want the two ticks counted once each", st.LastTick, st.Fires, st.Missed)
-			}
-		})
+
+				if err := s.fireJob(t.Context(), zap.NewNop(), job.ID, 1); err == nil {
+					t.Fatal("the first fire succeeded, want it failed (injected)")
+				}
+				if runFirst {
+					runner()
+					waitRequestsSettled(t, b)
+				}
+				// Handed out again after the next tick: the tick is overtaken.
+				clk.Set(next.Add(100 * time.Millisecond))
+				if err := s.fireJob(t.Context(), zap.NewNop(), job.ID, 2); err != nil {
+					t.Fatalf("the fire handed out again: %v", err)
+				}
+				if !runFirst {
+					runner()
+				}
+				waitRequestsSettled(t, b)
+
+				hist, err := jobHistory(t.Context(), b, job.ID, 50)
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen := map[time.Time][]string{}
+				for _, h := range hist {
+					if h.Result.ScheduledAt == nil {
+						t.Fatalf("event without a scheduled time: %+v", h)
+					}
+					at := h.Result.ScheduledAt.UTC()
+					seen[at] = append(seen[at], h.Outcome+"/"+h.Result.Reason)
+				}
+				want := map[time.Time]string{tick: "done/", next: "done/"}
+				if !runFirst {
+					want[tick] = "skip/missed"
+				}
+				for at, w := range want {
+					if len(seen[at]) != 1 || seen[at][0] != w {
+						t.Errorf("tick %s has events %v, want exactly one: %s", at.Format(time.TimeOnly), seen[at], w)
+					}
+				}
+				if len(seen) != len(want) {
+					t.Errorf("events by tick = %v, want the two ticks", seen)
+				}
+				st, err := readState(t.Context(), b.State, job.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantFires, wantMissed := 2, 0
+				if !runFirst {
+					wantFires, wantMissed = 1, 1
+				}
+				if st.LastTick == nil || !st.LastTick.Equal(next) || st.Fires != wantFires || st.Missed != wantMissed {
+					t.Errorf("state = last tick %v, %d fires, %d missed; want %s, %d, %d", st.LastTick, st.Fires, st.Missed, next.Format(time.TimeOnly), wantFires, wantMissed)
+				}
+				// The settlement stands when asked again (a fire whose ack
+				// of it was lost asks again).
+				forgone, err := agentwork.Forgo(t.Context(), b, requestID(job.ID, tick, 0))
+				if err != nil || forgone == runFirst {
+					t.Errorf("Forgo of the tick's request again = %v, %v; want %v", forgone, err, !runFirst)
+				}
+			})
+		}
 	}
 }
