@@ -457,15 +457,16 @@ func MsgID(id string, tick time.Time, retry int) string {
 	return m
 }
 
-// requestID is the request id of a job's tick (retry > 0: of a retry of
+// requestID is the request id of a tick of j (retry > 0: of a retry of
 // it): the envelope id of its request, and so the key of its run claim.
-// Derived from MsgID, every publish of the tick is the same request — a
-// publish again after a lost ack, even past the duplicate window, runs
-// once under the run claim — and a fire that records the tick as missed
-// can find and forgo that request (forgo). It is a UUIDv7 whose time is
-// the tick's and whose other bits are a hash of the message id.
-func requestID(id string, tick time.Time, retry int) string {
-	sum := sha256.Sum256([]byte(MsgID(id, tick, retry)))
+// Derived from MsgID and the job's creation, every publish of the tick is
+// the same request — a publish again after a lost ack, even past the
+// duplicate window, runs once under the run claim — and a fire that
+// records the tick as missed can find and forgo that request (forgo); a
+// job deleted and created again under its id has other requests. It is a
+// UUIDv7 whose time is the tick's and whose other bits are a hash.
+func requestID(j Job, tick time.Time, retry int) string {
+	sum := sha256.Sum256([]byte(MsgID(j.ID, tick, retry) + " " + j.CreatedAt.UTC().Format(time.RFC3339Nano)))
 	var u uuid.UUID
 	ms := uint64(tick.UnixMilli())
 	for i := range 6 {
@@ -484,7 +485,7 @@ func requestID(id string, tick time.Time, retry int) string {
 func (s *Scheduler) forgo(ctx context.Context, j Job, tick time.Time) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	ok, err := agentwork.Forgo(ctx, s.bus, requestID(j.ID, tick, 0))
+	ok, err := agentwork.Forgo(ctx, s.bus, requestID(j, tick, 0))
 	if err != nil {
 		return false, fmt.Errorf("settle the request of the missed tick of %s: %w", tick.UTC().Format(time.RFC3339), err)
 	}
@@ -510,7 +511,7 @@ func (s *Scheduler) publishTick(ctx context.Context, j Job, tick time.Time, retr
 	if pub == nil {
 		pub = agentwork.Publish
 	}
-	o := agentwork.PublishOptions{MsgID: MsgID(j.ID, tick, retry), EventID: requestID(j.ID, tick, retry), Producer: Producer, Now: s.clock.Now()}
+	o := agentwork.PublishOptions{MsgID: MsgID(j.ID, tick, retry), EventID: requestID(j, tick, retry), Producer: Producer, Now: s.clock.Now()}
 	if _, err := pub(ctx, s.bus, req, o); err != nil {
 		return fmt.Errorf("publish the tick of %s: %w", tick.UTC().Format(time.RFC3339), err)
 	}

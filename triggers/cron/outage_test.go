@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
@@ -417,11 +418,53 @@ func TestUnconfirmedTickEndsInOneEvent(t *testing.T) {
 				}
 				// The settlement stands when asked again (a fire whose ack
 				// of it was lost asks again).
-				forgone, err := agentwork.Forgo(t.Context(), b, requestID(job.ID, tick, 0))
+				stored, _, err := s.readJob(t.Context(), job.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				forgone, err := agentwork.Forgo(t.Context(), b, requestID(stored, tick, 0))
 				if err != nil || forgone == runFirst {
 					t.Errorf("Forgo of the tick's request again = %v, %v; want %v", forgone, err, !runFirst)
 				}
+				for _, r := range requests(t, b) {
+					if want := requestID(stored, *r.Req.ScheduledAt, 0); r.Req.ID != want {
+						t.Errorf("request of %s has id %s, want %s (derived from job and tick)", r.Req.ScheduledAt.Format(time.TimeOnly), r.Req.ID, want)
+					}
+				}
 			})
 		}
+	}
+}
+
+// A tick's request id is the same for every publish of the tick, differs
+// for another tick, retry, job or incarnation of the job, and is a UUIDv7
+// whose time is the tick's.
+func TestRequestID(t *testing.T) {
+	t.Parallel()
+	j := Job{ID: "report", CreatedAt: t0.Add(-time.Hour)}
+	tick := t0.Truncate(time.Minute)
+	id := requestID(j, tick, 0)
+	if again := requestID(j, tick.In(time.FixedZone("x", 3600)), 0); again != id {
+		t.Errorf("requestID again = %s, want %s", again, id)
+	}
+	recreated := j
+	recreated.CreatedAt = t0
+	other := j
+	other.ID = "other"
+	for name, got := range map[string]string{
+		"next tick": requestID(j, tick.Add(time.Minute), 0), "retry": requestID(j, tick, 1),
+		"other job": requestID(other, tick, 0), "job created again": requestID(recreated, tick, 0),
+	} {
+		if got == id {
+			t.Errorf("requestID of the %s = %s, the tick's", name, got)
+		}
+	}
+	u, err := uuid.Parse(id)
+	if err != nil || u.Version() != 7 || u.Variant() != uuid.RFC4122 {
+		t.Fatalf("requestID = %s (%v): want a UUIDv7", id, err)
+	}
+	sec, nsec := u.Time().UnixTime()
+	if at := time.Unix(sec, nsec); !at.Equal(tick) {
+		t.Errorf("requestID's time = %s, want the tick's %s", at, tick)
 	}
 }
