@@ -314,9 +314,9 @@ func (s *Scheduler) publish(ctx context.Context, log *zap.Logger, j Job, b batch
 				return err
 			}
 			if !forgone {
-				// An earlier try of this fire published the tick after all
-				// (its ack was lost, or the state write after it failed)
-				// and a run has it: the tick ends in the run's event.
+				// An earlier try published the tick after all (its ack was
+				// lost, or the state write after it failed) and a run has
+				// it: the tick ends in the run's event.
 				missed = missed[1:]
 				done.fired = append(done.fired, tick)
 				done.done(tick)
