@@ -40,7 +40,10 @@ type claim struct {
 	// what it decided, which a retry re-queues and emits without calling
 	// the model again (which could answer differently).
 	Checkpoint *checkpoint `json:"checkpoint,omitempty"`
-	rev        uint64
+	// Forgone: the request was settled without a run (Forgo); its
+	// trigger recorded its outcome.
+	Forgone bool `json:"forgone,omitempty"`
+	rev     uint64
 }
 
 // checkpoint is how far a run got, kept in its claim: its conversation
@@ -272,4 +275,31 @@ func (r *Runner) renewClaim(ctx context.Context, requestID string, c claim, leas
 	}
 	c.rev = rev
 	return c, nil
+}
+
+// Forgo settles the run claim of request requestID as done without a run,
+// unless a run has claimed the request already. A trigger that records the
+// outcome of a request it may have published (a publish whose ack was
+// lost) in its stead — cron's missed tick — calls it first: a copy of the
+// request that arrives later is acknowledged without running, so the
+// request ends in the trigger's event or in its run's, never both. It
+// reports whether the request is forgone, by this call or an earlier one;
+// false: a run has it, and its event follows. The claim stays for the
+// locks bucket's TTL (bus.LocksTTL), as long as a request waits in its
+// stream. Safe to call again after an error.
+func Forgo(ctx context.Context, b *bus.Bus, requestID string) (bool, error) {
+	forgone := true
+	fresh := claim{State: claimDone, Outcome: bus.OutcomeSkip, Forgone: true}
+	_, _, err := bus.UpdateAt(ctx, b.Locks, claimKey(requestID), fresh, 0, func(c *claim, found bool) (bool, error) {
+		if !found {
+			*c, forgone = fresh, true
+			return true, nil
+		}
+		forgone = c.Forgone
+		return false, nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("agentwork: forgo request %s: %w", requestID, err)
+	}
+	return forgone, nil
 }

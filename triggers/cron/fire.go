@@ -2,6 +2,7 @@ package cron
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
@@ -306,6 +308,22 @@ func (s *Scheduler) publish(ctx context.Context, log *zap.Logger, j Job, b batch
 		}
 		if len(missed) > 0 && (len(fire) == 0 || missed[0].Before(fire[0])) {
 			tick := missed[0]
+			forgone, err := s.forgo(ctx, j, tick)
+			if err != nil {
+				s.report(j.ID, tick, "failed")
+				return err
+			}
+			if !forgone {
+				// An earlier try published the tick after all (its ack was
+				// lost, or the state write after it failed) and a run has
+				// it: the tick ends in the run's event.
+				missed = missed[1:]
+				done.fired = append(done.fired, tick)
+				done.done(tick)
+				log.Info("tick not recorded as missed: its request, published by an earlier try, runs", zap.Time("tick", tick))
+				s.report(j.ID, tick, "fired")
+				continue
+			}
 			if err := s.recordMissed(ctx, j, tick, tick, missedDetail(j, tick, attempt, cause)); err != nil {
 				s.report(j.ID, tick, "failed")
 				return err
@@ -439,6 +457,44 @@ func MsgID(id string, tick time.Time, retry int) string {
 	return m
 }
 
+// requestID is the request id of a tick of j (retry > 0: of a retry of
+// it): the envelope id of its request, and so the key of its run claim.
+// Derived from MsgID and the job's creation, every publish of the tick is
+// the same request — a publish again after a lost ack, even past the
+// duplicate window, runs once under the run claim — and a fire that
+// records the tick as missed can find and forgo that request (forgo); a
+// job deleted and created again under its id has other requests. It is a
+// UUIDv7 whose time is the tick's and whose other bits are a hash.
+func requestID(j Job, tick time.Time, retry int) string {
+	sum := sha256.Sum256([]byte(MsgID(j.ID, tick, retry) + " " + j.CreatedAt.UTC().Format(time.RFC3339Nano)))
+	var u uuid.UUID
+	ms := uint64(tick.UnixMilli())
+	for i := range 6 {
+		u[i] = byte(ms >> (40 - 8*i))
+	}
+	copy(u[6:], sum[:10])
+	u[6] = u[6]&0x0f | 0x70 // version 7
+	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
+	return u.String()
+}
+
+// forgo settles the run claim of the request of a tick about to be
+// recorded as missed, so that a copy of it stored by an earlier try (its
+// ack lost) is never run: the tick ends in the missed event. False: a run
+// has the request already; the tick ends in the run's event instead.
+func (s *Scheduler) forgo(ctx context.Context, j Job, tick time.Time) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	ok, err := agentwork.Forgo(ctx, s.bus, requestID(j, tick, 0))
+	if err != nil {
+		return false, fmt.Errorf("settle the request of the missed tick of %s: %w", tick.UTC().Format(time.RFC3339), err)
+	}
+	return ok, nil
+}
+
+// publishFunc publishes a request (agentwork.Publish).
+type publishFunc func(context.Context, *bus.Bus, agentwork.Request, agentwork.PublishOptions) (agentwork.Published, error)
+
 // publishTick publishes the request of a tick of j (retry > 0: a retry of
 // it) with its message id.
 func (s *Scheduler) publishTick(ctx context.Context, j Job, tick time.Time, retry int, catchup bool) error {
@@ -451,7 +507,12 @@ func (s *Scheduler) publishTick(ctx context.Context, j Job, tick time.Time, retr
 	}
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	if _, err := agentwork.Publish(ctx, s.bus, req, agentwork.PublishOptions{MsgID: MsgID(j.ID, tick, retry), Producer: Producer, Now: s.clock.Now()}); err != nil {
+	pub := s.publishReq
+	if pub == nil {
+		pub = agentwork.Publish
+	}
+	o := agentwork.PublishOptions{MsgID: MsgID(j.ID, tick, retry), EventID: requestID(j, tick, retry), Producer: Producer, Now: s.clock.Now()}
+	if _, err := pub(ctx, s.bus, req, o); err != nil {
 		return fmt.Errorf("publish the tick of %s: %w", tick.UTC().Format(time.RFC3339), err)
 	}
 	return nil

@@ -3,14 +3,18 @@ package cron
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 
+	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/internal/clock"
@@ -267,5 +271,200 @@ func TestTicksThroughAnOutageAndRestart(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// lostAck publishes requests for real but tells the fire that the publish
+// of tick timed out, once: its acknowledgement was lost (a server frozen
+// past the publish timeout, or stopped with the publish in the client's
+// reconnect buffer, which sends it when the server is back).
+type lostAck struct {
+	tick time.Time
+	lost atomic.Bool
+}
+
+func (l *lostAck) publish(ctx context.Context, b *bus.Bus, req agentwork.Request, o agentwork.PublishOptions) (agentwork.Published, error) {
+	p, err := agentwork.Publish(ctx, b, req, o)
+	if err == nil && req.ScheduledAt != nil && req.ScheduledAt.Equal(l.tick) && l.lost.CompareAndSwap(false, true) {
+		return agentwork.Published{}, errInjected
+	}
+	return p, err
+}
+
+// waitRequestsSettled waits until the runner has settled every stored
+// request (acked: run, skipped or found finished).
+func waitRequestsSettled(t *testing.T, b *bus.Bus) {
+	t.Helper()
+	eventually(t, func() bool { return requestsSettled(t.Context(), b) == nil })
+}
+
+// requestsSettled returns nil once the runner's consumer has acked every
+// request the stream holds, else what is left.
+func requestsSettled(ctx context.Context, b *bus.Bus) error {
+	st, err := b.JetStream().Stream(ctx, bus.StreamRequests)
+	if err != nil {
+		return err
+	}
+	si, err := st.Info(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := st.Consumer(ctx, agentwork.ConsumerName)
+	if err != nil {
+		return err
+	}
+	ci, err := c.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if ci.AckFloor.Stream < si.State.LastSeq || ci.NumAckPending > 0 {
+		return fmt.Errorf("requests acked up to %d of %d, %d waiting for an ack", ci.AckFloor.Stream, si.State.LastSeq, ci.NumAckPending)
+	}
+	return nil
+}
+
+// A tick's request is stored, but its fire fails all the same: the ack of
+// the publish was lost, or the state write after it failed. The fire is
+// handed out again once the next tick is due, which overtakes the tick
+// (run_once records it missed). The tick must end in exactly one event —
+// its run's, when the run took the request first, or else a missed skip,
+// and then the request is not run — never both; the next tick in one too.
+func TestUnconfirmedTickEndsInOneEvent(t *testing.T) {
+	t.Parallel()
+	for _, fail := range []struct {
+		name string
+		mod  func(s *Scheduler, b *bus.Bus, tick time.Time)
+	}{
+		{"ack lost", func(s *Scheduler, _ *bus.Bus, tick time.Time) { s.publishReq = (&lostAck{tick: tick}).publish }},
+		{"state write failed", func(s *Scheduler, b *bus.Bus, _ time.Time) {
+			states := &flakyState{KeyValue: b.State}
+			states.failWrites.Store(1)
+			s.stateKV = states
+		}},
+	} {
+		for _, runFirst := range []bool{true, false} {
+			name := fail.name + "/request run before the fire again"
+			if !runFirst {
+				name = fail.name + "/request taken after the fire again"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				b := bustest.New(t)
+				job := secondJob("sec")
+				last := t0.Truncate(time.Second)
+				tick, next := last.Add(time.Second), last.Add(2*time.Second)
+				seed(t, b, job, last.Add(-time.Hour), State{LastTick: &last})
+				clk := clock.NewFake(tick)
+				s, err := New(b, Config{}, WithClock(clk))
+				if err != nil {
+					t.Fatal(err)
+				}
+				fail.mod(s, b, tick)
+				runner := func() {
+					startRunner(t, b, clk, s, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{Text: "hi"}})
+				}
+
+				if err := s.fireJob(t.Context(), zap.NewNop(), job.ID, 1); err == nil {
+					t.Fatal("the first fire succeeded, want it failed (injected)")
+				}
+				if runFirst {
+					runner()
+					waitRequestsSettled(t, b)
+				}
+				// Handed out again after the next tick: the tick is overtaken.
+				clk.Set(next.Add(100 * time.Millisecond))
+				if err := s.fireJob(t.Context(), zap.NewNop(), job.ID, 2); err != nil {
+					t.Fatalf("the fire handed out again: %v", err)
+				}
+				if !runFirst {
+					runner()
+				}
+				waitRequestsSettled(t, b)
+
+				hist, err := jobHistory(t.Context(), b, job.ID, 50)
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen := map[time.Time][]string{}
+				for _, h := range hist {
+					if h.Result.ScheduledAt == nil {
+						t.Fatalf("event without a scheduled time: %+v", h)
+					}
+					at := h.Result.ScheduledAt.UTC()
+					seen[at] = append(seen[at], h.Outcome+"/"+h.Result.Reason)
+				}
+				want := map[time.Time]string{tick: "done/", next: "done/"}
+				if !runFirst {
+					want[tick] = "skip/missed"
+				}
+				for at, w := range want {
+					if len(seen[at]) != 1 || seen[at][0] != w {
+						t.Errorf("tick %s has events %v, want exactly one: %s", at.Format(time.TimeOnly), seen[at], w)
+					}
+				}
+				if len(seen) != len(want) {
+					t.Errorf("events by tick = %v, want the two ticks", seen)
+				}
+				st, err := readState(t.Context(), b.State, job.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantFires, wantMissed := 2, 0
+				if !runFirst {
+					wantFires, wantMissed = 1, 1
+				}
+				if st.LastTick == nil || !st.LastTick.Equal(next) || st.Fires != wantFires || st.Missed != wantMissed {
+					t.Errorf("state = last tick %v, %d fires, %d missed; want %s, %d, %d", st.LastTick, st.Fires, st.Missed, next.Format(time.TimeOnly), wantFires, wantMissed)
+				}
+				// The settlement stands when asked again (a fire whose ack
+				// of it was lost asks again).
+				stored, _, err := s.readJob(t.Context(), job.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				forgone, err := agentwork.Forgo(t.Context(), b, requestID(stored, tick, 0))
+				if err != nil || forgone == runFirst {
+					t.Errorf("Forgo of the tick's request again = %v, %v; want %v", forgone, err, !runFirst)
+				}
+				for _, r := range requests(t, b) {
+					if want := requestID(stored, *r.Req.ScheduledAt, 0); r.Req.ID != want {
+						t.Errorf("request of %s has id %s, want %s (derived from job and tick)", r.Req.ScheduledAt.Format(time.TimeOnly), r.Req.ID, want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// A tick's request id is the same for every publish of the tick, differs
+// for another tick, retry, job or incarnation of the job, and is a UUIDv7
+// whose time is the tick's.
+func TestRequestID(t *testing.T) {
+	t.Parallel()
+	j := Job{ID: "report", CreatedAt: t0.Add(-time.Hour)}
+	tick := t0.Truncate(time.Minute)
+	id := requestID(j, tick, 0)
+	if again := requestID(j, tick.In(time.FixedZone("x", 3600)), 0); again != id {
+		t.Errorf("requestID again = %s, want %s", again, id)
+	}
+	recreated := j
+	recreated.CreatedAt = t0
+	other := j
+	other.ID = "other"
+	for name, got := range map[string]string{
+		"next tick": requestID(j, tick.Add(time.Minute), 0), "retry": requestID(j, tick, 1),
+		"other job": requestID(other, tick, 0), "job created again": requestID(recreated, tick, 0),
+	} {
+		if got == id {
+			t.Errorf("requestID of the %s = %s, the tick's", name, got)
+		}
+	}
+	u, err := uuid.Parse(id)
+	if err != nil || u.Version() != 7 || u.Variant() != uuid.RFC4122 {
+		t.Fatalf("requestID = %s (%v): want a UUIDv7", id, err)
+	}
+	sec, nsec := u.Time().UnixTime()
+	if at := time.Unix(sec, nsec); !at.Equal(tick) {
+		t.Errorf("requestID's time = %s, want the tick's %s", at, tick)
 	}
 }

@@ -74,6 +74,7 @@ type Scheduler struct {
 
 	retryBase, retryMax time.Duration      // backoff of a fire that failed
 	stateKV             jetstream.KeyValue // test seam for the fires' state writes; nil: bus.State
+	publishReq          publishFunc        // test seam for the ticks' publishes; nil: agentwork.Publish
 
 	slots chan struct{} // cron.concurrency: the fires at work on the bus
 
