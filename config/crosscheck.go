@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/builtin"
@@ -18,7 +19,9 @@ import (
 )
 
 // validateTargets checks that every target names a configured connector: a
-// typo would otherwise drop that target's notifications on every run.
+// typo would otherwise drop that target's notifications on every run. A
+// connector on the bus (type nats) may publish on none of agentwork's own
+// subjects, neither as its subject nor as a target's destination.
 func (f *File) validateTargets() error {
 	names := make([]string, 0, len(f.Connectors))
 	for n := range f.Connectors {
@@ -26,6 +29,14 @@ func (f *File) validateTargets() error {
 	}
 	slices.Sort(names)
 	var errs []error
+	sub := bus.Subjects{Prefix: f.Bus.Prefix}
+	for _, n := range names {
+		if bc, ok := f.Connectors[n].(connectors.BusChecker); ok {
+			if err := bc.CheckBus(sub, ""); err != nil {
+				errs = append(errs, fmt.Errorf("connectors.%s.%w", n, err))
+			}
+		}
+	}
 	check := func(field string, targets []string) {
 		for i, t := range targets {
 			name, dest := connectors.SplitTarget(t)
@@ -34,7 +45,7 @@ func (f *File) validateTargets() error {
 				errs = append(errs, fmt.Errorf("%s[%d]: %q is not a connector (configured: %s)", field, i, name, strings.Join(names, ", ")))
 				continue
 			}
-			if err := connectors.CheckDestination(c, dest); err != nil {
+			if err := connectors.CheckDestinationOn(c, sub, dest); err != nil {
 				errs = append(errs, fmt.Errorf("%s[%d]: %q: %w", field, i, t, err))
 			}
 		}

@@ -76,6 +76,31 @@ func CheckDestination(c Config, dest string) error {
 	return dc.CheckDestination(dest)
 }
 
+// BusChecker is an optional capability of a connector Config whose subject
+// and destinations are subjects on agentwork's own bus (type nats): only
+// with the bus's subjects can it tell one of agentwork's own, which a
+// notification must never reach (a request would start a run, a control
+// subject pause the heartbeat). Validate and CheckDestination cannot, as
+// the prefix is bus.prefix.
+type BusChecker interface {
+	// CheckBus checks the connector's configured subject when dest is "",
+	// else dest.
+	CheckBus(sub bus.Subjects, dest string) error
+}
+
+// CheckDestinationOn is CheckDestination for a runtime whose bus has the
+// subjects sub: a BusChecker's destination must also be none of the bus's
+// own.
+func CheckDestinationOn(c Config, sub bus.Subjects, dest string) error {
+	if err := CheckDestination(c, dest); err != nil || dest == "" {
+		return err
+	}
+	if bc, ok := c.(BusChecker); ok {
+		return bc.CheckBus(sub, dest)
+	}
+	return nil
+}
+
 // targetKey is target as a subject token and KV key part: the connector
 // name, and a hash of the destination, which may hold any character.
 func targetKey(target string) string {
