@@ -74,11 +74,60 @@ func (f *File) validateWebhookSources() error {
 	}
 	for i, t := range f.Webhook.Tokens {
 		check(fmt.Sprintf("webhook.tokens[%d]", i), t.Sources)
+		errs = append(errs, f.validateGrantTargets(fmt.Sprintf("webhook.tokens[%d]", i), t.Targets)...)
 	}
 	for i, s := range f.Webhook.Secrets {
 		check(fmt.Sprintf("webhook.secrets[%d]", i), s.Sources)
+		errs = append(errs, f.validateGrantTargets(fmt.Sprintf("webhook.secrets[%d]", i), s.Targets)...)
 	}
 	return errors.Join(errs...)
+}
+
+// validateGrantTargets checks a grant's targets against the connectors:
+// each must name (or match) a configured connector, and a destination
+// pattern must be one the connector takes: a literal one is checked as a
+// target's destination would be, one with * or ? only for a connector type
+// that takes destinations. The webhook section checked their syntax.
+func (f *File) validateGrantTargets(field string, targets []string) []error {
+	names := slices.Sorted(maps.Keys(f.Connectors))
+	sub := bus.Subjects{Prefix: f.Bus.Prefix}
+	var errs []error
+	for i, t := range targets {
+		pn, pd, has := strings.Cut(t, ":")
+		matched := slices.DeleteFunc(slices.Clone(names), func(n string) bool { ok, _ := path.Match(pn, n); return !ok })
+		if len(matched) == 0 {
+			errs = append(errs, fmt.Errorf("%s.targets[%d]: %q: no connector is called %q (configured: %s)", field, i, t, pn, strings.Join(names, ", ")))
+			continue
+		}
+		if !has {
+			continue
+		}
+		// A glob of names is right when one connector it matches takes
+		// the destination.
+		var first error
+		for _, n := range matched {
+			c := f.Connectors[n]
+			var err error
+			if strings.ContainsAny(pd, "*?") {
+				if _, ok := c.(connectors.DestinationChecker); !ok {
+					err = errors.New("this connector type takes no destination; name the connector alone")
+				}
+			} else {
+				err = connectors.CheckDestinationOn(c, sub, pd)
+			}
+			if err == nil {
+				first = nil
+				break
+			}
+			if first == nil {
+				first = fmt.Errorf("%s.targets[%d]: %q: connector %s: %w", field, i, t, n, err)
+			}
+		}
+		if first != nil {
+			errs = append(errs, first)
+		}
+	}
+	return errs
 }
 
 // validateTools checks that every glob of every scope can match a tool:

@@ -66,7 +66,8 @@ func newTriggers(f *config.File, b *bus.Bus, mem *memory.Store, connectors []str
 	if err != nil {
 		return nil, err
 	}
-	tasks, err := webhook.New(b, f.Webhook, webhook.WithLogger(log.Named("webhook")), webhook.WithConnectors(connectors...), webhook.WithTasks(f.Tasks))
+	tasks, err := webhook.New(b, f.Webhook, webhook.WithLogger(log.Named("webhook")), webhook.WithConnectors(connectors...),
+		webhook.WithDestinations(f.Connectors), webhook.WithTasks(f.Tasks))
 	if err != nil {
 		return nil, err
 	}
