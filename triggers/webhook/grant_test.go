@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/console"
 	"github.com/agentwork/agentwork/connectors/nats"
@@ -110,4 +111,33 @@ func TestTargetsRefused(t *testing.T) {
 	}
 	f.do(t, call{body: `{"prompt":"x","targets":["console","alerts"]}`, header: bearer(tokCI)}).accepted(t)
 	f.do(t, call{body: `{"prompt":"x","source":"ops","targets":["console","alerts:team.x"]}`, header: bearer(tokAny)}).accepted(t)
+}
+
+// TestCheckTargets: what the cron scheduler asks at each fire of a job a
+// credential's task created: the credential's grant as configured now.
+func TestCheckTargets(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.Tokens[2].Targets = []string{"console", "alerts:team.*"}
+	h, err := webhook.New(bustest.New(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		credential string
+		targets    []string
+		want       string // "" for allowed
+	}{
+		{"any", []string{"console", "alerts:team.x"}, ""},
+		{"any", []string{"alerts:ops.x"}, `its grant no longer allows the target "alerts:ops.x" (webhook.tokens[2].targets)`},
+		{"ci", []string{"console", "alerts"}, ""},
+		{"ci", []string{"alerts:team.x"}, `"alerts:team.x" (webhook.tokens[0].targets)`},
+		{"new", []string{"alerts:team.x"}, `(webhook.secrets[1].targets)`},
+		{"gone", nil, `credential "gone" is no longer configured`},
+	} {
+		err := h.CheckTargets(tc.credential, tc.targets)
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("CheckTargets(%q, %q) = %v, want %q", tc.credential, tc.targets, err, tc.want)
+		}
+	}
 }

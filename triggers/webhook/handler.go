@@ -298,6 +298,34 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 	_ = json.NewEncoder(w).Encode(acc)
 }
 
+// CheckTargets checks targets against the grant the credential called
+// name has now: nil when it allows them all (Grant.AllowsTarget), else an
+// error that names the first target refused and the field to change, or
+// says the credential is no longer configured. The cron scheduler asks it
+// at each fire of a job a credential's task created (cron.WithGrants).
+func (h *Handler) CheckTargets(name string, targets []string) error {
+	var cred *Credential
+	for _, t := range h.tokens {
+		if t.name == name {
+			cred = &Credential{Name: t.name, Grant: t.grant, Field: t.field}
+		}
+	}
+	for _, k := range h.verifier.keys {
+		if k.name == name {
+			cred = &Credential{Name: k.name, Grant: k.grant, Field: k.field}
+		}
+	}
+	if cred == nil {
+		return fmt.Errorf("credential %q is no longer configured (webhook.tokens, webhook.secrets)", name)
+	}
+	for _, t := range targets {
+		if !cred.Grant.AllowsTarget(t) {
+			return fmt.Errorf("its grant no longer allows the target %q (%s.targets)", t, cred.Field)
+		}
+	}
+	return nil
+}
+
 // checkDestinations checks each target's destination against its
 // connector's type (see WithDestinations).
 func (h *Handler) checkDestinations(task Task) []problem.FieldError {
