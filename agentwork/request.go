@@ -51,6 +51,12 @@ type Request struct {
 	Manual bool `json:"manual,omitempty"`
 	// Metadata is passed through to events and notifications.
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Credential is the webhook credential the work is done for: the one
+	// that sent the task, or the one whose task created the cron job that
+	// fired it. Empty for the operator's own work (config, the admin
+	// token, the CLI). Jobs a run creates remember it, and their targets
+	// are checked against its grant at every fire.
+	Credential string `json:"credential,omitempty"`
 }
 
 // Validate checks what the runner needs.

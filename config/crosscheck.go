@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/builtin"
@@ -18,7 +19,9 @@ import (
 )
 
 // validateTargets checks that every target names a configured connector: a
-// typo would otherwise drop that target's notifications on every run.
+// typo would otherwise drop that target's notifications on every run. A
+// connector on the bus (type nats) may publish on none of agentwork's own
+// subjects, neither as its subject nor as a target's destination.
 func (f *File) validateTargets() error {
 	names := make([]string, 0, len(f.Connectors))
 	for n := range f.Connectors {
@@ -26,6 +29,14 @@ func (f *File) validateTargets() error {
 	}
 	slices.Sort(names)
 	var errs []error
+	sub := bus.Subjects{Prefix: f.Bus.Prefix}
+	for _, n := range names {
+		if bc, ok := f.Connectors[n].(connectors.BusChecker); ok {
+			if err := bc.CheckBus(sub, ""); err != nil {
+				errs = append(errs, fmt.Errorf("connectors.%s.%w", n, err))
+			}
+		}
+	}
 	check := func(field string, targets []string) {
 		for i, t := range targets {
 			name, dest := connectors.SplitTarget(t)
@@ -34,7 +45,7 @@ func (f *File) validateTargets() error {
 				errs = append(errs, fmt.Errorf("%s[%d]: %q is not a connector (configured: %s)", field, i, name, strings.Join(names, ", ")))
 				continue
 			}
-			if err := connectors.CheckDestination(c, dest); err != nil {
+			if err := connectors.CheckDestinationOn(c, sub, dest); err != nil {
 				errs = append(errs, fmt.Errorf("%s[%d]: %q: %w", field, i, t, err))
 			}
 		}
@@ -63,9 +74,11 @@ func (f *File) validateWebhookSources() error {
 	}
 	for i, t := range f.Webhook.Tokens {
 		check(fmt.Sprintf("webhook.tokens[%d]", i), t.Sources)
+		errs = append(errs, f.validateGrantTargets(fmt.Sprintf("webhook.tokens[%d]", i), t.Targets)...)
 	}
 	for i, s := range f.Webhook.Secrets {
 		check(fmt.Sprintf("webhook.secrets[%d]", i), s.Sources)
+		errs = append(errs, f.validateGrantTargets(fmt.Sprintf("webhook.secrets[%d]", i), s.Targets)...)
 	}
 	return errors.Join(errs...)
 }
@@ -85,6 +98,53 @@ func (f *File) validateServerNames() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateGrantTargets checks a grant's targets against the connectors:
+// each must name (or match) a configured connector, and a destination
+// pattern must be one the connector takes: a literal one is checked as a
+// target's destination would be, one with * or ? only for a connector type
+// that takes destinations. The webhook section checked their syntax.
+func (f *File) validateGrantTargets(field string, targets []string) []error {
+	names := slices.Sorted(maps.Keys(f.Connectors))
+	sub := bus.Subjects{Prefix: f.Bus.Prefix}
+	var errs []error
+	for i, t := range targets {
+		pn, pd, has := strings.Cut(t, ":")
+		matched := slices.DeleteFunc(slices.Clone(names), func(n string) bool { ok, _ := path.Match(pn, n); return !ok })
+		if len(matched) == 0 {
+			errs = append(errs, fmt.Errorf("%s.targets[%d]: %q: no connector is called %q (configured: %s)", field, i, t, pn, strings.Join(names, ", ")))
+			continue
+		}
+		if !has {
+			continue
+		}
+		// A glob of names is right when one connector it matches takes
+		// the destination.
+		var first error
+		for _, n := range matched {
+			c := f.Connectors[n]
+			var err error
+			if strings.ContainsAny(pd, "*?") {
+				if _, ok := c.(connectors.DestinationChecker); !ok {
+					err = errors.New("this connector type takes no destination; name the connector alone")
+				}
+			} else {
+				err = connectors.CheckDestinationOn(c, sub, pd)
+			}
+			if err == nil {
+				first = nil
+				break
+			}
+			if first == nil {
+				first = fmt.Errorf("%s.targets[%d]: %q: connector %s: %w", field, i, t, n, err)
+			}
+		}
+		if first != nil {
+			errs = append(errs, first)
+		}
+	}
+	return errs
 }
 
 // validateTools checks that every glob of every scope can match a tool:

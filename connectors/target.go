@@ -76,6 +76,63 @@ func CheckDestination(c Config, dest string) error {
 	return dc.CheckDestination(dest)
 }
 
+// MatchDestination reports whether dest matches pattern, a destination
+// pattern of a webhook grant's targets: * matches any run of characters
+// (dots, slashes and @ included), ? any one character, everything else
+// itself. "*@example.com" matches every address at example.com,
+// "#ops-*" every Slack channel whose name starts ops-.
+func MatchDestination(pattern, dest string) bool {
+	p, s := []rune(pattern), []rune(dest)
+	// Iterative wildcard match: on a mismatch, go back to the last star
+	// and let it take one more character (linear in practice, never
+	// exponential).
+	pi, si, star, mark := 0, 0, -1, 0
+	for si < len(s) {
+		switch {
+		case pi < len(p) && (p[pi] == '?' || p[pi] == s[si]):
+			pi++
+			si++
+		case pi < len(p) && p[pi] == '*':
+			star, mark = pi, si
+			pi++
+		case star >= 0:
+			pi, mark = star+1, mark+1
+			si = mark
+		default:
+			return false
+		}
+	}
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
+}
+
+// BusChecker is an optional capability of a connector Config whose subject
+// and destinations are subjects on agentwork's own bus (type nats): only
+// with the bus's subjects can it tell one of agentwork's own, which a
+// notification must never reach (a request would start a run, a control
+// subject pause the heartbeat). Validate and CheckDestination cannot, as
+// the prefix is bus.prefix.
+type BusChecker interface {
+	// CheckBus checks the connector's configured subject when dest is "",
+	// else dest.
+	CheckBus(sub bus.Subjects, dest string) error
+}
+
+// CheckDestinationOn is CheckDestination for a runtime whose bus has the
+// subjects sub: a BusChecker's destination must also be none of the bus's
+// own.
+func CheckDestinationOn(c Config, sub bus.Subjects, dest string) error {
+	if err := CheckDestination(c, dest); err != nil || dest == "" {
+		return err
+	}
+	if bc, ok := c.(BusChecker); ok {
+		return bc.CheckBus(sub, dest)
+	}
+	return nil
+}
+
 // targetKey is target as a subject token and KV key part: the connector
 // name, and a hash of the destination, which may hold any character.
 func targetKey(target string) string {

@@ -1,8 +1,10 @@
 package connectors_test
 
 import (
+	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/nats"
@@ -56,4 +58,60 @@ func TestCheckDestination(t *testing.T) {
 	if err := connectors.CheckDestination(noDest{}, "x"); err == nil || !strings.Contains(err.Error(), "takes no destination") {
 		t.Errorf("destination for a type without one = %v, want 'takes no destination'", err)
 	}
+}
+
+func TestMatchDestination(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		pattern, dest string
+		want          bool
+	}{
+		{"*@example.com", "ops@example.com", true},
+		{"*@example.com", "a.b+c@example.com", true},
+		{"*@example.com", "ops@example.com.evil.org", false},
+		{"*@example.com", "ops@EXAMPLE.com", false},
+		{"#ops", "#ops", true},
+		{"#ops", "#ops2", false},
+		{"#ops-*", "#ops-", true},
+		{"team.?", "team.x", true},
+		{"team.?", "team.xy", false},
+		{"*", "", true},
+		{"a*b*c", "aXbYbZc", true},
+		{"a*b*c", "aXbYbZ", false},
+		{"ü?", "üß", true},
+	} {
+		if got := connectors.MatchDestination(tc.pattern, tc.dest); got != tc.want {
+			t.Errorf("MatchDestination(%q, %q) = %v, want %v", tc.pattern, tc.dest, got, tc.want)
+		}
+	}
+}
+
+// FuzzMatchDestination: MatchDestination agrees with the regular
+// expression of its pattern.
+func FuzzMatchDestination(f *testing.F) {
+	f.Add("*@example.com", "ops@example.com")
+	f.Add("a*b?c", "aXXbYc")
+	f.Add("**?*", "ab")
+	f.Fuzz(func(t *testing.T, pattern, dest string) {
+		if !utf8.ValidString(pattern) || !utf8.ValidString(dest) || len(pattern) > 64 || len(dest) > 256 {
+			return
+		}
+		var re strings.Builder
+		re.WriteString(`^(?s)`)
+		for _, r := range pattern {
+			switch r {
+			case '*':
+				re.WriteString(".*")
+			case '?':
+				re.WriteString(".")
+			default:
+				re.WriteString(regexp.QuoteMeta(string(r)))
+			}
+		}
+		re.WriteString("$")
+		want := regexp.MustCompile(re.String()).MatchString(dest)
+		if got := connectors.MatchDestination(pattern, dest); got != want {
+			t.Fatalf("MatchDestination(%q, %q) = %v, want %v", pattern, dest, got, want)
+		}
+	})
 }

@@ -14,6 +14,9 @@ type RunInfo struct {
 	Name   string
 	// Targets are the connectors the run's notification goes to.
 	Targets []string
+	// Credential is the webhook credential the run acts for (see
+	// agentwork.Request.Credential); "" for the operator's own work.
+	Credential string
 }
 
 type runKey struct{}

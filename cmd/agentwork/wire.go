@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -62,15 +63,31 @@ func newTriggers(f *config.File, b *bus.Bus, mem *memory.Store, connectors []str
 	if err != nil {
 		return nil, err
 	}
-	sched, err := cron.New(b, f.Cron, cron.WithLogger(log.Named("cron")), cron.WithModels(f.ModelNames()...), cron.WithConnectors(connectors...))
+	tasks, err := webhook.New(b, f.Webhook, webhook.WithLogger(log.Named("webhook")), webhook.WithConnectors(connectors...),
+		webhook.WithDestinations(f.Connectors), webhook.WithTasks(f.Tasks))
 	if err != nil {
 		return nil, err
 	}
-	tasks, err := webhook.New(b, f.Webhook, webhook.WithLogger(log.Named("webhook")), webhook.WithConnectors(connectors...), webhook.WithTasks(f.Tasks))
+	sched, err := cron.New(b, f.Cron, cron.WithLogger(log.Named("cron")), cron.WithModels(f.ModelNames()...), cron.WithConnectors(connectors...),
+		cron.WithGrants(grantsOf(tasks, f.Runner.Targets, connectors)))
 	if err != nil {
 		return nil, err
 	}
 	return []triggers.Trigger{hb, sched, tasks}, nil
+}
+
+// grantsOf checks the targets of a job a credential's task created
+// against the credential's grant, except the runner's default targets
+// (runner.targets, else every connector): a task that named no targets
+// delivered there, by the operator's choice, and its jobs inherit them.
+func grantsOf(tasks *webhook.Handler, defaults, connectors []string) cron.Grants {
+	if len(defaults) == 0 {
+		defaults = connectors
+	}
+	return func(credential string, targets []string) error {
+		own := slices.DeleteFunc(slices.Clone(targets), func(t string) bool { return slices.Contains(defaults, t) })
+		return tasks.CheckTargets(credential, own)
+	}
 }
 
 // wire builds the connectors, the triggers, the runner and the HTTP API

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 )
 
@@ -14,7 +15,7 @@ import (
 type Config struct {
 	// Subject is where notifications are published, e.g.
 	// "alerts.agentwork". Required; no wildcards, and not under agentwork's
-	// own request and delivery subjects.
+	// prefix (agentwork.>), $... or _INBOX... (see CheckOwn).
 	Subject string `yaml:"subject,omitempty" json:"subject,omitempty"`
 	// JetStream publishes with JetStream and waits for the ack of the
 	// stream that captures Subject (which you create). Default false: core
@@ -23,7 +24,8 @@ type Config struct {
 }
 
 // Validate checks c. Whether Subject is one of agentwork's own is checked
-// when the connector is built, where the bus's prefix is known.
+// by CheckBus, where the bus's prefix is known (config check, and when the
+// connector is built).
 func (c Config) Validate() error {
 	if c.Subject == "" {
 		return errors.New("subject: required for type nats (e.g. alerts.agentwork)")
@@ -43,6 +45,20 @@ func (c Config) CheckDestination(dest string) error {
 	return nil
 }
 
+// CheckBus checks Subject (dest "") or dest against the bus's subjects:
+// none may be agentwork's own or the server's (CheckOwn).
+func (c Config) CheckBus(sub bus.Subjects, dest string) error {
+	if dest == "" {
+		if err := CheckOwn(sub, c.Subject); err != nil {
+			return fmt.Errorf("subject: %w", err)
+		}
+		return nil
+	}
+	return CheckOwn(sub, dest)
+}
+
+var _ connectors.BusChecker = Config{}
+
 // Type is the nats connector type, for the connectors.Types of a build. It
 // publishes on BuildDeps.Bus.
 var Type = connectors.Define(connectors.Spec[Config]{
@@ -51,7 +67,7 @@ var Type = connectors.Define(connectors.Spec[Config]{
 		if deps.Bus == nil {
 			return nil, errors.New("type nats needs the bus (BuildDeps.Bus is nil)")
 		}
-		if err := checkNotOwn(deps.Bus.Subjects, c.Subject); err != nil {
+		if err := CheckOwn(deps.Bus.Subjects, c.Subject); err != nil {
 			return nil, fmt.Errorf("subject: %w", err)
 		}
 		return New(deps.Bus, name, Options{Subject: c.Subject, JetStream: c.JetStream})

@@ -54,7 +54,7 @@ func TestType(t *testing.T) {
 		t.Fatalf("Validate = %v", err)
 	}
 	if _, err := types.Build("loop", cs["loop"], connectors.BuildDeps{Bus: b}); err == nil ||
-		!strings.Contains(err.Error(), `connectors.loop: subject: "agentwork.request.task.x" is under agentwork.request.>`) {
+		!strings.Contains(err.Error(), `connectors.loop: subject: "agentwork.request.task.x" is under agentwork.>, agentwork's own subjects`) {
 		t.Errorf("Build(loop) = %v, want an error that the subject is agentwork's own", err)
 	}
 	if _, err := types.Build("alerts", cs["alerts"], connectors.BuildDeps{}); err == nil || !strings.Contains(err.Error(), "connectors.alerts: type nats needs the bus") {

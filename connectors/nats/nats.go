@@ -21,8 +21,8 @@ import (
 // Options configures a Connector.
 type Options struct {
 	// Subject the notifications are published on, e.g. "alerts.agentwork".
-	// Required; no wildcards, and not under the bus's own request or
-	// delivery subjects (that would loop).
+	// Required; no wildcards, and not one of agentwork's own subjects or
+	// the server's (see CheckOwn).
 	Subject string
 	// JetStream publishes with JetStream and waits for the stream's ack (a
 	// stream must cover Subject). Default: core NATS publish and flush.
@@ -55,7 +55,7 @@ func New(b *bus.Bus, name string, opts Options) (*Connector, error) {
 	if err := CheckSubject(opts.Subject); err != nil {
 		return nil, fmt.Errorf("nats connector: subject: %w", err)
 	}
-	if err := checkNotOwn(b.Subjects, opts.Subject); err != nil {
+	if err := CheckOwn(b.Subjects, opts.Subject); err != nil {
 		return nil, fmt.Errorf("nats connector: subject: %w", err)
 	}
 	c := &Connector{bus: b, name: name, subject: opts.Subject, js: opts.JetStream, now: opts.Now}
@@ -83,7 +83,7 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 	}
 	subject := c.subject
 	if d := n.Destination(); d != "" {
-		if err := errors.Join(CheckSubject(d), checkNotOwn(c.bus.Subjects, d)); err != nil {
+		if err := errors.Join(CheckSubject(d), CheckOwn(c.bus.Subjects, d)); err != nil {
 			return connectors.Receipt{}, connectors.Permanent(fmt.Errorf("nats connector: destination: %w", err))
 		}
 		subject = d
@@ -189,17 +189,25 @@ func CheckSubject(s string) error {
 	return nil
 }
 
-// checkNotOwn rejects subjects that would feed a notification back into
-// agentwork (a request would start a run, a delivery a loop) or into the
-// NATS system and JetStream APIs.
-func checkNotOwn(sub bus.Subjects, s string) error {
-	for _, own := range []string{sub.Requests(), sub.Deliveries()} {
-		if strings.HasPrefix(s, strings.TrimSuffix(own, ">")) {
-			return fmt.Errorf("%q is under %s, which agentwork consumes itself: pick a subject of your own", s, own)
-		}
+// CheckOwn refuses the subjects a notification must never be published
+// on: every subject under agentwork's prefix (the prefix itself and
+// <prefix>.>: requests would start runs, deliveries loop, the control
+// services at <prefix>.api.> pause, resume or wake the heartbeat, events
+// and timers would be forged, and whatever is added there later), and the
+// NATS system, JetStream, KV and service subjects ($...) and reply
+// inboxes (_INBOX...). Case is ignored, so that no spelling of these gets
+// through. s is taken to have passed CheckSubject.
+func CheckOwn(sub bus.Subjects, s string) error {
+	prefix := sub.Prefix
+	if prefix == "" {
+		prefix = bus.DefaultPrefix
 	}
-	if strings.HasPrefix(s, "$") || strings.HasPrefix(s, "_INBOX.") {
-		return fmt.Errorf("%q is a NATS system subject: pick a subject of your own", s)
+	first, _, _ := strings.Cut(s, ".")
+	switch {
+	case strings.EqualFold(first, prefix):
+		return fmt.Errorf("%q is under %s, agentwork's own subjects (its requests, events, timers, deliveries and control services such as %s): pick a subject of your own", s, prefix+".>", sub.Service("heartbeat", "pause"))
+	case strings.HasPrefix(s, "$"), strings.EqualFold(first, "_INBOX"):
+		return fmt.Errorf("%q is a NATS system subject ($... or _INBOX...): pick a subject of your own", s)
 	}
 	return nil
 }

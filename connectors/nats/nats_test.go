@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -233,8 +234,9 @@ func TestNewSubject(t *testing.T) {
 	}{
 		{"alerts", ""},
 		{"alerts.agentwork", ""},
-		{"agentwork.notifications", ""},
-		{"agentwork.requests", ""},
+		{"agentworks.x", ""},
+		{"x.agentwork.api", ""},
+		{"inbox.x", ""},
 		{"team.αλφα.ops", ""},
 		{"", "empty"},
 		{"alerts.*", "wildcard"},
@@ -247,11 +249,26 @@ func TestNewSubject(t *testing.T) {
 		{"alerts\tx", "white space"},
 		{"alerts\x7f", "control"},
 		{strings.Repeat("a", 256), "at most 255"},
-		{"agentwork.request.task.x", "agentwork consumes itself"},
-		{"agentwork.delivery.console", "agentwork consumes itself"},
+		{"agentwork.request.task.x", "agentwork's own"},
+		{"agentwork.delivery.console", "agentwork's own"},
+		// Everything under the prefix: the control services, the events,
+		// the timers, and whatever comes later.
+		{"agentwork", "agentwork's own"},
+		{"agentwork.notifications", "agentwork's own"},
+		{"agentwork.requests", "agentwork's own"},
+		{"agentwork.api.heartbeat.pause", "agentwork's own"},
+		{"agentwork.api.heartbeat.resume", "agentwork's own"},
+		{"agentwork.event.task.done", "agentwork's own"},
+		{"agentwork.timer.fired.cron.x", "agentwork's own"},
+		{"AgentWork.API.heartbeat.pause", "agentwork's own"},
+		{"AGENTWORK", "agentwork's own"},
 		{"$JS.API.STREAM.LIST", "system subject"},
 		{"$KV.agentwork_dedup.x", "system subject"},
+		{"$SRV.PING", "system subject"},
+		{"$", "system subject"},
 		{"_INBOX.abc", "system subject"},
+		{"_INBOX", "system subject"},
+		{"_inbox.abc", "system subject"},
 	} {
 		_, err := nats.New(b, "alerts", nats.Options{Subject: tc.subject})
 		switch {
@@ -263,10 +280,48 @@ func TestNewSubject(t *testing.T) {
 	}
 }
 
+// TestDestinationOwnSubject: a target's destination can never be a
+// subject of agentwork's own, with the default or another prefix, whatever
+// its case: the notification is refused for good, and nothing reaches the
+// subject (agentwork.api.heartbeat.pause would pause the heartbeat).
+func TestDestinationOwnSubject(t *testing.T) {
+	t.Parallel()
+	for _, prefix := range []string{"", "aw-prod"} {
+		b := bustest.New(t, func(c *bus.Config) { c.Prefix = prefix })
+		p := b.Subjects.Service("heartbeat", "pause")
+		own := strings.TrimSuffix(p, ".api.heartbeat.pause")
+		sub, err := b.Conn().SubscribeSync(">")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := nats.New(b, "alerts", nats.Options{Subject: "alerts.agentwork"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dest := range []string{p, own, own + ".event.task.done", own + ".timer.fired.cron.x", own + ".anything.later", strings.ToUpper(p), "$SYS.REQ.SERVER.PING", "_INBOX.x"} {
+			n := connectortest.Notification("pause")
+			n.Target = "alerts:" + dest
+			if _, err := c.Send(t.Context(), n); !connectors.IsPermanent(err) {
+				t.Errorf("prefix %q: Send to %q = %v, want a PermanentError", prefix, dest, err)
+			}
+		}
+		if err := b.Conn().Flush(); err != nil {
+			t.Fatal(err)
+		}
+		// The flush's round trip came after any message the server had
+		// for the subscription.
+		if n, _, _ := sub.Pending(); n > 0 {
+			m, _ := sub.NextMsg(time.Second)
+			t.Errorf("prefix %q: %d messages reached agentwork's subjects, the first on %s", prefix, n, m.Subject)
+		}
+	}
+}
+
 func FuzzCheckSubject(f *testing.F) {
-	for _, s := range []string{"alerts", "a.b.c", "a.*", "a.>", "a..b", "a b", "ü.x", "\xff"} {
+	for _, s := range []string{"alerts", "a.b.c", "a.*", "a.>", "a..b", "a b", "ü.x", "\xff", "agentwork.api.heartbeat.pause", "AGENTWORK.x", "$JS.API", "_INBOX.x", "_inbox", "aw.x"} {
 		f.Add(s)
 	}
+	own := bus.Subjects{Prefix: "aw"}
 	f.Fuzz(func(t *testing.T, s string) {
 		if nats.CheckSubject(s) != nil {
 			return
@@ -274,6 +329,15 @@ func FuzzCheckSubject(f *testing.F) {
 		// A subject that passes is one a subscriber can match literally.
 		if strings.ContainsAny(s, "*> \t\r\n") || strings.Contains(s, "..") || strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".") || len(s) > 255 {
 			t.Fatalf("CheckSubject(%q) = nil for a subject that is not a literal", s)
+		}
+		if nats.CheckOwn(own, s) != nil {
+			return
+		}
+		// A subject that passes both is nobody's but the user's: not under
+		// the prefix, not a system or inbox subject, in any case.
+		first, _, _ := strings.Cut(strings.ToLower(s), ".")
+		if first == "aw" || strings.HasPrefix(s, "$") || first == "_inbox" {
+			t.Fatalf("CheckOwn(%q) = nil for a subject of agentwork's or the server's", s)
 		}
 	})
 }

@@ -42,6 +42,10 @@ type Owner struct {
 	Source string `json:"source"`
 	Name   string `json:"name"`
 	RunID  string `json:"run_id,omitempty"`
+	// Credential is the webhook credential the creating run acted for
+	// ("" for the operator's own work): the job's fires act for it, and
+	// its targets are checked against the credential's grant each time.
+	Credential string `json:"credential,omitempty"`
 }
 
 // Same reports whether o and other are one owner (the run ids may differ:
@@ -271,7 +275,7 @@ func owner(ctx context.Context) (Owner, tools.RunInfo, error) {
 	if !ok || r.Source == "" {
 		return Owner{}, r, ErrNoRun
 	}
-	return Owner{Source: r.Source, Name: r.Name, RunID: r.ID}, r, nil
+	return Owner{Source: r.Source, Name: r.Name, RunID: r.ID, Credential: r.Credential}, r, nil
 }
 
 // Tools returns the schedule tools over jobs; now is the clock (nil:

@@ -97,6 +97,17 @@ func (a Agent) validate() error {
 // schedule_create must be among them.
 func WithConnectors(names ...string) Option { return func(s *Scheduler) { s.connectors = names } }
 
+// Grants checks targets against the current grant of a webhook
+// credential: nil when it allows them all, else an error that says which
+// target is refused and which config field to change (or that the
+// credential is gone). It must be safe for concurrent use.
+type Grants func(credential string, targets []string) error
+
+// WithGrants sets how the targets of a job a webhook credential's task
+// created are checked at each fire: the routing may not outlive the
+// credential's grant. Without it they are not checked.
+func WithGrants(g Grants) Option { return func(s *Scheduler) { s.grants = g } }
+
 // AgentJobs is the scheduler as the schedule tools see it.
 type AgentJobs struct{ s *Scheduler }
 

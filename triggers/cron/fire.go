@@ -533,6 +533,10 @@ func (s *Scheduler) request(j Job, tick time.Time, manual bool) agentwork.Reques
 		Source: bus.SourceCron, Name: j.ID, Prompt: j.Prompt, Targets: targets, Deliver: j.Deliver,
 		ScheduledAt: &at, Manual: manual, Metadata: md,
 	}
+	if j.Creator != nil {
+		// A job a credential's task created acts for that credential.
+		req.Credential = j.Creator.Credential
+	}
 	if j.DedupWindow > 0 {
 		req.DedupWindow = j.DedupWindow.String()
 	}

@@ -103,6 +103,14 @@ func (g *jobGate) Check(ctx context.Context, run *agentwork.Run) error {
 		md[MetaName] = j.Name
 		run.Request.Metadata = md
 	}
+	if c := j.Creator; c != nil && c.Credential != "" && s.grants != nil && j.Origin == OriginAgent {
+		// Its targets were within the credential's grant when the job was
+		// made; they must still be, now.
+		if err := s.grants(c.Credential, j.Targets); err != nil {
+			s.log.Warn("agent job not run: its targets are outside its credential's grant", zap.String("job", j.ID), zap.String("credential", c.Credential), zap.Error(err))
+			return agentwork.Skip(ReasonForbidden, fmt.Sprintf("the job was created by a task of webhook credential %q, and %v; nothing was sent. Widen the grant, or change the job's targets (agentwork cron update) or delete it", c.Credential, err))
+		}
+	}
 	if j.Overlap != "" {
 		run.Overlap = j.Overlap
 	}
@@ -118,7 +126,7 @@ func (g *jobGate) Check(ctx context.Context, run *agentwork.Run) error {
 // count toward failures.
 var gateReasons = map[string]bool{
 	agentwork.ReasonBusy: true, agentwork.ReasonPaused: true, agentwork.ReasonDisabled: true,
-	ReasonExpired: true, ReasonDeleted: true, ReasonMissed: true,
+	ReasonExpired: true, ReasonDeleted: true, ReasonMissed: true, ReasonForbidden: true,
 }
 
 // observe records a run's outcome in the job's state (on whichever

@@ -28,6 +28,10 @@ const (
 	ReasonExpired = "expired"
 	// ReasonDeleted: the job was deleted after the tick was published.
 	ReasonDeleted = "deleted"
+	// ReasonForbidden: a job a webhook credential's task created has
+	// targets the credential's grant no longer allows (or the credential
+	// is gone).
+	ReasonForbidden = "forbidden"
 )
 
 // Producer is the CloudEvents source of what the scheduler publishes.
@@ -67,6 +71,7 @@ type Scheduler struct {
 	timers *bus.Timers
 
 	connectors []string // the runtime's, for the targets of agent jobs (nil: not checked)
+	grants     Grants   // the webhook grants, for the targets of agent jobs (nil: not checked)
 
 	queuePoll time.Duration    // how soon a queued run looks again
 	onTick    func(TickResult) // told about each tick handled

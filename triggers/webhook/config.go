@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/internal/stdwebhook"
 )
 
@@ -55,9 +56,20 @@ type Config struct {
 // exact values or path.Match globs ("deploy-*"). Sources default to
 // ["task"]; empty Names allow every name. The reserved sources heartbeat,
 // cron and delivery are never granted, whatever the patterns say.
+//
+// Targets are where a task of the credential may send its result: each a
+// connector (a name, or a path.Match glob of names) alone, which allows
+// naming that connector alone (its configured destination), or followed by
+// :<destination pattern>, which allows naming it with a destination the
+// pattern matches (* any characters, dots, slashes and @ included; ? one
+// character): [console, phone, "team:#ops", "mail:*@example.com"]. Empty
+// (the default): any configured connector alone, and no destination. A
+// task that names no targets goes to the source's defaults, which the
+// operator configured; the grant is not asked.
 type Grant struct {
 	Sources []string `yaml:"sources" json:"sources,omitempty"`
 	Names   []string `yaml:"names" json:"names,omitempty"`
+	Targets []string `yaml:"targets" json:"targets,omitempty"`
 }
 
 // Token is a named bearer token and its grant.
@@ -176,7 +188,28 @@ func (g Grant) validate(field string) []error {
 			errs = append(errs, fmt.Errorf("%s.names[%d]: %q: want a name of a-z, 0-9, _ and - or a glob such as \"report-*\"", field, j, n))
 		}
 	}
+	for j, t := range g.Targets {
+		if err := checkTargetPattern(t); err != nil {
+			errs = append(errs, fmt.Errorf("%s.targets[%d]: %q: %w", field, j, t, err))
+		}
+	}
 	return errs
+}
+
+// checkTargetPattern checks the syntax of a grant's target: a connector
+// name or glob, then optionally :<destination pattern>.
+func checkTargetPattern(t string) error {
+	name, dest, has := strings.Cut(t, ":")
+	if !validPattern(name) {
+		return errors.New("want a connector name (a-z, 0-9, _ and -) or a glob of names, optionally followed by :<destination pattern>, e.g. console, \"team:#ops\" or \"mail:*@example.com\"")
+	}
+	if !has {
+		return nil
+	}
+	if err := connectors.CheckTarget("target", "x:"+dest); err != nil {
+		return errors.New("the destination pattern after ':' must be 1-256 printable characters without spaces (* matches any characters, ? one)")
+	}
+	return nil
 }
 
 // validPattern accepts a token, or a glob whose literal characters are
@@ -204,6 +237,25 @@ func (g Grant) sources() []string {
 		return []string{bus.SourceTask}
 	}
 	return g.Sources
+}
+
+// AllowsTarget reports whether g permits a task to name target (see
+// Grant.Targets). Whether the connector exists is not its concern.
+func (g Grant) AllowsTarget(target string) bool {
+	name, dest, has := strings.Cut(target, ":")
+	if len(g.Targets) == 0 {
+		return !has
+	}
+	for _, p := range g.Targets {
+		pn, pd, phas := strings.Cut(p, ":")
+		if ok, err := path.Match(pn, name); err != nil || !ok || phas != has {
+			continue
+		}
+		if !has || connectors.MatchDestination(pd, dest) {
+			return true
+		}
+	}
+	return false
 }
 
 // Allows reports whether g permits requesting source/name. Reserved

@@ -23,6 +23,7 @@ import (
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/api/problem"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/connectors"
 )
 
 // Header names besides the Standard Webhooks ones.
@@ -46,6 +47,7 @@ type Handler struct {
 	tokens     []namedToken
 	verifier   verifier
 	connectors []string
+	configs    connectors.Configs // to check a target's destination; nil: not checked
 	tasks      Tasks
 	log        *zap.Logger
 	now        func() time.Time
@@ -58,6 +60,7 @@ var _ http.Handler = (*Handler)(nil)
 
 type namedToken struct {
 	name  string
+	field string // webhook.tokens[i]
 	sum   [sha256.Size]byte
 	grant Grant
 }
@@ -79,6 +82,14 @@ func WithConnectors(names ...string) Option {
 	return func(h *Handler) { h.connectors = append([]string(nil), names...) }
 }
 
+// WithDestinations gives the configs of the connectors: a task target's
+// destination must be one its connector type takes (a chat id, a channel,
+// an address), and for a connector on the bus (type nats) none of the
+// bus's own subjects, else the task is refused with 400.
+func WithDestinations(cs connectors.Configs) Option {
+	return func(h *Handler) { h.configs = cs }
+}
+
 // WithTimeout bounds the bus work of one request (idempotency record and
 // publish). Default 10s; past it the caller gets 503.
 func WithTimeout(d time.Duration) Option { return func(h *Handler) { h.timeout = d } }
@@ -94,13 +105,13 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Handler, error) {
 	}
 	h := &Handler{bus: b, cfg: cfg, log: zap.NewNop(), now: time.Now, timeout: 10 * time.Second, inflight: semaphore.NewWeighted(cfg.MaxInflight),
 		unverified: semaphore.NewWeighted(max(cfg.MaxInflight/2, cfg.MaxBody))}
-	for _, t := range cfg.Tokens {
-		h.tokens = append(h.tokens, namedToken{name: t.Name, sum: sha256.Sum256([]byte(t.Token)), grant: t.Grant})
+	for i, t := range cfg.Tokens {
+		h.tokens = append(h.tokens, namedToken{name: t.Name, field: fmt.Sprintf("webhook.tokens[%d]", i), sum: sha256.Sum256([]byte(t.Token)), grant: t.Grant})
 	}
 	h.verifier.tolerance = cfg.Tolerance
-	for _, s := range cfg.Secrets {
+	for i, s := range cfg.Secrets {
 		key, _ := DecodeSecret(s.Secret) // validated above
-		h.verifier.keys = append(h.verifier.keys, namedKey{name: s.Name, key: key, grant: s.Grant})
+		h.verifier.keys = append(h.verifier.keys, namedKey{name: s.Name, field: fmt.Sprintf("webhook.secrets[%d]", i), key: key, grant: s.Grant})
 	}
 	for _, o := range opts {
 		o(h)
@@ -113,6 +124,10 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Handler, error) {
 type Credential struct {
 	Name  string
 	Grant Grant
+	// Field is where the credential is configured (webhook.tokens[0]); ""
+	// for the api server's admin token, which no grant restricts and
+	// whose requests carry no credential.
+	Field string
 }
 
 // ServeHTTP authenticates the request with the configured tokens and
@@ -215,7 +230,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 			h.unauthorized(w, err.Error())
 			return
 		}
-		cred = &Credential{Name: k.name, Grant: k.grant}
+		cred = &Credential{Name: k.name, Grant: k.grant, Field: k.field}
 		release()
 		signedID = sig.id
 	}
@@ -225,6 +240,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 		return
 	}
 	task, ferrs := ParseTask(body, h.connectors)
+	if len(ferrs) == 0 {
+		ferrs = h.checkDestinations(task)
+	}
 	if len(ferrs) > 0 {
 		problem.Invalid(w, summarize(ferrs), ferrs...)
 		return
@@ -234,6 +252,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 		if reserved(task.Source) {
 			detail = fmt.Sprintf("source %q can never be requested through the webhook", task.Source)
 		}
+		problem.Write(w, problem.Details{Type: problem.TypeForbidden, Status: http.StatusForbidden, Title: "Forbidden", Detail: detail})
+		return
+	}
+	if detail := cred.refusedTarget(task.Targets); detail != "" {
 		problem.Write(w, problem.Details{Type: problem.TypeForbidden, Status: http.StatusForbidden, Title: "Forbidden", Detail: detail})
 		return
 	}
@@ -247,7 +269,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 	w.Header().Set(HeaderIdempotencyKey, key)
 	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 	defer cancel()
-	acc, err := h.enqueue(ctx, task, key, generated, cred.Name)
+	acc, err := h.enqueue(ctx, task, key, generated, *cred)
 	log := h.log.With(zap.String("credential", cred.Name), zap.String("source", task.Source), zap.String("name", task.Name))
 	switch {
 	case errors.Is(err, errConflict):
@@ -274,6 +296,90 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusAccepted)
 	_ = json.NewEncoder(w).Encode(acc)
+}
+
+// CheckTargets checks targets against the grant the credential called
+// name has now: nil when it allows them all (Grant.AllowsTarget), else an
+// error that names the first target refused and the field to change, or
+// says the credential is no longer configured. The cron scheduler asks it
+// at each fire of a job a credential's task created (cron.WithGrants).
+func (h *Handler) CheckTargets(name string, targets []string) error {
+	var cred *Credential
+	for _, t := range h.tokens {
+		if t.name == name {
+			cred = &Credential{Name: t.name, Grant: t.grant, Field: t.field}
+		}
+	}
+	for _, k := range h.verifier.keys {
+		if k.name == name {
+			cred = &Credential{Name: k.name, Grant: k.grant, Field: k.field}
+		}
+	}
+	if cred == nil {
+		return fmt.Errorf("credential %q is no longer configured (webhook.tokens, webhook.secrets)", name)
+	}
+	for _, t := range targets {
+		if !cred.Grant.AllowsTarget(t) {
+			return fmt.Errorf("its grant no longer allows the target %q (%s.targets)", t, cred.Field)
+		}
+	}
+	return nil
+}
+
+// checkDestinations checks each target's destination against its
+// connector's type (see WithDestinations).
+func (h *Handler) checkDestinations(task Task) []problem.FieldError {
+	if h.configs == nil {
+		return nil
+	}
+	var errs []problem.FieldError
+	for i, t := range task.Targets {
+		name, dest := connectors.SplitTarget(t)
+		c, ok := h.configs[name]
+		if !ok || dest == "" {
+			continue
+		}
+		if err := connectors.CheckDestinationOn(c, h.bus.Subjects, dest); err != nil {
+			errs = append(errs, problem.FieldError{Field: fmt.Sprintf("targets[%d]", i), Detail: fmt.Sprintf("%q: %v", t, err)})
+		}
+	}
+	return errs
+}
+
+// refusedTarget says why the first of targets c's grant does not allow is
+// refused, and which field to change; "" when it allows them all.
+func (c Credential) refusedTarget(targets []string) string {
+	if c.Field == "" {
+		return "" // the admin token
+	}
+	for i, t := range targets {
+		if c.Grant.AllowsTarget(t) {
+			continue
+		}
+		why := fmt.Sprintf("its grant's targets (%s) do not include it", strings.Join(c.Grant.Targets, ", "))
+		if len(c.Grant.Targets) == 0 {
+			why = "its grant lists no targets, so it may name a connector alone (to the connector's configured destination) but no destination"
+		}
+		add := fmt.Sprintf("%q", t)
+		if p := suggest(t); p != t {
+			add += fmt.Sprintf(" (or a pattern such as %q)", p)
+		}
+		return fmt.Sprintf("targets[%d]: credential %q may not send to %q: %s; nothing was queued. To allow it, add %s to %s.targets, or leave targets out to use the source's default targets",
+			i, c.Name, t, why, add, c.Field)
+	}
+	return ""
+}
+
+// suggest is a pattern that allows target and its neighbours.
+func suggest(target string) string {
+	name, dest, has := strings.Cut(target, ":")
+	if !has {
+		return name
+	}
+	if at := strings.LastIndexByte(dest, '@'); at > 0 {
+		return name + ":*" + dest[at:]
+	}
+	return name + ":*"
 }
 
 func (h *Handler) unauthorized(w http.ResponseWriter, detail string) {
@@ -304,7 +410,7 @@ func (h *Handler) bearer(r *http.Request) (*Credential, string) {
 	if found == nil {
 		return nil, "the bearer token is not valid"
 	}
-	return &Credential{Name: found.name, Grant: found.grant}, ""
+	return &Credential{Name: found.name, Grant: found.grant, Field: found.field}, ""
 }
 
 func checkContentType(ct string) error {
@@ -413,11 +519,16 @@ var errConflict = errors.New("webhook: idempotency key reused with another body"
 // (after a 503 that could not say whether the task was stored) gets a
 // record with that same id, and the Nats-Msg-Id stores the task once
 // within the requests stream's duplicate window.
-func (h *Handler) enqueue(ctx context.Context, task Task, key string, generated bool, credential string) (Accepted, error) {
+func (h *Handler) enqueue(ctx context.Context, task Task, key string, generated bool, cred Credential) (Accepted, error) {
 	if nc := h.bus.Conn(); nc == nil || !nc.IsConnected() {
 		return Accepted{}, bus.ErrClosed
 	}
-	opts := agentwork.PublishOptions{Producer: "agentwork/webhook/" + credential, Now: h.now()}
+	if cred.Field != "" {
+		// The runs it starts, and the jobs they create, act for it: a
+		// job's targets are checked against its grant at every fire.
+		task.credential = cred.Name
+	}
+	opts := agentwork.PublishOptions{Producer: "agentwork/webhook/" + cred.Name, Now: h.now()}
 	sum := sha256.Sum256([]byte(key))
 	digest := hex.EncodeToString(sum[:])
 	kvKey := "idem." + digest

@@ -234,7 +234,7 @@ func TestAcceptedBearer(t *testing.T) {
 		t.Errorf("envelope source/type = %s/%s, want agentwork/webhook/ci, agentwork.task.requested", r.Event.Source, r.Event.Type)
 	}
 	want := agentwork.Request{ID: acc.ID, Source: "task", Name: "sales-report", Prompt: "summarise the sales data",
-		Targets: []string{"telegram"}, Deliver: "notify", Metadata: map[string]string{"ticket": "OPS-1"}}
+		Targets: []string{"telegram"}, Deliver: "notify", Metadata: map[string]string{"ticket": "OPS-1"}, Credential: "ci"}
 	if fmt.Sprint(r.Request) != fmt.Sprint(want) {
 		t.Errorf("stored request = %+v, want %+v", r.Request, want)
 	}

@@ -68,6 +68,7 @@ type verifier struct {
 
 type namedKey struct {
 	name  string
+	field string // webhook.secrets[i]
 	key   []byte
 	grant Grant
 }

@@ -44,6 +44,8 @@ type Task struct {
 	DedupWindow string `json:"dedup_window,omitempty" jsonschema:"pattern=^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$,description=A duration such as 30m or 24h (at most 720h): a notification of this source and name with the same text to the same targets as one sent within it is not sent again (skip duplicate). Empty: the source's default (runner.dedup_window)."`
 	// Metadata is passed through to the events and notifications of the run.
 	Metadata map[string]string `json:"metadata,omitempty" jsonschema:"description=String key/value pairs carried into the run's events and notifications."`
+
+	credential string // the webhook credential that sent it (not the admin token's)
 }
 
 var taskFields = map[string]bool{"prompt": true, "name": true, "source": true, "targets": true, "deliver": true, "dedup_window": true, "metadata": true}
@@ -186,6 +188,7 @@ func (t Task) Request() agentwork.Request {
 	return agentwork.Request{
 		Source: t.Source, Name: t.Name, Prompt: t.Prompt,
 		Targets: t.Targets, Deliver: t.Deliver, DedupWindow: t.DedupWindow, Metadata: t.Metadata,
+		Credential: t.credential,
 	}
 }
 

@@ -18,8 +18,11 @@ var (
 )
 
 // admin is the credential of a caller with the api server's admin token:
-// it may request any source but the reserved ones, under any name.
-func admin() Credential { return Credential{Name: "admin", Grant: Grant{Sources: []string{"*"}}} }
+// it may request any source but the reserved ones, under any name, and
+// send to any target.
+func admin() Credential {
+	return Credential{Name: "admin", Grant: Grant{Sources: []string{"*"}, Targets: []string{"*", "*:*"}}}
+}
 
 // Sources are task and every source a credential is granted (patterns
 // aside: a runtime needs each source spelled out to run it).
