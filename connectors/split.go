@@ -55,8 +55,12 @@ func SendParts(parts []string, sent int, send func(i int, part string) (id strin
 // needlessly short), else between two graphemes: never inside a UTF-8 sequence or a
 // grapheme (an emoji with its modifiers, a flag, a letter with its accents
 // stay whole). The white space a cut falls on is left out; nothing else is
-// lost, added or reordered. A grapheme longer than limit on its own is a
-// part by itself. limit <= 0 or a text that fits returns text alone; a
+// lost, added or reordered. A grapheme longer than limit on its own (a
+// letter with thousands of combining marks) starts a part and is cut
+// between its runes, keeping every rune: the parts after the first show
+// the rest of its marks on no letter. Every part fits the limit, unless
+// limit is shorter than one rune (then that rune is a part alone).
+// length must be the sum of the lengths of a string's runes. limit <= 0 or a text that fits returns text alone; a
 // longer text of white space alone has no parts.
 func Split(text string, limit int, length func(string) int) []string {
 	if limit <= 0 || length(text) <= limit {
@@ -137,11 +141,25 @@ func cut(s string, limit int, length func(string) int) (end, next int) {
 		return latest[0], latest[1]
 	}
 	if hard == 0 {
-		// One grapheme is longer than the limit: it goes alone.
-		g, _, _, _ := uniseg.FirstGraphemeClusterInString(s, -1)
-		hard = len(g)
+		hard = cutRunes(s, limit, length)
 	}
 	return hard, hard
+}
+
+// cutRunes returns where the first part of s ends when its first grapheme
+// is longer than limit: after the last of its runes that fits, and after
+// its first rune at least.
+func cutRunes(s string, limit int, length func(string) int) int {
+	g, _, _, _ := uniseg.FirstGraphemeClusterInString(s, -1)
+	n, end := 0, 0
+	for end < len(g) {
+		_, size := utf8.DecodeRuneInString(g[end:])
+		if n += length(g[end : end+size]); n > limit && end > 0 {
+			break
+		}
+		end += size
+	}
+	return end
 }
 
 // isSpace reports whether grapheme g is white space alone.
