@@ -87,8 +87,11 @@ type Receipt struct {
 // sending failed, and returns what the destination confirmed. A text
 // longer than the platform takes is split (Split) and sent in order,
 // skipping the n.SentParts parts sent before; when part k fails, the
-// receipt counts the parts before it, so a retry sends from part k
-// (SendParts does that). It is called from one goroutine per connector at
+// receipt counts the parts before it, so a retry sends from part k.
+// SendParts does that, and records each part in the dispatcher's send
+// claim as it is confirmed (through ctx), so that an instance taking over
+// the send of one that died does not send those parts again: a connector
+// that splits texts should send them with it. It is called from one goroutine per connector at
 // a time unless the connector implements Concurrent. Return *RetryableError (with
 // the server's retry-after) for what may succeed later, *PermanentError for
 // what never will (bad token, unknown chat); other errors are retried with

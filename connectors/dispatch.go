@@ -148,7 +148,10 @@ func (c DispatcherConfig) Validate() error {
 // send.<notification id> in agentwork_locks (owner, lease of AckWait,
 // attempts), renews it every AckWait/3 while Send runs, and records it sent
 // once Send returned: one Create and one Put per notification, plus a
-// renewal per AckWait/3 of a long send. An instance that gets a
+// renewal per AckWait/3 of a long send. A text split over several messages
+// (SendParts) also renews the claim with the parts confirmed so far after
+// each part but the last, before the next goes: an instance that takes
+// over the send of one that died sends only the parts not on record. An instance that gets a
 // notification whose claim is sent acks it and reports it delivered (again;
 // the event's Nats-Msg-Id makes that a no-op); one whose claim is live (an
 // instance that stalled or lost the server for longer than AckWait while
@@ -158,7 +161,8 @@ func (c DispatcherConfig) Validate() error {
 //
 // A notification can still reach the chat twice when the destination
 // accepted it but the dispatcher could not record that: the instance died
-// between the two, a shutdown cancelled the send after ShutdownGrace, or
+// between the two (for a split text: the one part in flight), a shutdown
+// cancelled the send after ShutdownGrace, or
 // the instance lost the server for longer than AckWait in the middle of the
 // send (then it can neither renew its claim nor tell its send to stop in
 // time). Only the destination can drop such a repeat: see Connector for the
@@ -335,14 +339,18 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 		// without an outcome.
 		return d.fail(ctx, log, name, n, claim, attempt-1, fmt.Errorf("connectors: gave up after %d attempts; the last ended without an outcome (the instance sending it stopped)", attempt-1), false, Receipt{Parts: max(claim.Parts, n.SentParts), MessageIDs: claim.MessageIDs})
 	}
+	var before []string // the ids of the parts sent before
+	if claim != nil {
+		before = slices.Clone(claim.MessageIDs)
+	}
 	sctx, cancel := context.WithTimeout(sends, d.cfg.SendTimeout)
-	release := d.hold(ctx, log, claim, cancel)
+	sctx, release := d.hold(ctx, sctx, log, claim, cancel)
 	rec, err := safeSend(sctx, c, n)
 	lost := release()
 	cancel()
 	if claim != nil {
 		// The parts sent before, then this attempt's.
-		rec.MessageIDs = append(slices.Clone(claim.MessageIDs), rec.MessageIDs...)
+		rec.MessageIDs = append(before, rec.MessageIDs...)
 	}
 	// A Send that failed before it reached the platform reports no parts:
 	// those sent before still count.

@@ -1,7 +1,9 @@
 package connectors
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf16"
@@ -30,8 +32,15 @@ func UTF16(s string) int {
 // holds, MessageIDs the id send returned for each part it sent ("" is no
 // id). It stops at the first error, which names the part when there are
 // several ("part 2 of 3: ..."); the receipt then counts the parts before.
-func SendParts(parts []string, sent int, send func(i int, part string) (id string, err error)) (Receipt, error) {
+//
+// After each part but the last it tells the Dispatcher, through ctx, what
+// the destination holds so far; the dispatcher records that in the send
+// claim before the next part goes, so an instance that dies mid-text
+// leaves the parts sent on record and the one that takes over sends only
+// the rest.
+func SendParts(ctx context.Context, parts []string, sent int, send func(i int, part string) (id string, err error)) (Receipt, error) {
 	rec := Receipt{Parts: min(max(sent, 0), len(parts))}
+	progress, _ := ctx.Value(progressKey{}).(func(Receipt))
 	for i := rec.Parts; i < len(parts); i++ {
 		id, err := send(i, parts[i])
 		if err != nil {
@@ -44,8 +53,20 @@ func SendParts(parts []string, sent int, send func(i int, part string) (id strin
 		if id != "" {
 			rec.MessageIDs = append(rec.MessageIDs, id)
 		}
+		if progress != nil && rec.Parts < len(parts) {
+			progress(Receipt{Parts: rec.Parts, MessageIDs: slices.Clone(rec.MessageIDs)})
+		}
 	}
 	return rec, nil
+}
+
+// progressKey is the context key of the function SendParts tells the
+// parts confirmed so far.
+type progressKey struct{}
+
+// withProgress returns ctx carrying f for SendParts.
+func withProgress(ctx context.Context, f func(Receipt)) context.Context {
+	return context.WithValue(ctx, progressKey{}, f)
 }
 
 // Split cuts text into parts no longer than limit (measured by length) for

@@ -246,7 +246,7 @@ func TestSendParts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var sends string
-			rec, err := connectors.SendParts(parts, tc.sent, func(i int, part string) (string, error) {
+			rec, err := connectors.SendParts(t.Context(), parts, tc.sent, func(i int, part string) (string, error) {
 				sends += part
 				if i == tc.failAt {
 					return "", fail
@@ -262,7 +262,7 @@ func TestSendParts(t *testing.T) {
 		})
 	}
 	// One part: the error is the send's own.
-	if _, err := connectors.SendParts([]string{"x"}, 0, func(int, string) (string, error) { return "", fail }); err != fail {
+	if _, err := connectors.SendParts(t.Context(), []string{"x"}, 0, func(int, string) (string, error) { return "", fail }); err != fail {
 		t.Errorf("SendParts of one part = %v, want the send's error as it is", err)
 	}
 }

@@ -164,7 +164,7 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 		}
 	}
 	parts := connectors.Split(text, MaxText-utf8.RuneCountInString(prefix), Length)
-	return connectors.SendParts(parts, n.SentParts, func(i int, part string) (string, error) {
+	return connectors.SendParts(ctx, parts, n.SentParts, func(i int, part string) (string, error) {
 		p := payload{
 			Content:         Escape(part),
 			Username:        c.username,

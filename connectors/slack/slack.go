@@ -128,7 +128,7 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 	}
 	prefix := c.prefix(n.Urgency)
 	parts := connectors.Split(text, MaxText-utf8.RuneCountInString(prefix), connectors.Runes)
-	return connectors.SendParts(parts, n.SentParts, func(i int, part string) (string, error) {
+	return connectors.SendParts(ctx, parts, n.SentParts, func(i int, part string) (string, error) {
 		body := Escape(part)
 		if i == 0 {
 			body = prefix + body
