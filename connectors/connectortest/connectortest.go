@@ -96,7 +96,8 @@ type Features struct {
 	// permanent, so the dispatcher retries it.
 	Outages bool
 	// RateLimits: it answers 429 with a retry-after; Send returns a
-	// *connectors.RetryableError whose After is that delay.
+	// *connectors.RetryableError whose After is that delay and whose
+	// RateLimited is set (connectors.RateLimit).
 	RateLimits bool
 	// AuthErrors: it rejects the credentials (401/403); Send returns a
 	// *connectors.PermanentError.
@@ -524,6 +525,9 @@ func testRateLimited(t *testing.T, h Harness) {
 	}
 	if re.After < after || re.After > after+time.Second {
 		t.Fatalf("RetryableError.After = %s, want the %s the destination asked for", re.After, after)
+	}
+	if !re.RateLimited {
+		t.Fatalf("Send answered by 429 = %v, want RateLimited set (connectors.RateLimit): waiting as the destination asked spends no attempt", err)
 	}
 	if msgs, _ := obs.Messages(t.Context(), 0); len(msgs) != 0 {
 		t.Errorf("destination holds %d messages after a 429, want 0", len(msgs))

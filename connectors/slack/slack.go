@@ -235,7 +235,7 @@ func (c *Connector) postMessage(ctx context.Context, channel, text string) (stri
 	fail := func(hint string) error { return fmt.Errorf("%s: %s: %s", what, code, hint) }
 	switch code {
 	case "ratelimited", "rate_limited":
-		return "", connectors.Retry(fail("rate limited (Slack takes about one message per second per channel)"), after)
+		return "", connectors.RateLimit(fail("rate limited (Slack takes about one message per second per channel)"), after)
 	case "internal_error", "fatal_error", "service_unavailable", "request_timeout", "team_added_to_org":
 		return "", connectors.Retry(fail("a fault at Slack; retrying"), after)
 	case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired", "no_permission", "not_allowed_token_type":

@@ -108,3 +108,61 @@ func partsSeen(got, want []string) string {
 	}
 	return strings.Join(s, ",")
 }
+
+// TestDispatcherRateLimitSpendsNoAttempt: Telegram answers 429 with
+// retry_after 1 twice; with max_attempts 2 the notification is still
+// delivered, on the third try: waiting as the platform asked is not a
+// failed attempt. The delivered event counts the one attempt.
+func TestDispatcherRateLimitSpendsNoAttempt(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watch(t, b)
+	tg, api := telegramPair(t)
+	api.RateLimit(2, time.Second)
+	n := note("1", "tg", "Disk /var is 95% full")
+	enqueue(t, b, n)
+	cfg := fastRetries
+	cfg.MaxAttempts = 2
+	stop := run(t, b, connectors.Registry{"tg": tg}, cfg)
+	d := next(t, events)
+	stopped(t, stop)
+	if d.outcome != connectors.OutcomeDelivered || d.res.Attempts != 1 {
+		t.Fatalf("event %s %+v, want delivered at attempt 1 (the 429s spend none)", d.outcome, d.res)
+	}
+	if got := api.Script.Requests(); got != 3 {
+		t.Errorf("Telegram got %d requests, want 3 (two 429s, then the message)", got)
+	}
+	if got := api.Texts(tgChat); !slices.Equal(got, []string{n.Text}) {
+		t.Errorf("the chat holds %q, want the text once", got)
+	}
+}
+
+// TestDispatcherRateLimitHorizon: a platform that keeps asking to wait
+// holds a notification at most delivery.horizon after it was queued; then
+// it fails, saying so, and waits in the failed deliveries for a retry.
+func TestDispatcherRateLimitHorizon(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watch(t, b)
+	tg, api := telegramPair(t)
+	api.RateLimit(-1, time.Second)
+	n := note("1", "tg", "Disk /var is 95% full")
+	enqueue(t, b, n)
+	cfg := fastRetries
+	cfg.Horizon = 1500 * time.Millisecond // the second 429 would wait past it
+	stop := run(t, b, connectors.Registry{"tg": tg}, cfg)
+	d := next(t, events)
+	stopped(t, stop)
+	if d.outcome != connectors.OutcomeFailed || d.res.Permanent {
+		t.Fatalf("event %s %+v, want failed, not permanent", d.outcome, d.res)
+	}
+	if want := "rate limited for longer than delivery.horizon (1.5s)"; !strings.Contains(d.res.Error, want) || !strings.Contains(d.res.Error, "429") {
+		t.Errorf("error = %q, want it to say %q and quote the 429", d.res.Error, want)
+	}
+	if got := api.Script.Requests(); got != 2 {
+		t.Errorf("Telegram got %d requests, want 2 (the first 429 waited, the second would wait past the horizon)", got)
+	}
+	if _, err := connectors.NewDeadLetters(b).Get(t.Context(), n.ID); err != nil {
+		t.Errorf("failed delivery %s: %v, want it kept for a retry", n.ID, err)
+	}
+}
