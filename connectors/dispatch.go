@@ -168,21 +168,22 @@ func (c DispatcherConfig) Validate() error {
 // renewal per AckWait/3 of a long send. A text split over several messages
 // (SendParts) also renews the claim with the parts confirmed so far after
 // each part but the last, before the next goes: an instance that takes
-// over the send of one that died sends only the parts not on record. An instance that gets a
-// notification whose claim is sent acks it and reports it delivered (again;
-// the event's Nats-Msg-Id makes that a no-op); one whose claim is live (an
-// instance that stalled or lost the server for longer than AckWait while
-// its send goes on) puts it back until the claim ends; one whose claim has
-// expired (its owner died) takes the send over. An instance that comes back
-// to find its claim taken over cancels its own send.
+// over the send of one that died sends only the parts not on record.
+//
+// An instance that gets a notification whose claim is sent acks it and
+// reports it delivered (again; the event's Nats-Msg-Id makes that a no-op);
+// one whose claim is live (an instance that stalled or lost the server for
+// longer than AckWait while its send goes on) puts it back until the claim
+// ends; one whose claim has expired (its owner died) takes the send over.
+// An instance that comes back to find its claim taken over cancels its own
+// send.
 //
 // A notification can still reach the chat twice when the destination
 // accepted it but the dispatcher could not record that: the instance died
 // between the two (for a split text: the one part in flight), a shutdown
-// cancelled the send after ShutdownGrace, or
-// the instance lost the server for longer than AckWait in the middle of the
-// send (then it can neither renew its claim nor tell its send to stop in
-// time). Only the destination can drop such a repeat: see Connector for the
+// cancelled the send after ShutdownGrace, or the instance lost the server
+// for longer than AckWait in the middle of the send (then it can neither
+// renew its claim nor tell its send to stop in time). Only the destination can drop such a repeat: see Connector for the
 // idempotency key.
 //
 // Leases are in real time (time.Now), like the runner's claims, and

@@ -159,7 +159,7 @@ type holding struct {
 	before []string
 
 	mu   sync.Mutex
-	sent Receipt // this attempt's parts confirmed so far, not yet in c
+	sent Receipt // the parts confirmed so far (SendParts' progress)
 	lost bool
 }
 
