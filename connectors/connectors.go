@@ -87,10 +87,14 @@ type Receipt struct {
 // sending failed, and returns what the destination confirmed. A text
 // longer than the platform takes is split (Split) and sent in order,
 // skipping the n.SentParts parts sent before; when part k fails, the
-// receipt counts the parts before it, so a retry sends from part k
-// (SendParts does that). It is called from one goroutine per connector at
+// receipt counts the parts before it, so a retry sends from part k.
+// SendParts does that, and records each part in the dispatcher's send
+// claim as it is confirmed (through ctx), so that an instance taking over
+// the send of one that died does not send those parts again: a connector
+// that splits texts should send them with it. It is called from one goroutine per connector at
 // a time unless the connector implements Concurrent. Return *RetryableError (with
-// the server's retry-after) for what may succeed later, *PermanentError for
+// the server's retry-after; RateLimit when the destination asked to slow
+// down) for what may succeed later, *PermanentError for
 // what never will (bad token, unknown chat); other errors are retried with
 // backoff. On ctx cancel it returns promptly with ctx's error.
 //
@@ -118,11 +122,18 @@ type Concurrent interface {
 // RetryableError asks for another attempt after After (0: use backoff).
 type RetryableError struct {
 	After time.Duration
-	Err   error
+	// RateLimited: the destination asked to wait After before the next
+	// message (a 429 naming its retry-after; see RateLimit). The wait
+	// spends no delivery attempt; DispatcherConfig.Horizon bounds it.
+	RateLimited bool
+	Err         error
 }
 
 func (e *RetryableError) Error() string {
-	if e.After > 0 {
+	switch {
+	case e.RateLimited:
+		return fmt.Sprintf("rate limited (retry after %s): %v", e.After, e.Err)
+	case e.After > 0:
 		return fmt.Sprintf("retryable (after %s): %v", e.After, e.Err)
 	}
 	return fmt.Sprintf("retryable: %v", e.Err)
@@ -137,6 +148,17 @@ func (e *PermanentError) Unwrap() error { return e.Err }
 
 // Retry wraps err as retryable after d.
 func Retry(err error, d time.Duration) error { return &RetryableError{After: d, Err: err} }
+
+// RateLimit wraps err, the destination's answer that it takes no more
+// for now (a 429 with a retry-after), as retryable after d without
+// spending an attempt (RetryableError.RateLimited). A d <= 0 names no wait:
+// then it is Retry(err, 0), an attempt like any other failure.
+func RateLimit(err error, d time.Duration) error {
+	if d <= 0 {
+		return Retry(err, 0)
+	}
+	return &RetryableError{After: d, RateLimited: true, Err: err}
+}
 
 // Permanent wraps err as permanent.
 func Permanent(err error) error { return &PermanentError{Err: err} }

@@ -80,6 +80,16 @@ type DispatcherConfig struct {
 	// done. Sends still running then are cancelled and their notifications
 	// put back for another instance (not reported failed). Default 10s.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace" json:"shutdown_grace,omitempty"`
+	// Horizon bounds how long a platform's rate limit may hold a
+	// notification back, from when it was queued (or sent again from the
+	// failed deliveries). A rate limit (a 429 naming its retry-after) spends
+	// no attempt: the notification is put back for the wait the platform
+	// named, through JetStream like any retry, so the wait survives a
+	// restart. When that wait would end more than Horizon after the
+	// notification was queued, it fails ("rate limited for longer than
+	// delivery.horizon") and waits in the failed deliveries for a retry.
+	// Default 24h.
+	Horizon time.Duration `yaml:"horizon" json:"horizon,omitempty"`
 }
 
 func (c DispatcherConfig) withDefaults() DispatcherConfig {
@@ -98,18 +108,22 @@ func (c DispatcherConfig) withDefaults() DispatcherConfig {
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 10 * time.Second
 	}
+	if c.Horizon <= 0 {
+		c.Horizon = 24 * time.Hour
+	}
 	return c
 }
 
 // RetryHorizon is the longest the delivery of a notification to one target
-// may take from its first attempt to its last, rounded up to a minute: the
-// backoff before each of the MaxAttempts-1 retries, and for each attempt
-// its SendTimeout and an AckWait (the wait before another instance takes
-// over the send of one that died). With the defaults, 41m. A delay a
-// connector names that is longer than the backoff stretches it.
+// may take from when it was queued to its last attempt, rounded up to a
+// minute: the Horizon its rate limits may hold it back, the backoff before
+// each of the MaxAttempts-1 retries, and for each attempt its SendTimeout
+// and an AckWait (the wait before another instance takes over the send of
+// one that died). With the defaults, 24h41m. A delay a connector names
+// that is longer than the backoff stretches it.
 func (c DispatcherConfig) RetryHorizon() time.Duration {
 	c = c.withDefaults()
-	var h time.Duration
+	h := c.Horizon
 	for a := 1; a < c.MaxAttempts; a++ {
 		h += c.Backoff[min(a, len(c.Backoff))-1]
 	}
@@ -137,6 +151,9 @@ func (c DispatcherConfig) Validate() error {
 	if c.ShutdownGrace < 0 {
 		errs = append(errs, fmt.Errorf("delivery.shutdown_grace: %s: want a positive duration (0 for the default 10s)", c.ShutdownGrace))
 	}
+	if c.Horizon < 0 {
+		errs = append(errs, fmt.Errorf("delivery.horizon: %s: want a positive duration (0 for the default 24h)", c.Horizon))
+	}
 	return errors.Join(errs...)
 }
 
@@ -148,20 +165,25 @@ func (c DispatcherConfig) Validate() error {
 // send.<notification id> in agentwork_locks (owner, lease of AckWait,
 // attempts), renews it every AckWait/3 while Send runs, and records it sent
 // once Send returned: one Create and one Put per notification, plus a
-// renewal per AckWait/3 of a long send. An instance that gets a
-// notification whose claim is sent acks it and reports it delivered (again;
-// the event's Nats-Msg-Id makes that a no-op); one whose claim is live (an
-// instance that stalled or lost the server for longer than AckWait while
-// its send goes on) puts it back until the claim ends; one whose claim has
-// expired (its owner died) takes the send over. An instance that comes back
-// to find its claim taken over cancels its own send.
+// renewal per AckWait/3 of a long send. A text split over several messages
+// (SendParts) also renews the claim with the parts confirmed so far after
+// each part but the last, before the next goes: an instance that takes
+// over the send of one that died sends only the parts not on record.
+//
+// An instance that gets a notification whose claim is sent acks it and
+// reports it delivered (again; the event's Nats-Msg-Id makes that a no-op);
+// one whose claim is live (an instance that stalled or lost the server for
+// longer than AckWait while its send goes on) puts it back until the claim
+// ends; one whose claim has expired (its owner died) takes the send over.
+// An instance that comes back to find its claim taken over cancels its own
+// send.
 //
 // A notification can still reach the chat twice when the destination
 // accepted it but the dispatcher could not record that: the instance died
-// between the two, a shutdown cancelled the send after ShutdownGrace, or
-// the instance lost the server for longer than AckWait in the middle of the
-// send (then it can neither renew its claim nor tell its send to stop in
-// time). Only the destination can drop such a repeat: see Connector for the
+// between the two (for a split text: the one part in flight), a shutdown
+// cancelled the send after ShutdownGrace, or the instance lost the server
+// for longer than AckWait in the middle of the send (then it can neither
+// renew its claim nor tell its send to stop in time). Only the destination can drop such a repeat: see Connector for the
 // idempotency key.
 //
 // Leases are in real time (time.Now), like the runner's claims, and
@@ -296,9 +318,10 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 		d.report(ctx, log, OutcomeFailed, Result{Notification: Notification{Target: name}, Connector: name, Error: "malformed delivery: " + err.Error(), Permanent: true})
 		return bus.Terminate()
 	}
-	attempt := 1
+	attempt, queued := 1, d.now()
 	if md, err := m.Metadata(); err == nil {
 		attempt = int(md.NumDelivered) // for an unclaimed send only
+		queued = md.Timestamp
 	}
 	log = log.With(zap.String("notification", n.ID))
 	var claim *sendClaim
@@ -335,14 +358,18 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 		// without an outcome.
 		return d.fail(ctx, log, name, n, claim, attempt-1, fmt.Errorf("connectors: gave up after %d attempts; the last ended without an outcome (the instance sending it stopped)", attempt-1), false, Receipt{Parts: max(claim.Parts, n.SentParts), MessageIDs: claim.MessageIDs})
 	}
+	var before []string // the ids of the parts sent before
+	if claim != nil {
+		before = slices.Clone(claim.MessageIDs)
+	}
 	sctx, cancel := context.WithTimeout(sends, d.cfg.SendTimeout)
-	release := d.hold(ctx, log, claim, cancel)
+	sctx, release := d.hold(ctx, sctx, log, claim, cancel)
 	rec, err := safeSend(sctx, c, n)
 	lost := release()
 	cancel()
 	if claim != nil {
 		// The parts sent before, then this attempt's.
-		rec.MessageIDs = append(slices.Clone(claim.MessageIDs), rec.MessageIDs...)
+		rec.MessageIDs = append(before, rec.MessageIDs...)
 	}
 	// A Send that failed before it reached the platform reports no parts:
 	// those sent before still count.
@@ -375,6 +402,27 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 		return bus.Defer(0)
 	}
 	perm := IsPermanent(err)
+	if wait, ok := rateLimited(err); ok && !perm {
+		if age := d.now().Sub(queued); age+wait > d.cfg.Horizon {
+			err = fmt.Errorf("connectors: rate limited for longer than delivery.horizon (%s): queued %s ago, and the platform asks to wait %s more: %w",
+				d.cfg.Horizon, age.Round(time.Second), wait, err)
+			return d.fail(ctx, log, name, n, claim, attempt, err, false, rec)
+		}
+		// Not an attempt: the platform only asked to wait. The claim
+		// keeps the attempts before this one (the next take counts it
+		// again), and the wait is JetStream's, like any retry's.
+		if claim != nil {
+			claim.Attempts--
+			if owned, serr := d.settle(ctx, claim, sendRetry, rec); !owned {
+				log.Info("rate limited after another instance took the send over; leaving it to that one", zap.Error(err))
+				return bus.Leave()
+			} else if serr != nil {
+				log.Warn("free the send claim; the retry waits for its lease", zap.Error(serr))
+			}
+		}
+		log.Info("rate limited; sending again when the platform asked (no attempt spent)", zap.Int("attempt", attempt), zap.Duration("retry_in", wait), zap.Error(err))
+		return bus.Defer(wait)
+	}
 	if !perm && attempt < d.cfg.MaxAttempts {
 		delay := RetryAfter(err)
 		if delay <= 0 {
@@ -392,6 +440,16 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 		return bus.Retry(delay)
 	}
 	return d.fail(ctx, log, name, n, claim, attempt, err, perm, rec)
+}
+
+// rateLimited returns the wait a rate limit (RateLimit) asks for, and
+// whether err is one.
+func rateLimited(err error) (time.Duration, bool) {
+	var r *RetryableError
+	if errors.As(err, &r) && r.RateLimited && r.After > 0 {
+		return r.After, true
+	}
+	return 0, false
 }
 
 // fail gives n up: its claim deleted, the dedup key released, a failed

@@ -75,7 +75,7 @@ var _ connectors.Concurrent = parallel{}
 func (p parallel) Concurrency() int { return p.n }
 
 // fastRetries keeps retries within a test's patience.
-var fastRetries = connectors.DispatcherConfig{MaxAttempts: 8, Backoff: []time.Duration{20 * time.Millisecond}, SendTimeout: 5 * time.Second}
+var fastRetries = connectors.DispatcherConfig{MaxAttempts: 8, Backoff: []time.Duration{20 * time.Millisecond}, SendTimeout: 5 * time.Second, Horizon: time.Minute}
 
 // run starts a dispatcher and returns a stop function that cancels it and
 // returns Run's error once Run has returned.
@@ -457,15 +457,16 @@ func TestDispatcherReleasesDedup(t *testing.T) {
 			case !tc.wantHeld && !errors.Is(err, jetstream.ErrKeyNotFound):
 				t.Fatalf("dedup key after %v: err = %v, want it released (ErrKeyNotFound)", tc.targets, err)
 			}
-			// The markers last the retry horizon (5m for fastRetries), not
-			// the bucket's 7 days.
+			// The markers last the retry horizon (6m for fastRetries: a
+			// minute's rate limits, then 5m of attempts), not the bucket's
+			// 7 days.
 			markers := markerTTLs(t, b)
 			if _, ok := markers["delivered.run-1"]; !ok && slices.Contains(tc.targets, "good") {
 				t.Errorf("markers %v, want delivered.run-1", markers)
 			}
 			for key, ttl := range markers {
-				if ttl != "5m0s" {
-					t.Errorf("%s TTL = %q, want 5m0s (fastRetries' retry horizon)", key, ttl)
+				if ttl != "6m0s" {
+					t.Errorf("%s TTL = %q, want 6m0s (fastRetries' retry horizon)", key, ttl)
 				}
 			}
 			if !tc.wantHeld {
@@ -510,11 +511,12 @@ func TestRetryHorizon(t *testing.T) {
 		cfg  connectors.DispatcherConfig
 		want time.Duration
 	}{
-		// 1s+5s+30s+2m+10m+10m+10m of backoff, 8 × (30s send + 30s ack wait).
-		{connectors.DispatcherConfig{}, 41 * time.Minute},
-		{connectors.DispatcherConfig{MaxAttempts: 1}, time.Minute},
-		{connectors.DispatcherConfig{MaxAttempts: 3, Backoff: []time.Duration{time.Minute}, SendTimeout: 10 * time.Second, AckWait: 5 * time.Second}, 3 * time.Minute},
-		{connectors.DispatcherConfig{MaxAttempts: 2, Backoff: []time.Duration{time.Hour, time.Second}}, time.Hour + 2*time.Minute},
+		// 24h of rate limits, 1s+5s+30s+2m+10m+10m+10m of backoff, 8 × (30s
+		// send + 30s ack wait).
+		{connectors.DispatcherConfig{}, 24*time.Hour + 41*time.Minute},
+		{connectors.DispatcherConfig{MaxAttempts: 1, Horizon: time.Minute}, 2 * time.Minute},
+		{connectors.DispatcherConfig{MaxAttempts: 3, Backoff: []time.Duration{time.Minute}, SendTimeout: 10 * time.Second, AckWait: 5 * time.Second, Horizon: time.Hour}, time.Hour + 3*time.Minute},
+		{connectors.DispatcherConfig{MaxAttempts: 2, Backoff: []time.Duration{time.Hour, time.Second}, Horizon: 30 * time.Second}, time.Hour + 3*time.Minute},
 	} {
 		if got := tc.cfg.RetryHorizon(); got != tc.want {
 			t.Errorf("%+v.RetryHorizon() = %s, want %s", tc.cfg, got, tc.want)
@@ -1077,6 +1079,7 @@ func TestDispatcherConfigValidate(t *testing.T) {
 		{"negative backoff", connectors.DispatcherConfig{Backoff: []time.Duration{time.Second, -time.Second}}, "delivery.backoff[1]"},
 		{"negative send timeout", connectors.DispatcherConfig{SendTimeout: -time.Second}, "delivery.send_timeout"},
 		{"negative grace", connectors.DispatcherConfig{ShutdownGrace: -time.Second}, "delivery.shutdown_grace"},
+		{"negative horizon", connectors.DispatcherConfig{Horizon: -time.Hour}, "delivery.horizon: -1h0m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

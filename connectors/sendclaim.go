@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -117,15 +118,20 @@ func (d *Dispatcher) takeSend(ctx context.Context, key string) (take, error) {
 	return t, nil
 }
 
-// renew extends c's lease by CAS. It reports false when c is no longer
-// this send's: another instance took it over or recorded it sent.
-func (d *Dispatcher) renew(ctx context.Context, log *zap.Logger, c *sendClaim) bool {
+// renew extends c's lease by CAS, and records what change makes of c (nil:
+// nothing) with it. It reports false when c is no longer this send's:
+// another instance took it over or recorded it sent. c is changed only
+// when the write succeeded.
+func (d *Dispatcher) renew(ctx context.Context, log *zap.Logger, c *sendClaim, change func(*sendClaim)) bool {
 	if d.stall.claims.Load() {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.progressEvery())
 	defer cancel()
 	next := *c
+	if change != nil {
+		change(&next)
+	}
 	rev, err := bus.Renew(ctx, d.bus.Locks, c.key, &next, c.rev, d.cfg.AckWait)
 	var held *bus.HeldError
 	switch {
@@ -143,18 +149,60 @@ func (d *Dispatcher) renew(ctx context.Context, log *zap.Logger, c *sendClaim) b
 	}
 }
 
+// holding is a send in progress under its claim (see hold).
+type holding struct {
+	d      *Dispatcher
+	log    *zap.Logger
+	c      *sendClaim
+	cancel context.CancelFunc
+	// before are the message ids of the parts earlier attempts sent.
+	before []string
+
+	mu   sync.Mutex
+	sent Receipt // the parts confirmed so far (SendParts' progress)
+	lost bool
+}
+
+// renew renews the claim with the parts confirmed so far; when the claim
+// was taken over it cancels the send.
+func (h *holding) renew(ctx context.Context) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lost {
+		return
+	}
+	sent := h.sent
+	var change func(*sendClaim)
+	if sent.Parts > h.c.Parts {
+		change = func(c *sendClaim) {
+			c.Parts, c.MessageIDs = sent.Parts, append(slices.Clone(h.before), sent.MessageIDs...)
+		}
+	}
+	if !h.d.renew(ctx, h.log, h.c, change) {
+		h.lost = true
+		h.cancel()
+	}
+}
+
 // hold keeps a send going: every AckWait/3 it renews c (nil: none), so
 // that an instance that gets the notification all the same (this one
 // stalled past AckWait; the worker signals progress meanwhile) waits
 // instead of sending it too. When c was taken over it cancels the send and
-// stops: the notification is the other instance's now. release stops it
-// and reports whether c was lost; c then holds the last revision written.
-func (d *Dispatcher) hold(ctx context.Context, log *zap.Logger, c *sendClaim, cancelSend context.CancelFunc) (release func() (lost bool)) {
+// stops: the notification is the other instance's now.
+//
+// The ctx it returns carries sctx and the progress hook of SendParts: each
+// part of a split text the destination confirmed is recorded in c (with a
+// renewal) before the next part goes, so the instance that takes over the
+// send of one that died sends only the parts not confirmed.
+//
+// release stops it and reports whether c was lost; c then holds the last
+// revision written.
+func (d *Dispatcher) hold(ctx, sctx context.Context, log *zap.Logger, c *sendClaim, cancelSend context.CancelFunc) (send context.Context, release func() (lost bool)) {
 	if c == nil {
-		return func() bool { return false }
+		return sctx, func() bool { return false }
 	}
+	h := &holding{d: d, log: log, c: c, cancel: cancelSend, before: slices.Clone(c.MessageIDs)}
 	done := make(chan struct{})
-	var lost bool
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		t := time.NewTicker(d.progressEvery())
@@ -165,14 +213,24 @@ func (d *Dispatcher) hold(ctx context.Context, log *zap.Logger, c *sendClaim, ca
 				return
 			case <-t.C:
 			}
-			if !d.renew(ctx, log, c) {
-				lost = true
-				cancelSend()
+			if h.renew(ctx); h.lostNow() {
 				return
 			}
 		}
 	})
-	return func() bool { close(done); wg.Wait(); return lost }
+	send = withProgress(sctx, func(rec Receipt) {
+		h.mu.Lock()
+		h.sent = rec
+		h.mu.Unlock()
+		h.renew(ctx)
+	})
+	return send, func() bool { close(done); wg.Wait(); return h.lostNow() }
+}
+
+func (h *holding) lostNow() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lost
 }
 
 // settle ends this attempt's claim: sent (written over whatever is there:

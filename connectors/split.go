@@ -1,7 +1,9 @@
 package connectors
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf16"
@@ -30,8 +32,15 @@ func UTF16(s string) int {
 // holds, MessageIDs the id send returned for each part it sent ("" is no
 // id). It stops at the first error, which names the part when there are
 // several ("part 2 of 3: ..."); the receipt then counts the parts before.
-func SendParts(parts []string, sent int, send func(i int, part string) (id string, err error)) (Receipt, error) {
+//
+// After each part but the last it tells the Dispatcher, through ctx, what
+// the destination holds so far; the dispatcher records that in the send
+// claim before the next part goes, so an instance that dies mid-text
+// leaves the parts sent on record and the one that takes over sends only
+// the rest.
+func SendParts(ctx context.Context, parts []string, sent int, send func(i int, part string) (id string, err error)) (Receipt, error) {
 	rec := Receipt{Parts: min(max(sent, 0), len(parts))}
+	progress, _ := ctx.Value(progressKey{}).(func(Receipt))
 	for i := rec.Parts; i < len(parts); i++ {
 		id, err := send(i, parts[i])
 		if err != nil {
@@ -44,8 +53,20 @@ func SendParts(parts []string, sent int, send func(i int, part string) (id strin
 		if id != "" {
 			rec.MessageIDs = append(rec.MessageIDs, id)
 		}
+		if progress != nil && rec.Parts < len(parts) {
+			progress(Receipt{Parts: rec.Parts, MessageIDs: slices.Clone(rec.MessageIDs)})
+		}
 	}
 	return rec, nil
+}
+
+// progressKey is the context key of the function SendParts tells the
+// parts confirmed so far.
+type progressKey struct{}
+
+// withProgress returns ctx carrying f for SendParts.
+func withProgress(ctx context.Context, f func(Receipt)) context.Context {
+	return context.WithValue(ctx, progressKey{}, f)
 }
 
 // Split cuts text into parts no longer than limit (measured by length) for
@@ -55,8 +76,12 @@ func SendParts(parts []string, sent int, send func(i int, part string) (id strin
 // needlessly short), else between two graphemes: never inside a UTF-8 sequence or a
 // grapheme (an emoji with its modifiers, a flag, a letter with its accents
 // stay whole). The white space a cut falls on is left out; nothing else is
-// lost, added or reordered. A grapheme longer than limit on its own is a
-// part by itself. limit <= 0 or a text that fits returns text alone; a
+// lost, added or reordered. A grapheme longer than limit on its own (a
+// letter with thousands of combining marks) starts a part and is cut
+// between its runes, keeping every rune: the parts after the first show
+// the rest of its marks on no letter. Every part fits the limit, unless
+// limit is shorter than one rune (then that rune is a part alone).
+// length must be the sum of the lengths of a string's runes. limit <= 0 or a text that fits returns text alone; a
 // longer text of white space alone has no parts.
 func Split(text string, limit int, length func(string) int) []string {
 	if limit <= 0 || length(text) <= limit {
@@ -137,11 +162,25 @@ func cut(s string, limit int, length func(string) int) (end, next int) {
 		return latest[0], latest[1]
 	}
 	if hard == 0 {
-		// One grapheme is longer than the limit: it goes alone.
-		g, _, _, _ := uniseg.FirstGraphemeClusterInString(s, -1)
-		hard = len(g)
+		hard = cutRunes(s, limit, length)
 	}
 	return hard, hard
+}
+
+// cutRunes returns where the first part of s ends when its first grapheme
+// is longer than limit: after the last of its runes that fits, and after
+// its first rune at least.
+func cutRunes(s string, limit int, length func(string) int) int {
+	g, _, _, _ := uniseg.FirstGraphemeClusterInString(s, -1)
+	n, end := 0, 0
+	for end < len(g) {
+		_, size := utf8.DecodeRuneInString(g[end:])
+		if n += length(g[end : end+size]); n > limit && end > 0 {
+			break
+		}
+		end += size
+	}
+	return end
 }
 
 // isSpace reports whether grapheme g is white space alone.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/rivo/uniseg"
@@ -13,22 +14,28 @@ import (
 	"github.com/agentwork/agentwork/connectors"
 )
 
-// checkSplit asserts the promises of Split: parts within the limit, valid
-// UTF-8, no grapheme cut, and the text's non-space characters all there in
-// order, with white space changed only at the cuts.
+// checkSplit asserts the promises of Split: parts within the limit (a part
+// of one rune longer than the limit aside: nothing shorter can carry it),
+// valid UTF-8, no grapheme cut unless it is longer than the limit on its
+// own (then it is cut between runes), and the text's non-space characters
+// all there in order, with white space changed only at the cuts.
 func checkSplit(t *testing.T, text string, limit int, length func(string) int) []string {
 	t.Helper()
 	parts := connectors.Split(text, limit, length)
 	graphemes := map[string]bool{}
+	var long []string // graphemes longer than the limit
 	g := uniseg.NewGraphemes(text)
 	for g.Next() {
 		graphemes[g.Str()] = true
+		if length(g.Str()) > limit {
+			long = append(long, g.Str())
+		}
 	}
 	for i, p := range parts {
 		if !utf8.ValidString(p) {
 			t.Fatalf("part %d is not valid UTF-8", i)
 		}
-		if l := length(p); l > limit && uniseg.GraphemeClusterCount(p) > 1 {
+		if l := length(p); l > limit && utf8.RuneCountInString(p) > 1 {
 			t.Fatalf("part %d has length %d > limit %d", i, l, limit)
 		}
 		if strings.TrimSpace(p) == "" && p != text {
@@ -36,7 +43,7 @@ func checkSplit(t *testing.T, text string, limit int, length func(string) int) [
 		}
 		pg := uniseg.NewGraphemes(p)
 		for pg.Next() {
-			if !graphemes[pg.Str()] {
+			if !graphemes[pg.Str()] && !slices.ContainsFunc(long, func(l string) bool { return strings.Contains(l, pg.Str()) }) {
 				t.Fatalf("part %d holds %q, a cut grapheme", i, pg.Str())
 			}
 		}
@@ -52,9 +59,10 @@ func checkSplit(t *testing.T, text string, limit int, length func(string) int) [
 	return parts
 }
 
+// strip is s without white space (unicode.IsSpace, what Split cuts at).
 func strip(s string) string {
 	return strings.Map(func(r rune) rune {
-		if strings.ContainsRune(" \t\n\r\v\f\u00a0\u2028\u2029\u3000", r) {
+		if unicode.IsSpace(r) {
 			return -1
 		}
 		return r
@@ -124,12 +132,39 @@ func TestSplitKeepsGraphemesWhole(t *testing.T) {
 	}
 }
 
+// A grapheme longer than the limit on its own is cut between its runes,
+// so that every part fits: a family emoji (11 UTF-16 units) at a limit of
+// 4, and a letter with 5,000 combining marks (one grapheme) at each
+// platform's limit and measure.
 func TestSplitGraphemeLongerThanLimit(t *testing.T) {
 	t.Parallel()
-	family := "👩‍👩‍👧‍👦" // 11 UTF-16 units
+	family := "👩‍👩‍👧‍👦" // 👩 ZWJ 👩 ZWJ 👧 ZWJ 👦: 11 UTF-16 units
 	parts := checkSplit(t, "ab"+family+"cd", 4, connectors.UTF16)
-	if !slices.Equal(parts, []string{"ab", family, "cd"}) {
-		t.Fatalf("parts = %q", parts)
+	if want := []string{"ab", "👩\u200d", "👩\u200d", "👧\u200d", "👦cd"}; !slices.Equal(parts, want) {
+		t.Fatalf("parts = %q, want %q", parts, want)
+	}
+	zalgo := "a" + strings.Repeat("\u0301", 5000)
+	bytes := func(s string) int { return len(s) }
+	for _, tc := range []struct {
+		name   string
+		limit  int
+		length func(string) int
+	}{
+		{"telegram", 4096, connectors.UTF16},
+		{"discord", 2000, connectors.Runes},
+		{"slack", 4000, connectors.Runes},
+		{"ntfy", 4095, bytes},
+		{"odd byte limit", 4, bytes}, // U+0301 is 2 bytes: a part of 3 would cut it
+	} {
+		for _, text := range []string{zalgo, "Alert: " + zalgo + " is the word.", zalgo + zalgo} {
+			parts := checkSplit(t, text, tc.limit, tc.length)
+			if len(parts) < 2 {
+				t.Errorf("%s: %d parts, want the grapheme cut", tc.name, len(parts))
+			}
+			if !strings.Contains(text, " ") && strings.Join(parts, "") != text {
+				t.Errorf("%s: the parts joined are not the text: a cut lost or added runes", tc.name)
+			}
+		}
 	}
 }
 
@@ -162,13 +197,29 @@ func TestLengths(t *testing.T) {
 	}
 }
 
+// Every part fits its limit, for each platform's measure, down to a limit
+// of one rune's greatest length (4 bytes, 2 UTF-16 units); no text is
+// refused or changed beyond its cuts.
 func FuzzSplit(f *testing.F) {
 	f.Add("hello world\n\nthis is 👍🏽 a test", 7)
+	f.Add("a"+strings.Repeat("\u0301", 300), 10)
+	f.Add("👩‍👩‍👧‍👦 x"+strings.Repeat("\u0301", 9), 5)
+	bytes := func(s string) int { return len(s) }
 	f.Fuzz(func(t *testing.T, text string, limit int) {
 		if !utf8.ValidString(text) || limit < 1 || limit > 1000 {
 			t.Skip()
 		}
-		checkSplit(t, text, limit, connectors.UTF16)
+		for _, m := range []struct {
+			length func(string) int
+			rune   int // the longest rune by this measure
+		}{{connectors.UTF16, 2}, {connectors.Runes, 1}, {bytes, 4}} {
+			parts := checkSplit(t, text, max(limit, m.rune), m.length)
+			for i, p := range parts {
+				if l := m.length(p); l > max(limit, m.rune) {
+					t.Fatalf("part %d has length %d, over the limit %d", i, l, max(limit, m.rune))
+				}
+			}
+		}
 	})
 }
 
@@ -195,7 +246,7 @@ func TestSendParts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var sends string
-			rec, err := connectors.SendParts(parts, tc.sent, func(i int, part string) (string, error) {
+			rec, err := connectors.SendParts(t.Context(), parts, tc.sent, func(i int, part string) (string, error) {
 				sends += part
 				if i == tc.failAt {
 					return "", fail
@@ -211,7 +262,7 @@ func TestSendParts(t *testing.T) {
 		})
 	}
 	// One part: the error is the send's own.
-	if _, err := connectors.SendParts([]string{"x"}, 0, func(int, string) (string, error) { return "", fail }); err != fail {
+	if _, err := connectors.SendParts(t.Context(), []string{"x"}, 0, func(int, string) (string, error) { return "", fail }); err != fail {
 		t.Errorf("SendParts of one part = %v, want the send's error as it is", err)
 	}
 }

@@ -96,7 +96,8 @@ type Features struct {
 	// permanent, so the dispatcher retries it.
 	Outages bool
 	// RateLimits: it answers 429 with a retry-after; Send returns a
-	// *connectors.RetryableError whose After is that delay.
+	// *connectors.RetryableError whose After is that delay and whose
+	// RateLimited is set (connectors.RateLimit).
 	RateLimits bool
 	// AuthErrors: it rejects the credentials (401/403); Send returns a
 	// *connectors.PermanentError.
@@ -216,6 +217,7 @@ func Run(t *testing.T, h Harness) {
 	})
 	t.Run("Split", func(t *testing.T) { t.Parallel(); testSplit(t, h) })
 	t.Run("SplitResumed", func(t *testing.T) { t.Parallel(); testSplitResumed(t, h) })
+	t.Run("SplitLongGrapheme", func(t *testing.T) { t.Parallel(); testSplitLongGrapheme(t, h) })
 	t.Run("Destination", func(t *testing.T) { t.Parallel(); testDestination(t, h) })
 	t.Run("StallCancelled", func(t *testing.T) { t.Parallel(); testStall(t, h, false) })
 	t.Run("StallDeadline", func(t *testing.T) { t.Parallel(); testStall(t, h, true) })
@@ -524,6 +526,9 @@ func testRateLimited(t *testing.T, h Harness) {
 	if re.After < after || re.After > after+time.Second {
 		t.Fatalf("RetryableError.After = %s, want the %s the destination asked for", re.After, after)
 	}
+	if !re.RateLimited {
+		t.Fatalf("Send answered by 429 = %v, want RateLimited set (connectors.RateLimit): waiting as the destination asked spends no attempt", err)
+	}
 	if msgs, _ := obs.Messages(t.Context(), 0); len(msgs) != 0 {
 		t.Errorf("destination holds %d messages after a 429, want 0", len(msgs))
 	}
@@ -637,6 +642,39 @@ func testSplit(t *testing.T, h Harness) {
 	}
 }
 
+// One grapheme longer than MaxText (a letter with thousands of combining
+// marks, as a model or a fetched page can write) arrives as several
+// messages that each fit: every rune once, in order.
+func testSplitLongGrapheme(t *testing.T, h Harness) {
+	if h.Features.MaxText <= 0 {
+		t.Skip("Features.MaxText is 0: every text is one message")
+	}
+	c, obs := newConnector(t, h)
+	const mark = "\u0301" // COMBINING ACUTE ACCENT
+	marks := (2*h.Features.MaxText + h.Features.MaxText/2) / h.length()(mark)
+	text := "Zalgo a" + strings.Repeat(mark, marks) + " end."
+	n := Notification(text)
+	rec, err := c.Send(t.Context(), n)
+	if err != nil {
+		t.Fatalf("Send(a letter with %d combining marks) = %v, want nil: every part must fit the limit", marks, err)
+	}
+	want := split(h, text)
+	if len(want) < 3 || rec.Parts != len(want) {
+		t.Fatalf("Receipt.Parts = %d, split into %d parts; want at least 3, all sent", rec.Parts, len(want))
+	}
+	msgs := messages(t, obs, len(want))
+	var got strings.Builder
+	for i, m := range msgs {
+		if l := h.length()(m.Text); l > h.Features.MaxText {
+			t.Errorf("message %d has length %d, want at most %d", i, l, h.Features.MaxText)
+		}
+		got.WriteString(m.Text)
+	}
+	if noSpace(got.String()) != noSpace(text) {
+		t.Fatalf("the messages in order hold %q, want %q (white space aside)", preview(got.String()), preview(text))
+	}
+}
+
 // A split text whose second part fails is resumed from that part: the
 // first part arrives once.
 func testSplitResumed(t *testing.T, h Harness) {
@@ -687,6 +725,9 @@ func testDestination(t *testing.T, h Harness) {
 		t.Fatalf("a notification without a destination went to %q too, want the connector's configured one", msgs[0].Destination)
 	}
 }
+
+// noSpace is s without its white space.
+func noSpace(s string) string { return strings.Join(strings.Fields(s), "") }
 
 // foldSpace replaces every run of white space with one space and trims the ends.
 func foldSpace(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -100,10 +100,13 @@ func (h *hook) classify(resp *http.Response) error {
 	case resp.StatusCode == http.StatusTooManyRequests:
 		secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
 		err := fmt.Errorf("hook: %s", resp.Status)
-		if h.broken == "ignores-retry-after" {
+		switch h.broken {
+		case "ignores-retry-after":
 			return err
+		case "rate-limit-spends-attempt":
+			return connectors.Retry(err, time.Duration(secs)*time.Second)
 		}
-		return connectors.Retry(err, time.Duration(secs)*time.Second)
+		return connectors.RateLimit(err, time.Duration(secs)*time.Second)
 	case resp.StatusCode >= 500:
 		if h.broken == "5xx-permanent" {
 			return connectors.Permanent(fmt.Errorf("hook: %s", resp.Status))
@@ -210,6 +213,7 @@ func TestSuiteCatchesDefects(t *testing.T) {
 		{"drops-urgency", "Urgency", `urgency "important" arrived as`},
 		{"truncates", "TextIntact", "white space folded"},
 		{"ignores-retry-after", "RateLimited", "want a *connectors.RetryableError"},
+		{"rate-limit-spends-attempt", "RateLimited", "want RateLimited set"},
 		{"4xx-retryable", "Unauthorized", "want a *connectors.PermanentError"},
 		{"4xx-retryable", "BadRequest", "want a *connectors.PermanentError"},
 		{"5xx-permanent", "Outage", "a permanent error; want a retryable one"},

@@ -164,7 +164,7 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 		}
 	}
 	parts := connectors.Split(text, MaxText-utf8.RuneCountInString(prefix), Length)
-	return connectors.SendParts(parts, n.SentParts, func(i int, part string) (string, error) {
+	return connectors.SendParts(ctx, parts, n.SentParts, func(i int, part string) (string, error) {
 		p := payload{
 			Content:         Escape(part),
 			Username:        c.username,
@@ -325,7 +325,7 @@ func (c *Connector) statusError(status int, h http.Header, body []byte, thread s
 		if scope == "" {
 			scope = "unknown"
 		}
-		return connectors.Retry(fmt.Errorf("%s answered 429: rate limited (global %t, scope %s); retry after %s", what, e.Global || h.Get("X-RateLimit-Global") == "true", scope, d), d)
+		return connectors.RateLimit(fmt.Errorf("%s answered 429: rate limited (global %t, scope %s); retry after %s", what, e.Global || h.Get("X-RateLimit-Global") == "true", scope, d), d)
 	}
 	hint := "Discord rejected the message"
 	switch {
@@ -434,7 +434,7 @@ func (c *Connector) waitBucket(ctx context.Context) error {
 		return nil
 	}
 	if dl, ok := ctx.Deadline(); wait > maxBucketWait || (ok && time.Until(dl) < wait) {
-		return connectors.Retry(fmt.Errorf("discord: webhook %s: its rate limit is used up for %s; not sent (Discord counts every 429 against this machine)", c.id, wait.Round(time.Millisecond)), wait)
+		return connectors.RateLimit(fmt.Errorf("discord: webhook %s: its rate limit is used up for %s; not sent (Discord counts every 429 against this machine)", c.id, wait.Round(time.Millisecond)), wait)
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()

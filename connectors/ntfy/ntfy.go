@@ -155,7 +155,7 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 		text += TruncatedMark
 	}
 	h := c.headers(n)
-	return connectors.SendParts(connectors.Split(text, MaxMessage, Bytes), n.SentParts, func(_ int, part string) (string, error) {
+	return connectors.SendParts(ctx, connectors.Split(text, MaxMessage, Bytes), n.SentParts, func(_ int, part string) (string, error) {
 		return c.publish(ctx, topic, where, h, part)
 	})
 }

@@ -128,7 +128,7 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 	}
 	prefix := c.prefix(n.Urgency)
 	parts := connectors.Split(text, MaxText-utf8.RuneCountInString(prefix), connectors.Runes)
-	return connectors.SendParts(parts, n.SentParts, func(i int, part string) (string, error) {
+	return connectors.SendParts(ctx, parts, n.SentParts, func(i int, part string) (string, error) {
 		body := Escape(part)
 		if i == 0 {
 			body = prefix + body
@@ -235,7 +235,7 @@ func (c *Connector) postMessage(ctx context.Context, channel, text string) (stri
 	fail := func(hint string) error { return fmt.Errorf("%s: %s: %s", what, code, hint) }
 	switch code {
 	case "ratelimited", "rate_limited":
-		return "", connectors.Retry(fail("rate limited (Slack takes about one message per second per channel)"), after)
+		return "", connectors.RateLimit(fail("rate limited (Slack takes about one message per second per channel)"), after)
 	case "internal_error", "fatal_error", "service_unavailable", "request_timeout", "team_added_to_org":
 		return "", connectors.Retry(fail("a fault at Slack; retrying"), after)
 	case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired", "no_permission", "not_allowed_token_type":

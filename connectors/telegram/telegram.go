@@ -158,7 +158,7 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 	}
 	parts := Parts(n)
 	s := &sending{c: c, n: n, route: r, fromTarget: fromTarget, silent: n.Urgency != "important", total: len(parts)}
-	rec, err := connectors.SendParts(parts, n.SentParts, func(i int, part string) (string, error) { return s.part(ctx, i, part) })
+	rec, err := connectors.SendParts(ctx, parts, n.SentParts, func(i int, part string) (string, error) { return s.part(ctx, i, part) })
 	rec.Notes = s.notes
 	return rec, err
 }

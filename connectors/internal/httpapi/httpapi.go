@@ -162,8 +162,12 @@ func Retryable(status int) bool {
 
 // Classify wraps err, the error of a reply with status, as what it means
 // for another attempt (see Retryable): a *connectors.RetryableError after
-// after (0: the dispatcher's backoff), else a *connectors.PermanentError.
+// after (0: the dispatcher's backoff), a rate limit (connectors.RateLimit)
+// for a 429 that names a wait, else a *connectors.PermanentError.
 func Classify(err error, status int, after time.Duration) error {
+	if status == http.StatusTooManyRequests {
+		return connectors.RateLimit(err, after)
+	}
 	if Retryable(status) {
 		return connectors.Retry(err, after)
 	}
