@@ -34,14 +34,17 @@ func newSlowModel() *slowModel {
 
 func (m *slowModel) Complete(ctx context.Context, req model.Request) (model.Reply, error) {
 	name := req.Meta["name"]
-	m.started <- name
 	if name != "slow" {
+		m.started <- name
 		return model.Reply{Text: "ok", Model: "slow-model"}, nil
 	}
+	// Counted before it is reported: a test that unblocks the runs as soon
+	// as the second one started must find both counted.
 	m.mu.Lock()
 	m.now++
 	m.most = max(m.most, m.now)
 	m.mu.Unlock()
+	m.started <- name
 	defer func() {
 		m.mu.Lock()
 		m.now--
