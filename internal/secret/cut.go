@@ -8,9 +8,10 @@ import (
 )
 
 // Cut returns s with secrets cut out (Redact) and then cut to at most max
-// bytes (max < 0: no limit) at a character boundary, and whether anything
-// of s was left out. more says s is only the start of a longer text (a
-// reader stopped at a cap): its end is a cut too.
+// bytes (max < 0: no limit) at a character boundary, and the length of s
+// redacted: kept is shorter than whole when Cut cut. more says s is only
+// the start of a longer text (a reader stopped at a cap): its end is a
+// cut too.
 //
 // Where it cuts, it also drops a trailing incomplete character and the
 // first bytes of a secret, in any form Redact knows, that end the kept
@@ -18,9 +19,9 @@ import (
 // bytes survives the cut. A reader with a cap should read Margin(secrets)
 // bytes past it before calling Cut, so a secret across the cap is seen
 // whole and replaced, not dropped.
-func Cut(s string, max int, more bool, secrets []string) (string, bool) {
+func Cut(s string, max int, more bool, secrets []string) (kept string, whole int) {
 	s = Redact(s, secrets)
-	cut := more
+	whole, cut := len(s), more
 	if max >= 0 && len(s) > max {
 		n := max
 		for n > 0 && !utf8.RuneStart(s[n]) {
@@ -31,7 +32,7 @@ func Cut(s string, max int, more bool, secrets []string) (string, bool) {
 	if cut {
 		s = trimEnd(s, secrets)
 	}
-	return s, cut
+	return s, whole
 }
 
 // trimEnd drops from the end of s, a text cut short, an incomplete
