@@ -335,3 +335,19 @@ func TestExecCutLeavesNoPartOfASecret(t *testing.T) {
 		}
 	}
 }
+
+// An env value of secret.Min bytes is a secret: cut out of the output.
+func TestExecCutsShortSecrets(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "pw"), []byte("the password is hunter2, and Bearer short-1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := execTool(t, builtin.ExecConfig{
+		Allow: [][]string{{"cat"}}, Env: map[string]string{"PW": "hunter2", "AUTH": "Bearer short-1"}, Path: "/usr/bin:/bin", Cwd: dir,
+	})
+	c := execCall(t, reg, "cat", "pw")
+	if want := "exit code 0; output:\nthe password is [redacted], and [redacted]"; c.Result != want {
+		t.Errorf("exec(cat pw) = %q, want %q", c.Result, want)
+	}
+}
