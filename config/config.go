@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,6 +23,7 @@ import (
 	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/internal/yamlstrict"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/script"
@@ -119,14 +121,13 @@ func (f *File) Dir() string {
 	return filepath.Dir(f.path)
 }
 
-// Secrets returns the values the file took from the environment (its
-// ${VAR} references) of at least MinSecret bytes: the API keys and tokens
-// that must not show in what agentwork records, such as tool calls.
+// Secrets returns the values that must not show in what agentwork
+// records, sends or hands the model (tool results, notifications,
+// events): every value the file took from the environment (its ${VAR}
+// references), and the value of every field that is a secret however it
+// was written (see secretFields), each split by secret.Words (so of
+// secret.Min bytes or more).
 func (f *File) Secrets() []string { return slices.Clone(f.secrets) }
-
-// MinSecret is the shortest value Secrets returns: a shorter one would cut
-// words out of every record and guards little.
-const MinSecret = 8
 
 // Resolve returns p relative to the config file's directory (absolute p as is).
 func (f *File) Resolve(p string) string {
@@ -257,6 +258,7 @@ func Parse(name string, raw []byte, lookup func(string) (string, bool), types co
 	if err != nil {
 		return nil, err
 	}
+	secrets = secretFields(&root, secrets)
 	// The connectors section is decoded by the connector types, the rest
 	// here. Unknown keys are found on the original text (Node.Decode does
 	// not report them); values are decoded from the expanded tree.
@@ -428,8 +430,8 @@ func inFile(name string, err error) error {
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// expandEnv replaces ${VAR} in every scalar and returns the values of at
-// least MinSecret bytes it put in. A reference to an unset variable is an
+// expandEnv replaces ${VAR} in every scalar and returns the values it put
+// in, split by secret.Words. A reference to an unset variable is an
 // error naming the line: a secret must never silently be "".
 func expandEnv(name string, n *yaml.Node, lookup func(string) (string, bool)) ([]string, error) {
 	var errs []error
@@ -443,9 +445,7 @@ func expandEnv(name string, n *yaml.Node, lookup func(string) (string, bool)) ([
 				if !ok {
 					errs = append(errs, &Error{File: name, Line: n.Line, Msg: fmt.Sprintf("environment variable %s is not set (referenced as ${%s})", v, v)})
 				}
-				if len(strings.TrimSpace(val)) >= MinSecret && !slices.Contains(values, val) {
-					values = append(values, val)
-				}
+				values = addWords(values, val)
 				return val
 			})
 			if n.Tag == "!!null" || n.Tag == "" {
@@ -458,6 +458,70 @@ func expandEnv(name string, n *yaml.Node, lookup func(string) (string, bool)) ([
 	}
 	walk(n)
 	return values, errors.Join(errs...)
+}
+
+// addWords adds the parts of v to cut (secret.Words) to values, once each.
+func addWords(values []string, v string) []string {
+	for _, w := range secret.Words(v) {
+		if !slices.Contains(values, w) {
+			values = append(values, w)
+		}
+	}
+	return values
+}
+
+// Secret fields, by key, wherever they are in the file (the connectors
+// section included, which the connector types decode): the config knows
+// a secret by its field's name, whatever the section.
+var (
+	// secretKeys hold a secret.
+	secretKeys = []string{"api_key", "admin_token", "bot_token", "token", "password", "secret", "webhook_url"}
+	// secretLists hold a list of secrets (strings; a list of objects has
+	// its own secret keys).
+	secretLists = []string{"secrets", "tokens"}
+	// credentialMaps are maps (HTTP headers, environment variables) whose
+	// entries are secrets when their name says so (credentialName).
+	credentialMaps = []string{"headers", "env"}
+	credentialName = regexp.MustCompile(`(?i)auth|key|token|secret|passw|cookie|credential|session`)
+)
+
+// secretFields adds to values the values of the secret fields of the
+// (expanded) tree n, and the password of every url with one: secrets
+// written in the file as they are, not only as ${VAR} references.
+func secretFields(n *yaml.Node, values []string) []string {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i].Value, n.Content[i+1]
+			switch {
+			case v.Kind == yaml.ScalarNode && slices.Contains(secretKeys, k):
+				values = addWords(values, v.Value)
+			case v.Kind == yaml.ScalarNode && (k == "url" || k == "base_url"):
+				for _, s := range strings.Split(v.Value, ",") {
+					if u, err := url.Parse(strings.TrimSpace(s)); err == nil {
+						if pw, ok := u.User.Password(); ok {
+							values = addWords(values, pw)
+						}
+					}
+				}
+			case v.Kind == yaml.SequenceNode && slices.Contains(secretLists, k):
+				for _, e := range v.Content {
+					if e.Kind == yaml.ScalarNode {
+						values = addWords(values, e.Value)
+					}
+				}
+			case v.Kind == yaml.MappingNode && slices.Contains(credentialMaps, k):
+				for j := 0; j+1 < len(v.Content); j += 2 {
+					if e := v.Content[j+1]; e.Kind == yaml.ScalarNode && credentialName.MatchString(v.Content[j].Value) {
+						values = addWords(values, e.Value)
+					}
+				}
+			}
+		}
+	}
+	for _, c := range n.Content {
+		values = secretFields(c, values)
+	}
+	return values
 }
 
 // DefaultConnector is the connector of a file without a connectors

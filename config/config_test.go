@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -259,5 +260,61 @@ func TestLoadClientNeedsNoServerSecrets(t *testing.T) {
 	}
 	if _, err := config.LoadClient(bad); err == nil || !strings.Contains(err.Error(), "bad.yaml:2") {
 		t.Errorf("LoadClient(unknown bus key) = %v, want an error at bad.yaml:2", err)
+	}
+}
+
+// Secrets holds the value of every field that is a secret, whether the
+// file took it from the environment or wrote it as is, and each ${VAR}
+// value of secret.Min bytes or more; not the values of other fields.
+func TestSecretsIncludeLiteralSecretFields(t *testing.T) {
+	t.Parallel()
+	const yaml = `
+bus:
+  url: nats://agent:nats-pass-literal@nats.example:4222
+  user: agent
+  password: bus-pass-literal
+model:
+  provider: openai
+  model: gpt-4o-mini
+  api_key: sk-literal-0123456789
+  headers: {X-Api-Key: model-header-literal, OpenAI-Organization: org-not-a-secret}
+models:
+  small: {provider: openai, model: gpt-4o-mini, api_key: "${SMALL_KEY}"}
+http:
+  admin_token: admin-token-literal-0123
+webhook:
+  tokens:
+    - {name: ci, token: webhook-token-literal-0123}
+  secrets:
+    - {name: gh, secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw}
+tools:
+  exec:
+    allow: [[df, -h]]
+    env: {LANG: C.UTF-8, DEPLOY_TOKEN: exec-token-literal}
+  http_fetch:
+    allow:
+      - prefix: https://api.example.com/
+        headers: {Authorization: Bearer fetch-token-literal, Accept: application/json}
+connectors:
+  alerts: {type: nats, subject: ops.alerts}
+`
+	f, err := config.Parse("agentwork.yaml", []byte(yaml), env(map[string]string{"SMALL_KEY": "hunter2"}), types)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.Secrets()
+	for _, want := range []string{
+		"hunter2", "nats-pass-literal", "bus-pass-literal", "sk-literal-0123456789", "model-header-literal",
+		"admin-token-literal-0123", "webhook-token-literal-0123", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		"exec-token-literal", "Bearer fetch-token-literal", "fetch-token-literal",
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("Secrets() = %q, want it to hold %q", got, want)
+		}
+	}
+	for _, not := range []string{"org-not-a-secret", "C.UTF-8", "application/json", "gpt-4o-mini", "ops.alerts", "agent", "Bearer"} {
+		if slices.Contains(got, not) {
+			t.Errorf("Secrets() = %q, want no %q (not a secret field)", got, not)
+		}
 	}
 }

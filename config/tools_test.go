@@ -55,8 +55,8 @@ mcp:
 	if got := f.Tasks["report"].Tools; !slices.Equal(got, []string{"search__*", "notify_user"}) {
 		t.Errorf("tasks.report.tools = %v", got)
 	}
-	if got := f.Secrets(); !slices.Equal(got, []string{"fs-token-0123456789"}) {
-		t.Errorf("Secrets() = %v, want the env value of 8 bytes or more", got)
+	if got := f.Secrets(); !slices.Equal(got, []string{"fs-token-0123456789", "Bearer short"}) {
+		t.Errorf("Secrets() = %v, want the env value of secret.Min bytes or more and the Authorization header (not its token alone: too short)", got)
 	}
 
 	for _, tt := range []struct {
@@ -172,8 +172,8 @@ tools:
 	if n := f.Tools.HTTPFetch.MaxRedirects; n == nil || *n != 0 {
 		t.Errorf("tools.http_fetch.max_redirects = %v, want 0 kept apart from unset", n)
 	}
-	if got := f.Secrets(); !slices.Equal(got, []string{"ghp_0123456789abcdef"}) {
-		t.Errorf("Secrets() = %v, want the header's token", got)
+	if got := f.Secrets(); !slices.Equal(got, []string{"ghp_0123456789abcdef", "Bearer ghp_0123456789abcdef"}) {
+		t.Errorf("Secrets() = %v, want the header's token and the header's value", got)
 	}
 
 	for _, tt := range []struct {

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/model"
@@ -185,7 +184,8 @@ func WithJournal(j Journal) LoopOption { return func(o *loopOptions) { o.journal
 // tokens) out of every tool result and tool error, in every form
 // secret.Redact knows, before the model reads it or the Loop keeps it: a
 // tool that reads a secret (a process's environment, a server that echoes
-// its token) hands the model [redacted].
+// its token) hands the model [redacted]. Each tool gets them in its
+// context too (secret.FromContext), for its own cut.
 func WithSecrets(secrets ...string) LoopOption {
 	return func(o *loopOptions) { o.secrets = append(o.secrets, secrets...) }
 }
@@ -350,7 +350,10 @@ func (l *loop) call(ctx context.Context, tc model.ToolCall, resumed bool) Call {
 			ArgumentsBytes: len(tc.Arguments), ResultBytes: len(interruptedText),
 		}
 	}
-	return l.reg.Call(ctx, tc.ID, tc.Name, tc.Arguments)
+	// The tool gets the secrets too: one that cuts its output to a cap
+	// cuts them out first (secret.Cut), or the cut could leave a part of
+	// one that the Loop's redaction would not find.
+	return l.reg.Call(secret.NewContext(ctx, l.secrets...), tc.ID, tc.Name, tc.Arguments)
 }
 
 // interruptedText is what the model reads of a call that was running when
@@ -504,19 +507,18 @@ func (c Call) redact(secrets []string) Call {
 
 // Record returns c as a run's record keeps it: its arguments, result and
 // error with each of secrets cut out (in every form secret.Redact knows),
-// then each cut to at most max bytes, with a note that says how long it
-// was. The sizes stay those of the whole call. max <= 0 keeps them whole.
+// then each cut to at most max bytes (secret.Cut: no part of a secret is
+// left at the cut), with a note that says how long it was. The sizes stay those of the whole call. max <= 0 keeps them whole.
 func (c Call) Record(max int, secrets []string) Call {
+	if max <= 0 {
+		max = -1
+	}
 	keep := func(s string) string {
-		s = secret.Redact(s, secrets)
-		if max <= 0 || len(s) <= max {
-			return s
+		kept, whole := secret.Cut(s, max, false, secrets)
+		if len(kept) == whole {
+			return kept
 		}
-		n := max
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		return s[:n] + fmt.Sprintf("…[cut: %d bytes]", len(s))
+		return kept + fmt.Sprintf("…[cut: %d bytes]", whole)
 	}
 	c.Arguments, c.Result, c.Error = keep(c.Arguments), keep(c.Result), keep(c.Error)
 	return c

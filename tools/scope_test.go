@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/tools"
 )
@@ -260,3 +261,20 @@ func TestCallRecord(t *testing.T) {
 }
 
 func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+// A record's cut leaves no part of a secret at any offset: it cuts the
+// whole redacted text (secret.Cut).
+func TestCallRecordCutLeavesNoPartOfASecret(t *testing.T) {
+	t.Parallel()
+	const key = "sk-live-0123456789abcdef"
+	for off := 64 - len(key); off <= 64; off++ {
+		c := tools.Call{Name: "x", Result: strings.Repeat("x", off) + key + strings.Repeat("y", 100)}
+		got := c.Record(64, []string{key}).Result
+		for i := 0; i+secret.Min <= len(key); i++ {
+			if w := key[i : i+secret.Min]; strings.Contains(got, w) {
+				t.Errorf("Record(the secret at %d) = %q: holds %q of it", off, got, w)
+				break
+			}
+		}
+	}
+}

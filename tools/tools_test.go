@@ -3,9 +3,11 @@ package tools_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/tools"
 )
@@ -163,5 +165,29 @@ func TestLoopBoundsTheCallsOfOneReply(t *testing.T) {
 	msgs := p.seen[1].Messages
 	if asst := msgs[len(msgs)-(n+2)]; asst.Role != model.RoleAssistant || len(asst.ToolCalls) != n+1 {
 		t.Errorf("the conversation's reply = %+v, want its first %d calls only", asst, n+1)
+	}
+}
+
+// The Loop hands its secrets (WithSecrets) to every tool it calls in the
+// context (secret.FromContext), so a tool that cuts its output to a cap
+// cuts them out first and leaves no part of one at the cut.
+func TestLoopHandsItsSecretsToTheTools(t *testing.T) {
+	t.Parallel()
+	const key = "cfg-key-fedcba9876543210"
+	var seen []string
+	peek := tools.Func("peek", "look", func(ctx context.Context, _ struct{}) (string, error) {
+		seen = secret.FromContext(ctx)
+		return "seen", nil
+	})
+	reg, err := tools.NewRegistry(peek)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &scripted{replies: []model.Reply{{ToolCalls: []model.ToolCall{{ID: "a", Name: "peek", Arguments: `{}`}}}}}
+	if _, err := tools.Loop(t.Context(), p, reg, model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "go"}}}, tools.Limits{MaxSteps: 4}, tools.WithSecrets(key)); err != nil {
+		t.Fatalf("Loop: %v", err)
+	}
+	if !slices.Equal(seen, []string{key}) {
+		t.Errorf("the tool's secret.FromContext = %q, want the Loop's secrets", seen)
 	}
 }

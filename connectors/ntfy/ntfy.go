@@ -106,7 +106,7 @@ func New(opts Options) (*Connector, error) {
 		tags:  opts.Tags,
 	}
 	secrets := []string{opts.Token, opts.Password}
-	if len(opts.Topic) >= 6 {
+	if len(opts.Topic) >= secret.Min {
 		// A shorter topic is no secret anyone relies on, and redacting it
 		// would mangle words in the server's messages.
 		secrets = append(secrets, opts.Topic)

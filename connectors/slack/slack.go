@@ -28,6 +28,7 @@ import (
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/internal/httpapi"
 	"github.com/agentwork/agentwork/internal/retryafter"
+	"github.com/agentwork/agentwork/internal/secret"
 )
 
 // MaxText is the longest text, in characters (Unicode code points) as the
@@ -82,7 +83,7 @@ func New(c Config, o Options) (*Connector, error) {
 		// The URL, its path and its last segment (the key) are secret.
 		segs := strings.Split(strings.Trim(u.Path, "/"), "/")
 		secrets = []string{c.WebhookURL, u.Path, u.EscapedPath()}
-		if key := segs[len(segs)-1]; len(key) >= 6 {
+		if key := segs[len(segs)-1]; len(key) >= secret.Min {
 			secrets = append(secrets, key)
 		}
 	} else {

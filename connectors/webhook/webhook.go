@@ -48,6 +48,7 @@ import (
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/internal/httpapi"
 	"github.com/agentwork/agentwork/internal/retryafter"
+	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/internal/stdwebhook"
 )
 
@@ -101,10 +102,6 @@ type Connector struct {
 	now     func() time.Time
 }
 
-// minHeaderSecret is the shortest word of a header value kept out of
-// errors on its own ("Bearer" and "Basic" are words too, but no secret).
-const minHeaderSecret = 8
-
 var _ connectors.Connector = (*Connector)(nil)
 
 // New returns a Connector named name (the source of its events). It does
@@ -134,14 +131,9 @@ func New(name string, opts Options) (*Connector, error) {
 	}
 	for k, v := range opts.Headers {
 		c.headers.Set(k, v)
-		// The whole value, and each word of it: a receiver that quotes
-		// the credential after "Bearer " must not put it in an error.
-		secrets = append(secrets, v)
-		for _, f := range strings.Fields(v) {
-			if len(f) >= minHeaderSecret {
-				secrets = append(secrets, f)
-			}
-		}
+		// The whole value, and the credential after "Bearer " alone: a
+		// receiver that quotes it must not put it in an error.
+		secrets = append(secrets, secret.Words(v)...)
 	}
 	c.dialer = &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	if !opts.AllowPrivate {
@@ -155,11 +147,11 @@ func New(name string, opts Options) (*Connector, error) {
 }
 
 // longEnough drops the parts of secrets too short to redact without
-// redacting ordinary words ("/", "a").
+// redacting ordinary words ("/", "a"): shorter than secret.Min.
 func longEnough(ss []string) []string {
 	var out []string
 	for _, s := range ss {
-		if len(s) >= 4 && s != "/" {
+		if len(s) >= secret.Min {
 			out = append(out, s)
 		}
 	}

@@ -319,6 +319,22 @@ func TestBearerTokenRedacted(t *testing.T) {
 	}
 }
 
+// A credential of secret.Min bytes is a secret too: quoted without its
+// scheme, it is redacted.
+func TestShortBearerTokenRedacted(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		http.Error(w, `{"error":"token `+tok+` is expired"}`, http.StatusUnauthorized)
+	}))
+	t.Cleanup(srv.Close)
+	c := newConnector(t, webhook.Options{URL: srv.URL + "/hook", Headers: map[string]string{"Authorization": "Bearer hunter2"}})
+	_, err := c.Send(t.Context(), connectortest.Notification("x"))
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("Send = %v, want the quoted bearer token redacted", err)
+	}
+}
+
 // A receiver that is down is retryable, and the error names scheme and
 // host alone.
 func TestConnectionRefused(t *testing.T) {

@@ -3,8 +3,8 @@ package builtin
 import (
 	"errors"
 	"fmt"
-	"strings"
 
+	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/tools"
 )
 
@@ -93,24 +93,13 @@ func New(c Config) ([]tools.Spec, error) {
 	return specs, nil
 }
 
-// minSecret is the shortest header or env value, or word of one, the tools
-// cut out of what they return: a shorter one would cut words out of every
-// result and guards little.
-const minSecret = 8
-
-// secretsOf returns the values of m, and their words ("Bearer <token>"),
-// of at least minSecret bytes.
+// secretsOf returns the parts of the values of m to cut out of what the
+// tools return (secret.Words: each value, and the token of "Bearer
+// <token>", of secret.Min bytes or more).
 func secretsOf(m map[string]string) []string {
 	var out []string
 	for _, v := range m {
-		if v = strings.TrimSpace(v); len(v) >= minSecret {
-			out = append(out, v)
-		}
-		for _, w := range strings.Fields(v) {
-			if len(w) >= minSecret && w != v {
-				out = append(out, w)
-			}
-		}
+		out = append(out, secret.Words(v)...)
 	}
 	return out
 }

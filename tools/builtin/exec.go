@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/tools"
@@ -303,14 +302,17 @@ func (e *executor) allowed(argv []string) bool {
 }
 
 func (e *executor) call(ctx context.Context, a ExecArgs) (string, error) {
-	out, err := e.exec(ctx, a.Argv)
+	// Its own and the config's (the tool loop's): both are cut out before
+	// the output is cut to max_output.
+	secrets := append(slices.Clip(e.secrets), secret.FromContext(ctx)...)
+	out, err := e.exec(ctx, a.Argv, secrets)
 	if err != nil {
-		return "", redacted{err, e.secrets}
+		return "", redacted{err, secrets}
 	}
-	return secret.Redact(out, e.secrets), nil
+	return secret.Redact(out, secrets), nil
 }
 
-func (e *executor) exec(ctx context.Context, argv []string) (string, error) {
+func (e *executor) exec(ctx context.Context, argv, secrets []string) (string, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return "", refusal(errors.New("argv is empty: want the program and its arguments, e.g. [\"df\", \"-h\"]; nothing ran"))
 	}
@@ -331,11 +333,13 @@ func (e *executor) exec(ctx context.Context, argv []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	res, err := run(ctx, prog, argv, e.env, e.cfg.Cwd, e.cfg.Timeout, e.cfg.MaxOutput)
+	// Read past the cap by the longest form of a secret, so one across
+	// the cap is seen whole and cut out before the output is cut.
+	res, err := run(ctx, prog, argv, e.env, e.cfg.Cwd, e.cfg.Timeout, e.cfg.MaxOutput+secret.Margin(secrets))
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", argv[0], err)
 	}
-	text := res.text()
+	text := res.text(e.cfg.MaxOutput, secrets)
 	switch {
 	case res.timedOut:
 		return "", timeout(fmt.Errorf("%s did not finish within %s (tools.exec.timeout), so it was killed with every process it started; %s",
@@ -369,24 +373,23 @@ func (e *executor) lookPath(name string) (string, error) {
 
 // result is how a command ended and what it wrote.
 type result struct {
-	out      []byte // the first max_output bytes
+	out      []byte // the first bytes, max_output and a margin
 	total    int64  // bytes written in all
 	code     int
 	signal   string
 	timedOut bool
 }
 
-// text is the output as the model gets it.
-func (r result) text() string {
+// text is the output as the model gets it: secrets cut out, then cut to
+// max bytes (secret.Cut: no part of a secret is left at the cut).
+func (r result) text(max int, secrets []string) string {
 	if r.total == 0 {
 		return "no output"
 	}
-	out := r.out
-	if i := lastStart(out); len(out) > 0 && !utf8.FullRune(out[i:]) && r.total > int64(len(out)) {
-		out = out[:i]
-	}
-	s := "output:\n" + strings.ToValidUTF8(string(out), "\uFFFD")
-	if r.total > int64(len(r.out)) {
+	more := r.total > int64(len(r.out))
+	out, whole := secret.Cut(string(r.out), max, more, secrets)
+	s := "output:\n" + strings.ToValidUTF8(out, "\uFFFD")
+	if more || len(out) < whole {
 		s += fmt.Sprintf("\n[output cut: the first %d of %d bytes shown (tools.exec.max_output)]", len(out), r.total)
 	}
 	return s

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/builtin"
 )
@@ -290,5 +291,63 @@ func TestExecConfigRefusesRunners(t *testing.T) {
 		if err := (builtin.ExecConfig{Allow: [][]string{argv}}).Validate(); err != nil {
 			t.Errorf("Validate(allow %q) = %v, want ok", argv, err)
 		}
+	}
+}
+
+// partOf returns the first run of secret.Min bytes of key that s holds,
+// or "".
+func partOf(s, key string) string {
+	for i := 0; i+secret.Min <= len(key); i++ {
+		if w := key[i : i+secret.Min]; strings.Contains(s, w) {
+			return w
+		}
+	}
+	return ""
+}
+
+// A secret across max_output, the tool's own (env) or the config's (the
+// ones the tool loop hands its tools), at every offset: no part of it of
+// secret.Min bytes is left at the cut.
+func TestExecCutLeavesNoPartOfASecret(t *testing.T) {
+	t.Parallel()
+	const own, config = "own-key-0123456789abcdef", "cfg-key-fedcba9876543210"
+	dir := t.TempDir()
+	reg := execTool(t, builtin.ExecConfig{
+		Allow: [][]string{{"cat"}}, Env: map[string]string{"API_KEY": own},
+		Path: "/usr/bin:/bin", Cwd: dir, MaxOutput: 1024,
+	})
+	ctx := secret.NewContext(t.Context(), config)
+	for _, key := range []string{own, config} {
+		for off := 1024 - len(key); off <= 1024; off++ {
+			name := fmt.Sprintf("%s-%d", key[:3], off)
+			text := strings.Repeat("x", off) + key + strings.Repeat("y", 100)
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(map[string][]string{"argv": {"cat", name}})
+			c := reg.Call(ctx, "1", builtin.ExecName, string(b))
+			if c.Outcome != tools.OutcomeOK || !strings.Contains(c.Result, "[output cut: ") {
+				t.Fatalf("exec(cat %s) = %+v, want ok and cut", name, c)
+			}
+			if w := partOf(c.Result, key); w != "" {
+				t.Errorf("exec(cat, %s at %d) = %q, keeps %q of it", key[:3], off, c.Result[off-10:], w)
+			}
+		}
+	}
+}
+
+// An env value of secret.Min bytes is a secret: cut out of the output.
+func TestExecCutsShortSecrets(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "pw"), []byte("the password is hunter2, and Bearer short-1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := execTool(t, builtin.ExecConfig{
+		Allow: [][]string{{"cat"}}, Env: map[string]string{"PW": "hunter2", "AUTH": "Bearer short-1"}, Path: "/usr/bin:/bin", Cwd: dir,
+	})
+	c := execCall(t, reg, "cat", "pw")
+	if want := "exit code 0; output:\nthe password is [redacted], and [redacted]"; c.Result != want {
+		t.Errorf("exec(cat pw) = %q, want %q", c.Result, want)
 	}
 }

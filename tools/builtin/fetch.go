@@ -382,15 +382,18 @@ func (f *fetcher) match(raw, method string) (*url.URL, *rule, error) {
 // call is one http_fetch call: each hop is checked against the
 // allow-list, then connected to through its rule's address guard.
 func (f *fetcher) call(ctx context.Context, a FetchArgs) (string, error) {
-	out, err := f.fetch(ctx, a)
+	// Its own and the config's (the tool loop's): both are cut out before
+	// the body is cut to max_bytes.
+	secrets := append(slices.Clip(f.secrets), secret.FromContext(ctx)...)
+	out, err := f.fetch(ctx, a, secrets)
 	if err != nil {
 		// The error may quote a response or a server's words.
-		return "", redacted{err, f.secrets}
+		return "", redacted{err, secrets}
 	}
-	return secret.Redact(out, f.secrets), nil
+	return secret.Redact(out, secrets), nil
 }
 
-func (f *fetcher) fetch(ctx context.Context, a FetchArgs) (string, error) {
+func (f *fetcher) fetch(ctx context.Context, a FetchArgs, secrets []string) (string, error) {
 	method := strings.ToUpper(a.Method)
 	switch method {
 	case "":
@@ -439,7 +442,7 @@ func (f *fetcher) fetch(ctx context.Context, a FetchArgs) (string, error) {
 		}
 		loc := resp.Header.Get("Location")
 		if !isRedirect(resp.StatusCode) || loc == "" {
-			out, err := f.result(resp, method, u, hop)
+			out, err := f.result(resp, method, u, hop, secrets)
 			return out, timedOut(method, u, err)
 		}
 		_ = resp.Body.Close()
@@ -530,8 +533,10 @@ func (c closer) Close() error {
 var shownHeaders = []string{"Content-Type", "Content-Length", "Last-Modified", "Retry-After"}
 
 // result reads resp (up to max_bytes of its body) into the text the
-// model gets. A status of 400 or more is an error with the same text.
-func (f *fetcher) result(resp *http.Response, method string, u *url.URL, redirects int) (string, error) {
+// model gets, with secrets cut out of the body before it is cut (a cut
+// leaves no part of one). A status of 400 or more is an error with the
+// same text.
+func (f *fetcher) result(resp *http.Response, method string, u *url.URL, redirects int, secrets []string) (string, error) {
 	defer resp.Body.Close()
 	var b strings.Builder
 	fmt.Fprintf(&b, "HTTP %s\n", resp.Status)
@@ -544,18 +549,19 @@ func (f *fetcher) result(resp *http.Response, method string, u *url.URL, redirec
 		}
 	}
 	if method != http.MethodHead {
-		max := f.cfg.MaxBytes
-		data, err := io.ReadAll(io.LimitReader(resp.Body, int64(max)+1))
+		// Read past max_bytes by the longest form of a secret, so one
+		// across the cap is seen whole and cut out before the body is cut.
+		max, margin := f.cfg.MaxBytes, secret.Margin(secrets)
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, int64(max+margin)+1))
 		if err != nil {
 			return "", fmt.Errorf("%s %s: HTTP %s, then reading the body: %w", method, u, resp.Status, err)
 		}
-		cut := len(data) > max
-		if cut {
-			data = data[:max]
-			if i := lastStart(data); !utf8.FullRune(data[i:]) {
-				data = data[:i]
-			}
+		more := len(raw) > max+margin
+		if more {
+			raw = raw[:max+margin]
 		}
+		kept, whole := secret.Cut(string(raw), max, more, secrets)
+		data, cut := []byte(kept), more || len(kept) < whole
 		switch {
 		case len(data) == 0:
 			b.WriteString("\n(empty body)")
@@ -573,16 +579,6 @@ func (f *fetcher) result(resp *http.Response, method string, u *url.URL, redirec
 		return "", errors.New(b.String())
 	}
 	return b.String(), nil
-}
-
-// lastStart is the index of the start of the last (maybe partial) UTF-8
-// character of data.
-func lastStart(data []byte) int {
-	i := len(data) - 1
-	for i > 0 && !utf8.RuneStart(data[i]) {
-		i--
-	}
-	return i
 }
 
 // sizeOf says how big a body was: its length, or more than what was read.

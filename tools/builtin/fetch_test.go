@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/internal/netguard/netguardtest"
+	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/builtin"
 )
@@ -349,5 +350,36 @@ func TestFetchConfig(t *testing.T) {
 	}
 	if err := (builtin.FetchConfig{Allow: []builtin.FetchRule{{Prefix: "https://api.example.com/v1/", Methods: []string{"GET", "post"}}}}).Validate(); err != nil {
 		t.Errorf("Validate(good) = %v", err)
+	}
+}
+
+// A secret across max_bytes, the entry's own (a header) or the config's
+// (the ones the tool loop hands its tools), at every offset: no part of it
+// of secret.Min bytes is left at the cut.
+func TestFetchCutLeavesNoPartOfASecret(t *testing.T) {
+	t.Parallel()
+	const own, config = "own-key-0123456789abcdef", "cfg-key-fedcba9876543210"
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		var off int
+		key, _ := strings.CutPrefix(r.URL.Path, "/")
+		key, offs, _ := strings.Cut(key, "/")
+		_, _ = fmt.Sscan(offs, &off)
+		_, _ = io.WriteString(w, strings.Repeat("x", off)+key+strings.Repeat("y", 100))
+	})
+	reg := fetchTool(t, builtin.FetchConfig{MaxBytes: 1024, Allow: []builtin.FetchRule{{
+		Prefix: srv.URL + "/", AllowLoopback: true, Headers: map[string]string{"X-Api-Key": own},
+	}}}, nil)
+	ctx := secret.NewContext(t.Context(), config)
+	for _, key := range []string{own, config} {
+		for off := 1024 - len(key); off <= 1024; off++ {
+			c := reg.Call(ctx, "1", builtin.FetchName, getArgs(fmt.Sprintf("%s/%s/%d", srv.URL, key, off)))
+			if c.Outcome != tools.OutcomeOK || !strings.Contains(c.Result, "[body cut: ") {
+				t.Fatalf("http_fetch(%s at %d) = %+v, want ok and cut", key[:3], off, c)
+			}
+			body, _, _ := strings.Cut(c.Result, "\n[body cut: ")
+			if w := partOf(body, key); w != "" {
+				t.Errorf("http_fetch(%s at %d) = %q, keeps %q of it", key[:3], off, c.Result[len(c.Result)-150:], w)
+			}
+		}
 	}
 }

@@ -291,34 +291,22 @@ func checkURL(s string) error {
 }
 
 // secrets returns the values c says are secret: env and header values and
-// the URL's query values, those of at least minSecret bytes (a shorter
-// one would cut words out of every message and guards little).
+// the URL's query values, split by secret.Words (each value, and the token
+// of "Bearer <token>", of secret.Min bytes or more).
 func (c ServerConfig) secrets() []string {
 	var out []string
-	add := func(v string) {
-		if v = strings.TrimSpace(v); len(v) >= minSecret {
-			out = append(out, v)
-		}
-	}
 	for _, v := range c.Env {
-		add(v)
+		out = append(out, secret.Words(v)...)
 	}
 	for _, v := range c.Headers {
-		add(v)
-		// "Bearer xyz": the token alone may be quoted too.
-		if _, tok, ok := strings.Cut(v, " "); ok {
-			add(tok)
-		}
+		out = append(out, secret.Words(v)...)
 	}
 	if u, err := url.Parse(c.URL); err == nil {
 		for _, vs := range u.Query() {
 			for _, v := range vs {
-				add(v)
+				out = append(out, secret.Words(v)...)
 			}
 		}
 	}
 	return out
 }
-
-// minSecret is the shortest value secrets redacts.
-const minSecret = 6

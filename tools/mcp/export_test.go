@@ -12,7 +12,7 @@ func Environ(base []string, extra map[string]string) []string { return environ(b
 
 func Render(res *sdk.CallToolResult) string { return render(res) }
 
-func CapOutput(s string, max int) string { return capOutput(s, max, "max_output") }
+func CapOutput(s string, max int) string { return capOutput(s, max, "max_output", nil) }
 
 func InputSchema(v any) (string, error) {
 	b, err := inputSchema(v)

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/agentwork/agentwork/internal/secret"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -82,19 +82,19 @@ func sameJSON(b []byte, texts []string) bool {
 	return false
 }
 
-// capOutput returns s cut to max bytes, note included, at a character
-// boundary, with a note that says it was cut and by which setting.
-func capOutput(s string, max int, setting string) string {
-	if len(s) <= max {
-		return s
+// capOutput returns s with secrets cut out, then cut to max bytes, note
+// included, at a character boundary, with a note that says it was cut and
+// by which setting. The cut leaves no part of a secret (secret.Cut).
+func capOutput(s string, max int, setting string, secrets []string) string {
+	kept, whole := secret.Cut(s, max, false, secrets)
+	if len(kept) == whole {
+		return kept
 	}
-	note := fmt.Sprintf("\n[output cut: the first %%d of %d bytes shown (%s)]", len(s), setting)
+	note := fmt.Sprintf("\n[output cut: the first %%d of %d bytes shown (%s)]", whole, setting)
 	keep := max - len(fmt.Sprintf(note, max))
 	if keep < 0 {
 		keep = 0
 	}
-	for keep > 0 && !utf8.RuneStart(s[keep]) {
-		keep--
-	}
-	return s[:keep] + fmt.Sprintf(note, keep)
+	kept, _ = secret.Cut(kept, keep, false, secrets)
+	return kept + fmt.Sprintf(note, len(kept))
 }

@@ -1,11 +1,14 @@
 package mcp_test
 
 import (
+	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/tools/mcp"
 )
 
@@ -89,4 +92,38 @@ func tail(s string) string {
 		return "..." + s[len(s)-200:]
 	}
 	return s
+}
+
+// The config's secrets, which the tool loop hands its tools in the
+// context, are cut before the result is cut to max_output too: at every
+// offset of one across the cap, no part of it of secret.Min bytes is left.
+func TestConfigSecretsCutBeforeTheCap(t *testing.T) {
+	t.Parallel()
+	const key = "cfg-key-fedcba9876543210"
+	stdio := stdioServer(t)
+	stdio.MaxOutput = 1024
+	m := start(t, mcp.Config{Servers: map[string]mcp.ServerConfig{"std": stdio}})
+	var echo func(context.Context, json.RawMessage) (string, error)
+	for _, s := range m.Specs() {
+		if s.Name == "std__echo" {
+			echo = s.Handler
+		}
+	}
+	if echo == nil {
+		t.Fatalf("no std__echo; have %v", names(m))
+	}
+	ctx := secret.NewContext(t.Context(), key)
+	for pad := 900; pad <= 1024; pad++ {
+		raw, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", pad) + key + strings.Repeat("y", 200)})
+		got, err := echo(ctx, raw)
+		if err != nil || !strings.Contains(got, "[output cut: ") {
+			t.Fatalf("echo(%d x, the secret) = %q, %v; want it cut", pad, tail(got), err)
+		}
+		for i := 0; i+secret.Min <= len(key); i++ {
+			if w := key[i : i+secret.Min]; strings.Contains(got, w) {
+				t.Errorf("echo(%d x, the secret) = %q: holds %q of it", pad, tail(got), w)
+				break
+			}
+		}
+	}
 }

@@ -451,9 +451,11 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage) (s
 			return "", failf(ErrCall, "MCP server %s: the call failed: %s", s.name, s.redact(err.Error()))
 		}
 	}
-	// Redacted before it is cut: a cut through a secret would leave a part
-	// of it that matches nothing.
-	out := capOutput(s.redact(render(res)), s.cfg.MaxOutput, "mcp.servers."+s.name+".max_output")
+	// Redacted before it is cut, of the server's secrets and the config's
+	// (the tool loop's): a cut through a secret would leave a part of it
+	// that matches nothing.
+	secrets := append(slices.Clip(s.secrets), secret.FromContext(ctx)...)
+	out := capOutput(render(res), s.cfg.MaxOutput, "mcp.servers."+s.name+".max_output", secrets)
 	if res.IsError {
 		if out == "" {
 			out = "the tool reported an error and said nothing more"

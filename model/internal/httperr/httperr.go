@@ -271,23 +271,14 @@ func Clip(s string) string {
 	return s
 }
 
-// minSecret is the shortest value Secrets lists: shorter ones would redact
-// ordinary words.
-const minSecret = 6
-
 // Secrets lists the config values that must never appear in a message: the
-// API key and the values of extra headers (which may carry tokens; a
-// "Bearer " prefix is dropped). Values shorter than 6 bytes are left out.
+// API key and the values of extra headers (which may carry tokens), split
+// by secret.Words (so of secret.Min bytes or more, and the token of
+// "Bearer <token>" alone too).
 func Secrets(cfg model.Config) []string {
-	var out []string
-	add := func(s string) {
-		if len(s) >= minSecret {
-			out = append(out, s)
-		}
-	}
-	add(cfg.APIKey)
+	out := secret.Words(cfg.APIKey)
 	for _, v := range cfg.Headers {
-		add(strings.TrimSpace(strings.TrimPrefix(v, "Bearer ")))
+		out = append(out, secret.Words(v)...)
 	}
 	return out
 }

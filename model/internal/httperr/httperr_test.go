@@ -250,11 +250,12 @@ func TestSecretsAndRedact(t *testing.T) {
 	cfg := model.Config{APIKey: key, Headers: map[string]string{
 		"Authorization-Extra": "Bearer tok-0123456789",
 		"X-Short":             "abc",
+		"X-Gitlab":            "token glpat-0123",
 	}}
 	secrets := httperr.Secrets(cfg)
-	in := "key " + key + ", token tok-0123456789, short abc"
+	in := "key " + key + ", token tok-0123456789, short abc, gitlab glpat-0123"
 	got := secret.Redact(in, secrets)
-	if want := "key [redacted], token [redacted], short abc"; got != want {
+	if want := "key [redacted], token [redacted], short abc, gitlab [redacted]"; got != want {
 		t.Errorf("Redact(%q, Secrets()) = %q, want %q", in, got, want)
 	}
 	if got := secret.Redact("nothing", []string{""}); got != "nothing" {
