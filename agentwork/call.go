@@ -168,10 +168,16 @@ func (r *Runner) settings(ctx context.Context, run *Run, pol Policy) (Settings, 
 		flush = *pol.MemoryFlush
 	}
 	set.MemoryFlush = &flush
-	if pol.SettingsFor == nil {
+	var own Settings
+	var err error
+	switch {
+	case pol.RequestSettings != nil:
+		own, err = pol.RequestSettings(ctx, run.Request)
+	case pol.SettingsFor != nil:
+		own, err = pol.SettingsFor(ctx, run.Request.Source, run.Request.Name)
+	default:
 		return set, nil
 	}
-	own, err := pol.SettingsFor(ctx, run.Request.Source, run.Request.Name)
 	if err != nil {
 		return Settings{}, fmt.Errorf("the settings of %s %q: %w", run.Request.Source, run.Request.Name, err)
 	}

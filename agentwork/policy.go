@@ -22,6 +22,12 @@ type Policy struct {
 	// run, and by Runner.Toolset; it must honour ctx. An error is one the
 	// run is tried again for, as for a gate that cannot answer.
 	SettingsFor func(ctx context.Context, source, name string) (Settings, error)
+	// RequestSettings, if set, is asked instead of SettingsFor, with the
+	// whole request: for a source whose runs differ by more than their
+	// name (a workflow's agent steps take theirs from the run's definition
+	// snapshot, found through the request's metadata). Toolset asks it
+	// with a request of the source and name only.
+	RequestSettings func(ctx context.Context, req Request) (Settings, error)
 	// System is the system prompt. A request's own System wins.
 	System string
 	// Memory is how much of the agent's memory its runs' system prompt

@@ -58,6 +58,8 @@ type Bus struct {
 	Usage jetstream.KeyValue
 	// Memory is agentwork_memory: the agent's memory documents.
 	Memory jetstream.KeyValue
+	// WorkflowRuns is agentwork_workflow_runs: the workflow runs.
+	WorkflowRuns jetstream.KeyValue
 
 	storeFull atomic.Bool // a write was refused for lack of space (NoteWrite)
 

@@ -18,6 +18,9 @@ const (
 	StreamEvents     = "AGENTWORK_EVENTS"
 	StreamDeliveries = "AGENTWORK_DELIVERIES"
 	StreamTimers     = "AGENTWORK_TIMERS"
+	// StreamWorkflows holds the workflow engine's commands: start, cancel,
+	// retry and a child run's end (package workflow).
+	StreamWorkflows = "AGENTWORK_WORKFLOWS"
 
 	BucketJobs  = "agentwork_jobs"
 	BucketState = "agentwork_state"
@@ -32,6 +35,9 @@ const (
 	// BucketMemory holds the agent's memory: long-term memory, daily logs
 	// and the heartbeat checklist, one key each (tools/memory).
 	BucketMemory = "agentwork_memory"
+	// BucketWorkflowRuns holds the workflow runs, one key per run id: the
+	// run's state and the engine's outbox (package workflow).
+	BucketWorkflowRuns = "agentwork_workflow_runs"
 )
 
 // Retention of the streams and buckets. Each window is sized to what it
@@ -107,6 +113,19 @@ const (
 	// MemoryMarkerTTL is how long the marker of an expired daily log stays
 	// (daily logs expire by a per-key TTL: memory.keep_days).
 	MemoryMarkerTTL = time.Minute
+	// WorkflowsMaxAge and WorkflowsDuplicates are those of the workflow
+	// commands stream, as for requests: a command is handled within
+	// seconds, and a start published again under its run id (an
+	// idempotency key repeated) is stored once within the window; after
+	// it, the run's record answers.
+	WorkflowsMaxAge     = RequestsMaxAge
+	WorkflowsDuplicates = RequestsDuplicates
+	// WorkflowRunTTL is how long an ended workflow run is kept after its
+	// last write, as long as the events stream keeps its events. A run
+	// that has not ended has no expiry, however long it waits.
+	WorkflowRunTTL = EventsMaxAge
+	// WorkflowRunsMarkerTTL is how long the marker of an expired run stays.
+	WorkflowRunsMarkerTTL = time.Minute
 )
 
 // StreamConfigs returns the desired configuration of the streams.
@@ -132,6 +151,12 @@ func (b *Bus) StreamConfigs() []jetstream.StreamConfig {
 			MaxMsgsPerSubject: perSubjectUnbounded,
 		},
 		timersStreamConfig(b.Subjects, r),
+		{
+			Name: StreamWorkflows, Description: "agentwork workflow commands (start, cancel, retry, child ended)",
+			Subjects: []string{b.Subjects.Workflows()}, Retention: jetstream.LimitsPolicy,
+			MaxAge: WorkflowsMaxAge, Duplicates: WorkflowsDuplicates, Storage: jetstream.FileStorage, Replicas: r,
+			MaxMsgsPerSubject: perSubjectUnbounded,
+		},
 	}
 }
 
@@ -157,6 +182,7 @@ func (b *Bus) bucketConfigs() []jetstream.KeyValueConfig {
 		{Bucket: BucketDeadLetters, Description: "notifications that failed delivery for good", History: 1, TTL: DeadLettersTTL, Storage: jetstream.FileStorage, Replicas: r},
 		{Bucket: BucketUsage, Description: "model tokens per day, source, name and model", History: 1, TTL: UsageTTL, Storage: jetstream.FileStorage, Replicas: r},
 		{Bucket: BucketMemory, Description: "the agent's memory: long-term memory, daily logs (per-key TTL), the checklist", History: MemoryHistory, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: MemoryMarkerTTL},
+		{Bucket: BucketWorkflowRuns, Description: "workflow runs: state and outbox (ended runs expire by a per-key TTL)", History: 1, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: WorkflowRunsMarkerTTL},
 	}
 }
 
@@ -224,6 +250,7 @@ func (b *Bus) bindBuckets(ctx context.Context) error {
 	b.Jobs, b.State, b.Dedup, b.Locks = bind(BucketJobs), bind(BucketState), bind(BucketDedup), bind(BucketLocks)
 	b.DeadLetters, b.Usage = bind(BucketDeadLetters), bind(BucketUsage)
 	b.Memory = bind(BucketMemory)
+	b.WorkflowRuns = bind(BucketWorkflowRuns)
 	return err
 }
 

@@ -19,6 +19,11 @@ const (
 	SourceCron      = "cron"
 	SourceTask      = "task"
 	SourceDelivery  = "delivery"
+	// SourceWorkflow is the workflow runs' own events
+	// (agentwork.workflow.<outcome>); SourceStep is the source of the
+	// runner requests of agent steps, and so of their events.
+	SourceWorkflow = "workflow"
+	SourceStep     = "step"
 )
 
 // Subjects builds subject names under a prefix (default "agentwork").
@@ -51,6 +56,15 @@ func (s Subjects) Deliveries() string { return s.p() + ".delivery.>" }
 func (s Subjects) Service(service, verb string) string {
 	return s.p() + ".api." + service + "." + verb
 }
+
+// Workflow is <prefix>.workflow.<verb>.<name>: a command of the workflow
+// engine (verb start, cancel, retry or child; name a workflow or run id).
+func (s Subjects) Workflow(verb, name string) string {
+	return s.p() + ".workflow." + verb + "." + name
+}
+
+// Workflows is <prefix>.workflow.>: every workflow command.
+func (s Subjects) Workflows() string { return s.p() + ".workflow.>" }
 
 // TimerFired is <prefix>.timer.fired.<key>: where the timer of key is copied
 // when it fires. A consumer of one kind of timer filters on

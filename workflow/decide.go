@@ -221,14 +221,20 @@ var ErrNotRetryable = errors.New("workflow: only a failed, cancelled or timed-ou
 // have, a RetryFrom of a run that did not fail); run is then returned as it
 // was.
 func Decide(run Run, ev Event, now time.Time) (Run, []Effect, error) {
+	r, effects, _, err := decide(run, ev, now)
+	return r, effects, err
+}
+
+// decide is Decide, and says whether it changed the run.
+func decide(run Run, ev Event, now time.Time) (Run, []Effect, bool, error) {
 	if run.Def == nil {
-		return run, nil, errors.New("workflow: run has no definition")
+		return run, nil, false, errors.New("workflow: run has no definition")
 	}
 	d := &decider{run: run.clone(), now: now, index: indexSteps(run.Def)}
 	switch e := ev.(type) {
 	case Started:
 		if d.run.Status != RunPending {
-			return run, nil, nil
+			return run, nil, false, nil
 		}
 		d.run.Status, d.run.StartedAt = RunRunning, now
 		d.emit(d.runKey("started"), "started", nil)
@@ -237,7 +243,7 @@ func Decide(run Run, ev Event, now time.Time) (Run, []Effect, error) {
 		}
 	case StepFinished:
 		if err := d.finished(e.Step, e.Item, e.Attempt, e.Output, e.Err); err != nil {
-			return run, nil, err
+			return run, nil, false, err
 		}
 	case ChildFinished:
 		var se *StepError
@@ -252,15 +258,15 @@ func Decide(run Run, ev Event, now time.Time) (Run, []Effect, error) {
 			}
 		}
 		if err := d.finished(e.Step, e.Item, e.Attempt, e.Output, se); err != nil {
-			return run, nil, err
+			return run, nil, false, err
 		}
 	case TimerFired:
 		if err := d.timer(e); err != nil {
-			return run, nil, err
+			return run, nil, false, err
 		}
 	case Cancel:
 		if d.run.Status.Ended() {
-			return run, nil, nil
+			return run, nil, false, nil
 		}
 		msg := "cancelled"
 		if e.Reason != "" {
@@ -269,19 +275,19 @@ func Decide(run Run, ev Event, now time.Time) (Run, []Effect, error) {
 		d.end(RunCancelled, &StepError{Kind: ErrCancelled, Message: msg}, "")
 	case RetryFrom:
 		if err := d.retry(e.From); err != nil {
-			return run, nil, err
+			return run, nil, false, err
 		}
 	default:
-		return run, nil, fmt.Errorf("workflow: unknown event %T", ev)
+		return run, nil, false, fmt.Errorf("workflow: unknown event %T", ev)
 	}
 	if len(d.effects) == 0 && !d.changed {
-		return run, nil, nil
+		return run, nil, false, nil
 	}
 	if !d.run.Status.Ended() && d.run.Status != RunPending {
 		d.advance()
 	}
 	d.run.UpdatedAt = now
-	return d.run, d.effects, nil
+	return d.run, d.effects, true, nil
 }
 
 // stepRef is where a step is in its definition.

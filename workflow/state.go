@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/tools"
 )
 
 // RunStatus is the status of a run.
@@ -109,6 +110,13 @@ type Exec struct {
 	EndedAt   time.Time `json:"ended_at,omitzero"`
 	// WaitUntil is when a waiting execution's timer fires.
 	WaitUntil time.Time `json:"wait_until,omitzero"`
+	// Calls are a tool step's calls, one per attempt, as the engine made
+	// them: arguments, result and error redacted of the config's secrets
+	// and cut (an attempt cut short by a crash: outcome interrupted).
+	Calls []tools.Call `json:"calls,omitempty"`
+	// AgentRuns are the runner's run ids of an agent step's launches:
+	// each run's record (its events) is the step's record.
+	AgentRuns []string `json:"agent_runs,omitempty"`
 }
 
 // StepState is the state of one step of a run.
