@@ -355,7 +355,9 @@ func TestTimersPastDueAfterRestart(t *testing.T) {
 	b := open()
 	tm := bus.NewTimers(b)
 	const n = 500
-	lastDue := time.Now().Add(3 * time.Second)
+	// Far enough ahead that 500 synced Sets end before the first is due
+	// on a loaded machine (3 s was not: CI with other builds running).
+	lastDue := time.Now().Add(8 * time.Second)
 	for i := range n {
 		due := lastDue.Add(-time.Duration(i) * time.Millisecond)
 		if err := tm.Set(t.Context(), fmt.Sprintf("t.%d", i), due, nil); err != nil {
