@@ -57,6 +57,26 @@ type Notification struct {
 	// is released so the next identical notification is not suppressed.
 	DedupKey string            `json:"dedup_key,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Approval, if set, makes the notification a question a person
+	// answers: a connector that can show buttons (Telegram) shows one per
+	// action; the others show the actions' links after the text.
+	Approval *Prompt `json:"approval,omitempty"`
+}
+
+// Prompt is the question of an approval, as a notification carries it.
+type Prompt struct {
+	// ID is the approval's id.
+	ID string `json:"id"`
+	// Actions are the answers, in order (approve, reject).
+	Actions []Action `json:"actions"`
+}
+
+// Action is one answer to an approval: its verb ("approve", "reject"), the
+// label a button shows, and the signed link that answers it in a browser.
+type Action struct {
+	Verb  string `json:"verb"`
+	Label string `json:"label"`
+	URL   string `json:"url,omitempty"`
 }
 
 // Connector returns the name of the connector n is queued for.
