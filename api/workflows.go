@@ -392,7 +392,10 @@ func plainNumbers(in map[string]any) (map[string]any, error) {
 	return in, nil
 }
 
-func sameJSON(a, b any) bool {
+func sameJSON(a, b map[string]any) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
 	ra, err1 := json.Marshal(a)
 	rb, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(ra, rb)
