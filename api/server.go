@@ -21,6 +21,7 @@ import (
 	"github.com/agentwork/agentwork/api/problem"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/tools/memory"
+	"github.com/agentwork/agentwork/workflow"
 )
 
 // Router is the capability of a part with admin routes (cron jobs, the
@@ -75,6 +76,12 @@ type Deps struct {
 	Tools *agentwork.ToolAdmin
 	// Memory, if set, serves /v1/memory: the agent's memory documents.
 	Memory *memory.Store
+	// Workflows, if set, serves /v1/workflows and /v1/workflow-runs.
+	Workflows *workflow.Engine
+	// Callers, if set, authenticates the callers of POST
+	// /v1/workflows/{name}/runs that do not send the admin token (the
+	// webhook's credentials); nil: only the admin token may start runs.
+	Callers CallerAuth
 	// Details, if set, adds to /readyz the state of parts that do not make
 	// the server unready, such as MCP servers ("mcp.fs": "up"). It must
 	// answer at once and name no secret (the route is open).
@@ -307,6 +314,7 @@ func (s *Server) routes() http.Handler {
 	s.deliveryRoutes(admin)
 	s.toolRoutes(admin)
 	s.memoryRoutes(admin)
+	s.workflowRoutes(admin)
 	for _, r := range s.deps.Routes {
 		r.Routes(admin)
 	}
@@ -316,6 +324,7 @@ func (s *Server) routes() http.Handler {
 	root.HandleFunc("GET /readyz", s.readyz)
 	root.HandleFunc("GET /metrics", s.metricsHandler)
 	root.Handle("/v1/", s.requireAdmin(problemMux(admin)))
+	s.workflowPublicRoutes(root)
 	for _, r := range s.deps.PublicRoutes {
 		r.PublicRoutes(root)
 	}

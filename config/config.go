@@ -33,6 +33,7 @@ import (
 	"github.com/agentwork/agentwork/triggers/cron"
 	"github.com/agentwork/agentwork/triggers/heartbeat"
 	"github.com/agentwork/agentwork/triggers/webhook"
+	"github.com/agentwork/agentwork/workflow"
 )
 
 // File is agentwork.yaml.
@@ -74,6 +75,14 @@ type File struct {
 	HTTP api.Config `yaml:"http" json:"http,omitempty"`
 	// Log: level and format of the service's own log.
 	Log Log `yaml:"log" json:"log,omitempty"`
+	// Workflows: multi-step work by name (steps of agents, tools,
+	// notifications, waits and child workflows); see docs/workflows.md.
+	Workflows workflow.Set `yaml:"workflows" json:"workflows,omitempty"`
+	// WorkflowsDir: a directory of workflow files, one workflow per
+	// *.yaml file named by the file (relative to this file). Its
+	// workflows join those of the workflows section; a name in both is an
+	// error.
+	WorkflowsDir string `yaml:"workflows_dir" json:"workflows_dir,omitempty"`
 
 	// path and dir of the file, for relative paths (checklists).
 	path string
@@ -191,6 +200,7 @@ func (f *File) Validate() error {
 	add(f.validateServerNames())
 	add(f.validateTools())
 	add(f.validateModels())
+	add(f.validateWorkflows())
 	return errors.Join(errs...)
 }
 
@@ -227,9 +237,23 @@ func Load(path string, types connectors.Types) (*File, error) {
 		return nil, err
 	}
 	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, place(path, err)
 	}
 	return f, nil
+}
+
+// place puts the file name in front of each of err's joined errors that
+// does not name its file already (the workflows' errors name theirs).
+func place(name string, err error) error {
+	var out []error
+	for _, e := range flatten(err) {
+		if we, ok := errors.AsType[*workflow.Error](e); ok && we.File != "" {
+			out = append(out, e)
+			continue
+		}
+		out = append(out, fmt.Errorf("%s: %w", name, e))
+	}
+	return errors.Join(out...)
 }
 
 // Parse decodes raw (named name in errors), expanding ${VAR} references with
@@ -266,14 +290,22 @@ func Parse(name string, raw []byte, lookup func(string) (string, bool), types co
 	if err != nil {
 		return nil, inFile(name, err)
 	}
+	wfSection, err := detach(&root, "workflows")
+	if err != nil {
+		return nil, inFile(name, err)
+	}
 	f := &File{path: name}
 	errRest := yamlstrict.Decode(&root, f, "")
 	var errConn error
 	if section != nil {
 		f.Connectors, errConn = types.Decode(section)
 	}
-	if err := errors.Join(errRest, errConn); err != nil {
-		return nil, inFile(name, err)
+	errWf, errDir := f.decodeWorkflows(&root, wfSection)
+	if err := errors.Join(errRest, errConn, errWf); err != nil {
+		return nil, errors.Join(inFile(name, err), errDir)
+	}
+	if errDir != nil {
+		return nil, errDir
 	}
 	f.path, f.secrets = name, secrets
 	f.Model.APIKeyEnv = keyEnv

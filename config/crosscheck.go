@@ -154,42 +154,11 @@ func (f *File) validateGrantTargets(field string, targets []string) []error {
 // only once it runs: a glob that names a server is taken to match some of
 // them.
 func (f *File) validateTools() error {
-	servers := slices.Sorted(maps.Keys(f.MCP.Servers))
-	have := "mcp.servers has none"
-	if len(servers) > 0 {
-		have = "mcp.servers has " + strings.Join(servers, ", ")
-	}
-	on := f.Tools.Enabled()
 	var errs []error
 	check := func(field string, globs []string) {
 		for i, g := range globs {
-			scope := tools.Scope{g}
-			if err := scope.Check(field); err != nil {
-				continue // the section's Validate says so
-			}
-			if g == memory.ChecklistName && !f.Heartbeat.ChecklistInMemory {
-				errs = append(errs, fmt.Errorf("%s[%d]: %q: the heartbeat reads its checklist from a file, so the tool would change nothing: set heartbeat.checklist_in_memory: true, or leave it out", field, i, g))
-				continue
-			}
-			if scope.Allows(tools.NotifyName) || slices.ContainsFunc(on, scope.Allows) || slices.ContainsFunc(schedule.Names, scope.Allows) || slices.ContainsFunc(memory.Names, scope.Allows) {
-				continue
-			}
-			server, _, named := strings.Cut(g, mcp.Separator)
-			off := slices.DeleteFunc(slices.Clone(builtin.Names), func(n string) bool { return !scope.Allows(n) || slices.Contains(on, n) })
-			switch {
-			case !named && len(off) > 0:
-				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: the built-in %s is off (turn it on under tools.%s)", field, i, g, off[0], off[0]))
-			case !named:
-				// A glob without "__" matches only built-in tools
-				// (tools.Scope), so "fs*" matches none of fs's.
-				why := ""
-				if strings.ContainsAny(g, "*?[") {
-					why = `; a glob without "__" matches only built-in tools`
-				}
-				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: want notify_user, memory_* (the memory tools), schedule_*, a built-in tool that is on (tools section: %s), or <server>__<tool> for a tool of an MCP server (%s)%s",
-					field, i, g, strings.Join(builtin.Names, ", "), have, why))
-			case !slices.ContainsFunc(servers, func(s string) bool { ok, _ := path.Match(server, s); return ok }):
-				errs = append(errs, fmt.Errorf("%s[%d]: %q matches no tool: no MCP server is called %q (%s)", field, i, g, server, have))
+			if msg := f.globProblem(g); msg != "" {
+				errs = append(errs, fmt.Errorf("%s[%d]: %s", field, i, msg))
 			}
 		}
 	}
@@ -203,6 +172,45 @@ func (f *File) validateTools() error {
 		check("tasks."+name+".tools", f.Tasks[name].Tools)
 	}
 	return errors.Join(errs...)
+}
+
+// globProblem says why the scope glob g can match no tool ("" when it
+// can, or when the scope's own check refuses it and says so).
+func (f *File) globProblem(g string) string {
+	servers := slices.Sorted(maps.Keys(f.MCP.Servers))
+	have := "mcp.servers has none"
+	if len(servers) > 0 {
+		have = "mcp.servers has " + strings.Join(servers, ", ")
+	}
+	on := f.Tools.Enabled()
+	scope := tools.Scope{g}
+	if err := scope.Check("tools"); err != nil {
+		return "" // the section's Validate says so
+	}
+	if g == memory.ChecklistName && !f.Heartbeat.ChecklistInMemory {
+		return fmt.Sprintf("%q: the heartbeat reads its checklist from a file, so the tool would change nothing: set heartbeat.checklist_in_memory: true, or leave it out", g)
+	}
+	if scope.Allows(tools.NotifyName) || slices.ContainsFunc(on, scope.Allows) || slices.ContainsFunc(schedule.Names, scope.Allows) || slices.ContainsFunc(memory.Names, scope.Allows) {
+		return ""
+	}
+	server, _, named := strings.Cut(g, mcp.Separator)
+	off := slices.DeleteFunc(slices.Clone(builtin.Names), func(n string) bool { return !scope.Allows(n) || slices.Contains(on, n) })
+	switch {
+	case !named && len(off) > 0:
+		return fmt.Sprintf("%q matches no tool: the built-in %s is off (turn it on under tools.%s)", g, off[0], off[0])
+	case !named:
+		// A glob without "__" matches only built-in tools
+		// (tools.Scope), so "fs*" matches none of fs's.
+		why := ""
+		if strings.ContainsAny(g, "*?[") {
+			why = `; a glob without "__" matches only built-in tools`
+		}
+		return fmt.Sprintf("%q matches no tool: want notify_user, memory_* (the memory tools), schedule_*, a built-in tool that is on (tools section: %s), or <server>__<tool> for a tool of an MCP server (%s)%s",
+			g, strings.Join(builtin.Names, ", "), have, why)
+	case !slices.ContainsFunc(servers, func(s string) bool { ok, _ := path.Match(server, s); return ok }):
+		return fmt.Sprintf("%q matches no tool: no MCP server is called %q (%s)", g, server, have)
+	}
+	return ""
 }
 
 // validateModels checks that every model and fallback list names a model:

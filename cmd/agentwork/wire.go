@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -25,6 +27,7 @@ import (
 	"github.com/agentwork/agentwork/triggers/cron"
 	"github.com/agentwork/agentwork/triggers/heartbeat"
 	"github.com/agentwork/agentwork/triggers/webhook"
+	"github.com/agentwork/agentwork/workflow"
 )
 
 // newProvider builds the provider of one model section (model, or
@@ -151,12 +154,25 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	for source, p := range policies {
 		w.runner.Handle(source, p)
 	}
+	// The workflow engine: tool steps find their tools where runs do,
+	// agent steps are runner requests under the engine's policy, notify
+	// steps go to the connectors.
+	w.workflows = workflow.NewEngine(b, workflow.Config{
+		Definitions: f.Workflows,
+		Tools:       []tools.Source{reg, w.mcp},
+		Secrets:     f.Secrets(),
+		Connectors:  w.connectorNames,
+	}, workflow.WithLogger(log.Named("workflow")))
+	w.runner.Handle(workflow.StepSource, w.workflows.StepPolicy())
+	if n := len(f.Workflows); n > 0 {
+		log.Info("workflows loaded", zap.Int("workflows", n))
+	}
 	w.usage = tokenusage.NewFolder(b, tokenusage.FolderConfig{Log: log.Named("usage")})
 	toolAdmin := agentwork.NewToolAdmin(w.runner, w.mcp.Status)
-	w.services = append(w.services, toolAdmin.Service(), mem.Service())
+	w.services = append(w.services, toolAdmin.Service(), mem.Service(), w.workflows.Service())
 
-	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner}, Tools: toolAdmin, Details: mcpStates(w.mcp),
-		Memory: mem}
+	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner, api.ReadyFunc(w.workflowsReady)}, Tools: toolAdmin, Details: mcpStates(w.mcp),
+		Memory: mem, Workflows: w.workflows}
 	for _, t := range w.triggers {
 		if s, ok := t.(triggers.Servicer); ok {
 			w.services = append(w.services, s.Service())
@@ -169,6 +185,9 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 		}
 		if r, ok := t.(api.Readier); ok {
 			deps.Ready = append(deps.Ready, r)
+		}
+		if h, ok := t.(*webhook.Handler); ok {
+			deps.Callers = h.Authenticate
 		}
 	}
 	if !f.HTTP.Off() {
@@ -187,6 +206,24 @@ type wiring struct {
 	triggers       []triggers.Trigger            // stopped first
 	services       []bus.Service                 // the triggers' NATS APIs, stopped with them
 	http           func(context.Context) error   // the HTTP API (nil: off), stopped with them
+	workflows      *workflow.Engine              // a consumer, beside the runner
+	// workflowsUp is set while the engine's Run runs (readiness).
+	workflowsUp atomic.Bool
+}
+
+// runWorkflows runs the workflow engine until ctx ends.
+func (w *wiring) runWorkflows(ctx context.Context) error {
+	w.workflowsUp.Store(true)
+	defer w.workflowsUp.Store(false)
+	return w.workflows.Run(ctx)
+}
+
+// workflowsReady is the engine's readiness: its consumers run.
+func (w *wiring) workflowsReady(context.Context) error {
+	if !w.workflowsUp.Load() {
+		return errors.New("the workflow engine is not running")
+	}
+	return nil
 }
 
 // mcpStates reports each MCP server's state for /readyz: a server that is

@@ -54,7 +54,9 @@ type Config struct {
 
 // Grant is what a credential may request: sources and names, each a list of
 // exact values or path.Match globs ("deploy-*"). Sources default to
-// ["task"]; empty Names allow every name. The reserved sources heartbeat,
+// ["task"]; empty Names allow every name. The source workflow lets the
+// credential start the workflows of Names (that have a webhook trigger)
+// through POST /v1/workflows/{name}/runs; it is never a task's source. The reserved sources heartbeat,
 // cron and delivery are never granted, whatever the patterns say.
 //
 // Targets are where a task of the credential may send its result: each a

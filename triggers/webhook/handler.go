@@ -247,6 +247,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 		problem.Invalid(w, summarize(ferrs), ferrs...)
 		return
 	}
+	if task.Source == bus.SourceWorkflow {
+		problem.Write(w, problem.Details{Type: problem.TypeForbidden, Status: http.StatusForbidden, Title: "Forbidden",
+			Detail: "source \"workflow\" is not a task source: start a workflow with POST /v1/workflows/{name}/runs"})
+		return
+	}
 	if !cred.Grant.Allows(task.Source, task.Name) {
 		detail := fmt.Sprintf("credential %q may not request source %q, name %q", cred.Name, task.Source, task.Name)
 		if reserved(task.Source) {
