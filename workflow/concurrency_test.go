@@ -179,5 +179,3 @@ func statuses(runs []workflow.Run) []workflow.RunStatus {
 	}
 	return out
 }
-
-
