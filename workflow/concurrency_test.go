@@ -179,3 +179,31 @@ func statuses(runs []workflow.Run) []workflow.RunStatus {
 	}
 	return out
 }
+
+func TestConcurrencyQueuedRunCanBeCancelled(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	w := watchEvents(t, b)
+	e := startEngine(t, b, testConfig(defs(t, fmt.Sprintf(waiting, "queue"))), nil)
+	first, _, err := e.Start(t.Context(), "busy", nil, workflow.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued, _, err := e.Start(t.Context(), "busy", nil, workflow.StartOptions{})
+	if err != nil || queued.Status != workflow.RunQueued {
+		t.Fatalf("Start at the limit = %s, %v; want queued", queued.Status, err)
+	}
+	if _, err := e.Cancel(t.Context(), queued.ID, "not wanted"); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitEnd(t, w, e, queued.ID); got.Status != workflow.RunCancelled || !got.StartedAt.IsZero() {
+		t.Fatalf("cancelled queued run: %s, started %v; want cancelled, never started", got.Status, got.StartedAt)
+	}
+	if _, err := e.Cancel(t.Context(), first.ID, "done"); err != nil {
+		t.Fatal(err)
+	}
+	waitEnd(t, w, e, first.ID)
+	if got := byStatus(t, e, "busy"); len(got[workflow.RunCancelled]) != 2 || len(got) != 1 {
+		t.Errorf("runs: %v; want both cancelled, none started", got)
+	}
+}
