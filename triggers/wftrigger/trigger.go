@@ -223,10 +223,7 @@ func final(err error) bool {
 // clean stop.
 func (t *Trigger) Run(ctx context.Context) error {
 	if len(t.events) == 0 {
-		err := t.bus.JetStream().DeleteConsumer(ctx, bus.StreamEvents, ConsumerName)
-		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
-			t.log.Warn("the event triggers' consumer, no longer used, was not removed", zap.Error(err))
-		}
+		t.removeConsumer(ctx)
 		close(t.ready)
 		<-ctx.Done()
 		return nil
@@ -250,6 +247,32 @@ func (t *Trigger) Run(ctx context.Context) error {
 	t.worker = w
 	close(t.ready)
 	return w.Run(ctx)
+}
+
+// removeConsumer removes the event triggers' consumer when no instance
+// pulls from it: an instance of an older config (a rolling change) that
+// still serves event triggers keeps it, and the last one to stop serving
+// them leaves it to the next start without them.
+func (t *Trigger) removeConsumer(ctx context.Context) {
+	js := t.bus.JetStream()
+	c, err := js.Consumer(ctx, bus.StreamEvents, ConsumerName)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return
+	}
+	var info *jetstream.ConsumerInfo
+	if err == nil {
+		info, err = c.Info(ctx)
+	}
+	if err == nil && info.NumWaiting > 0 {
+		t.log.Info("the event triggers' consumer is left in place: another instance still serves event triggers")
+		return
+	}
+	if err == nil {
+		err = js.DeleteConsumer(ctx, bus.StreamEvents, ConsumerName)
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
+		t.log.Warn("the event triggers' consumer, no longer used, was not removed", zap.Error(err))
+	}
 }
 
 // handle hands one event to the event triggers.

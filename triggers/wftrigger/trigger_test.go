@@ -423,3 +423,33 @@ func TestSelfTriggeringChainStopsAtTheDepthLimit(t *testing.T) {
 		t.Errorf("chain ends %q; want the first run, started by hand", last)
 	}
 }
+
+// A config without event triggers removes their consumer: one added
+// later starts with the events from then on, not those of the time
+// between.
+func TestNoEventTriggersRemovesTheConsumer(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	boom := map[string]any{"reason": "boom"}
+	in1 := newInstance(t, b, defs(t, eventFlow))
+	in1.runTrigger(t)
+	in1.stop()
+	publish(t, b, "between", bus.SourceCron, "error", "nightly-tests", boom, "between")
+	in2 := newInstance(t, b, defs(t, cronFlow))
+	in2.runTrigger(t)
+	if _, err := b.JetStream().Consumer(t.Context(), bus.StreamEvents, wftrigger.ConsumerName); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("consumer after a start without event triggers: %v; want it removed", err)
+	}
+	in2.stop()
+	in3 := newInstance(t, b, defs(t, eventFlow))
+	in3.runTrigger(t)
+	publish(t, b, "after", bus.SourceCron, "error", "nightly-tests", boom, "after")
+	drained(t, b)
+	var got []string
+	for _, r := range runsOf(t, in3.engine, "on-error") {
+		got = append(got, r.Cause.ID)
+	}
+	if !slices.Equal(got, []string{"after"}) {
+		t.Errorf("runs by event: %v; want only the event published after the trigger came back", got)
+	}
+}
