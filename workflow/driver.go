@@ -222,6 +222,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	for _, w := range workers {
 		g.Go(func() error { return w.Run(gctx) })
 	}
+	g.Go(func() error { e.releaseAll(gctx); return nil }) // concurrency.go
 	return g.Wait()
 }
 
@@ -799,7 +800,10 @@ func toolOutput(s string) any {
 func (e *Engine) carryOut(ctx context.Context, run Run, s stored, again bool) error {
 	switch {
 	case s.Emit != nil:
-		return e.emit(ctx, run, *s.Emit)
+		if err := e.emit(ctx, run, *s.Emit); err != nil {
+			return err
+		}
+		return e.afterEmit(ctx, run, *s.Emit) // concurrency.go
 	case s.Agent != nil:
 		return e.runAgent(ctx, run, *s.Agent)
 	case s.Child != nil:

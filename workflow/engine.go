@@ -173,7 +173,7 @@ func (e *Engine) Start(ctx context.Context, name string, inputs map[string]any, 
 		return Run{}, false, err
 	}
 	run.Depth, run.Event = o.Depth, o.Event
-	return e.create(ctx, run)
+	return e.admit(ctx, run) // concurrency.go
 }
 
 // create stores run (pending) unless its id exists, and publishes its start

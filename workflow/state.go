@@ -28,7 +28,7 @@ const (
 
 // Ended reports whether s is a final status.
 func (s RunStatus) Ended() bool {
-	return s == RunDone || s == RunFailed || s == RunCancelled || s == RunTimedOut
+	return s == RunDone || s == RunFailed || s == RunCancelled || s == RunTimedOut || s == RunSkipped
 }
 
 // StepStatus is the status of a step, or of one item of a foreach step.

@@ -316,8 +316,12 @@ func cronName(id, name string) string {
 	return oneLine(name, 40)
 }
 
-// cronOrigin is a job's origin, with its owner for an agent's.
+// cronOrigin is a job's origin, with its owner for an agent's and its
+// workflow for a workflow's cron trigger.
 func cronOrigin(j cron.Job) string {
+	if j.Workflow != "" {
+		return j.Origin + " (" + j.Workflow + ")"
+	}
 	if j.Creator != nil {
 		return j.Origin + " (" + j.Creator.String() + ")"
 	}
@@ -351,6 +355,7 @@ func cronPrintJob(w io.Writer, st cron.Status) {
 	row("schedule", cronScheduleText(j))
 	row("next fire", cronTime(st.Next))
 	row("prompt", j.Prompt)
+	row("workflow", j.Workflow)
 	row("targets", strings.Join(j.Targets, ", "))
 	row("tools", strings.Join(j.Tools, ", "))
 	row("model", j.Model)

@@ -223,6 +223,9 @@ func (s *Scheduler) validate(j Job) error {
 
 // check validates and normalizes a job from the API.
 func (s *Scheduler) check(j *Job, now time.Time) error {
+	if j.Workflow != "" {
+		return apiErr(ErrInvalid, "workflow: a job that starts a workflow is made from the workflow's cron trigger (on: - cron: {...}) in the config, not through the API")
+	}
 	if err := s.validate(*j); err != nil {
 		return apiErr(ErrInvalid, "%v", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
@@ -243,6 +246,9 @@ func (s *Scheduler) Update(ctx context.Context, id string, patch json.RawMessage
 		}
 		if old.Origin == OriginConfig {
 			return Status{}, apiErr(ErrConfigJob, "job %q is defined in the config file: change it there (pause and resume work here)", id)
+		}
+		if old.Origin == OriginWorkflow {
+			return Status{}, apiErr(ErrConfigJob, "job %q is a cron trigger of workflow %s: change the workflow's `on` in the config (pause and resume work here)", id, old.Workflow)
 		}
 		cur, _ := json.Marshal(old)
 		merged, err := mergePatch(cur, patch)
@@ -294,6 +300,9 @@ func (s *Scheduler) Delete(ctx context.Context, id string) error {
 	}
 	if j.Origin == OriginConfig {
 		return apiErr(ErrConfigJob, "job %q is defined in the config file: remove it there, or pause it", id)
+	}
+	if j.Origin == OriginWorkflow {
+		return apiErr(ErrConfigJob, "job %q is a cron trigger of workflow %s: remove the trigger from the workflow's `on` in the config, or pause it", id, j.Workflow)
 	}
 	return s.deleteAt(ctx, id, rev)
 }
@@ -401,6 +410,13 @@ func (s *Scheduler) RunNow(ctx context.Context, id string) (RunResult, error) {
 		return RunResult{}, err
 	}
 	now := s.clock.Now().UTC()
+	if j.Workflow != "" {
+		run, err := s.startWorkflow(ctx, j, now, true)
+		if err != nil {
+			return RunResult{}, fmt.Errorf("cron: run %s: %w", id, err)
+		}
+		return RunResult{RequestID: run, Job: id, At: now}, nil
+	}
 	req := s.request(j, now, true)
 	p, err := agentwork.Publish(ctx, s.bus, req, agentwork.PublishOptions{Producer: Producer, Now: now})
 	if err != nil {

@@ -232,7 +232,13 @@ type Job struct {
 	// Timeout bounds one run's model work. Default: cron.timeout.
 	Timeout Duration `yaml:"timeout" json:"timeout,omitempty"`
 
-	// Origin is "config", "api" or "agent" (set by the scheduler).
+	// Workflow, on a job of origin workflow, is the workflow whose cron
+	// trigger the job is: each tick starts a run of it instead of a
+	// prompt (see WithWorkflows).
+	Workflow string `yaml:"-" json:"workflow,omitempty"`
+
+	// Origin is "config", "api", "agent" or "workflow" (set by the
+	// scheduler).
 	Origin string `yaml:"-" json:"origin,omitempty"`
 	// CreatedAt and UpdatedAt are set by the scheduler.
 	CreatedAt time.Time `yaml:"-" json:"created_at,omitzero"`
@@ -245,6 +251,9 @@ const (
 	OriginAPI    = "api"
 	// OriginAgent: created by a run through the schedule tools.
 	OriginAgent = "agent"
+	// OriginWorkflow: a workflow's cron trigger (WithWorkflows); like a
+	// config job, the config defines it.
+	OriginWorkflow = "workflow"
 )
 
 // Retry re-runs a job whose run ended in an error. This is on top of the
@@ -321,7 +330,10 @@ func (j *Job) validate(p string) error {
 			}
 		}
 	}
-	if strings.TrimSpace(j.Prompt) == "" {
+	switch {
+	case j.Workflow != "" && j.Prompt != "":
+		add("prompt", "a job that starts workflow %s has no prompt of its own", j.Workflow)
+	case j.Workflow == "" && strings.TrimSpace(j.Prompt) == "":
 		add("prompt", "missing: say what the model should do")
 	}
 	for i, t := range j.Targets {

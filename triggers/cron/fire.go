@@ -498,6 +498,14 @@ type publishFunc func(context.Context, *bus.Bus, agentwork.Request, agentwork.Pu
 // publishTick publishes the request of a tick of j (retry > 0: a retry of
 // it) with its message id.
 func (s *Scheduler) publishTick(ctx context.Context, j Job, tick time.Time, retry int, catchup bool) error {
+	if j.Workflow != "" {
+		// A workflow's cron trigger: the tick starts a run, once per tick
+		// (its key is the tick's message id).
+		if _, err := s.startWorkflow(ctx, j, tick, false); err != nil {
+			return fmt.Errorf("start the run of workflow %s for the tick of %s: %w", j.Workflow, tick.UTC().Format(time.RFC3339), err)
+		}
+		return nil
+	}
 	req := s.request(j, tick, false)
 	if retry > 0 {
 		req.Metadata[metaRetry] = strconv.Itoa(retry)

@@ -94,6 +94,9 @@ type Scheduler struct {
 	lastErr map[string]string // job: why its last fire here failed
 
 	models []string // the models jobs may name; nil: any (WithModels)
+
+	wfJobs  []Job   // the workflows' cron triggers (WithWorkflows)
+	starter Starter // starts their runs
 }
 
 // entry is one job as the watches last saw it.
@@ -154,6 +157,9 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Scheduler, error) {
 	}
 	for _, o := range opts {
 		o(s)
+	}
+	if err := s.checkWorkflowJobs(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

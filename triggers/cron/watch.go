@@ -334,23 +334,32 @@ func (s *Scheduler) sweepOnce(ctx context.Context) error {
 	return nil
 }
 
-// reconcileConfig writes the config's jobs to the bucket (only those that
-// differ) and removes config jobs the config no longer has.
+// reconcileConfig writes the config's jobs and the workflows' cron jobs
+// to the bucket (only those that differ) and removes those of either
+// origin the config no longer has.
 func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	now := s.clock.Now().UTC()
-	want := make(map[string]bool, len(s.cfg.Jobs))
+	want := make(map[string]bool, len(s.cfg.Jobs)+len(s.wfJobs))
 	var puts []Job
 	s.mu.Lock()
+	defined := make([]Job, 0, len(s.cfg.Jobs)+len(s.wfJobs))
 	for _, j := range s.cfg.Jobs {
+		j.Origin, j.Workflow = OriginConfig, ""
+		defined = append(defined, j)
+	}
+	for _, j := range s.wfJobs {
+		j.Origin = OriginWorkflow
+		defined = append(defined, j)
+	}
+	for _, j := range defined {
 		j.normalize()
-		j.Origin = OriginConfig
 		want[j.ID] = true
 		e, ok := s.entries[j.ID]
 		if ok && e.job.ID != "" {
-			if e.job.Origin == OriginConfig && sameDefinition(e.job, j) {
+			if e.job.Origin == j.Origin && sameDefinition(e.job, j) {
 				continue
 			}
-			if e.job.Origin != OriginConfig {
+			if e.job.Origin != OriginConfig && e.job.Origin != OriginWorkflow {
 				s.log.Warn("config defines a job that was added through the API; the config wins", zap.String("job", j.ID))
 			}
 			j.CreatedAt = e.job.CreatedAt
@@ -362,7 +371,7 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	}
 	var stale []string
 	for id, e := range s.entries {
-		if e.job.Origin == OriginConfig && !want[id] {
+		if (e.job.Origin == OriginConfig || e.job.Origin == OriginWorkflow) && !want[id] {
 			stale = append(stale, id)
 		}
 	}
@@ -385,7 +394,7 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	}
 	for _, id := range stale {
 		g.Go(func() error {
-			s.log.Info("removing a config job the config no longer defines", zap.String("job", id))
+			s.log.Info("removing a config or workflow job the config no longer defines", zap.String("job", id))
 			if err := s.bus.Jobs.Delete(gctx, id); err != nil {
 				return fmt.Errorf("cron: remove job %s: %w", id, err)
 			}

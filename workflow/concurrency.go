@@ -1,0 +1,361 @@
+package workflow
+
+// A workflow's concurrency (Concurrency{Limit, Overlap}): how many of its
+// runs may be in flight at once, and what a start at the limit does.
+//
+// A start counts the workflow's runs in flight (pending, running,
+// waiting) and stores its own while it holds one lease of the workflow
+// (bus.Acquire on agentwork_locks, key workflow.<name>.concurrency: the
+// lease pattern of cron's agent-job quota), so two instances starting at
+// once cannot both take the last place. Nothing is counted in a key of
+// its own: the runs bucket is the count, read under the lease each time,
+// so there is nothing to leak when a process dies, and a lease whose
+// holder died frees itself.
+//
+// At the limit, overlap skip stores the run as skipped (an ended status)
+// and emits agentwork.workflow.skipped, reason busy; overlap queue stores
+// it as queued, with no start command. The end of a run of a workflow
+// with queued runs releases them: the effect that emits the run's end
+// event (in the outbox of the write that ends the run, so carried out
+// again after a crash) then takes the lease, counts, and starts the
+// oldest queued runs that fit (queued → pending, and the start command).
+// Engine.Run does the same once for every queueing workflow at start, so
+// a limit raised in the config takes effect. Queued runs are records of
+// the runs bucket: they survive restarts.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/agentwork/agentwork/bus"
+)
+
+// Run statuses of the concurrency policy.
+const (
+	// RunQueued: the workflow was at its concurrency limit (overlap
+	// queue); the run starts when a place frees.
+	RunQueued RunStatus = "queued"
+	// RunSkipped: the workflow was at its concurrency limit (overlap
+	// skip); the run never started. An ended status.
+	RunSkipped RunStatus = "skipped"
+)
+
+// ErrBusy is the kind of a skipped run's error: its workflow had
+// Concurrency.Limit runs in flight.
+const ErrBusy ErrorKind = "busy"
+
+// ReasonBusy is the reason of the skipped event of a run that its
+// workflow's concurrency limit skipped.
+const ReasonBusy = "busy"
+
+// concurrencyLease is how long a start or a release holds the workflow's
+// lease: far longer than a count and a write take. A start that finds it
+// held waits until it is released, or until it expires when its holder
+// died (on a cluster), up to concurrencyWait.
+const (
+	concurrencyLease = 10 * time.Second
+	concurrencyWait  = 2 * concurrencyLease
+)
+
+// limited reports whether c limits runs, and so whether starts take the
+// lease.
+func limited(c Concurrency) bool { return c.Limit > 0 && c.Overlap != OverlapAllow }
+
+// queues reports whether c queues the runs over its limit.
+func queues(c Concurrency) bool { return limited(c) && c.Overlap != OverlapSkip }
+
+// concurrencyKey is the key of the workflow's lease in agentwork_locks.
+func concurrencyKey(name string) string { return "workflow." + name + ".concurrency" }
+
+// slotRecord is the lease's record.
+type slotRecord struct {
+	bus.Lease
+	Workflow string `json:"workflow"`
+	Run      string `json:"run,omitempty"` // the run being started; "" for a release
+}
+
+// slotHold is a held lease of a workflow.
+type slotHold struct {
+	e     *Engine
+	key   string
+	rec   slotRecord
+	rev   uint64
+	taken time.Time
+}
+
+// hold takes the lease of workflow name, waiting while another start or
+// release holds it.
+func (e *Engine) hold(ctx context.Context, name, run string) (*slotHold, error) {
+	ctx, cancel := context.WithTimeout(ctx, concurrencyWait)
+	defer cancel()
+	key := concurrencyKey(name)
+	// Watch the key from before the first try, so that a release between
+	// the try and the wait is not missed.
+	w, err := e.bus.Locks.Watch(ctx, key, jetstream.UpdatesOnly(), jetstream.MetaOnly())
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s: the runs in flight cannot be counted now (%w); try again later", name, err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		h := &slotHold{e: e, key: key, rec: slotRecord{Workflow: name, Run: run}, taken: time.Now()}
+		rev, err := bus.Acquire(ctx, e.bus, e.bus.Locks, key, concurrencyLease, &h.rec, nil)
+		if err == nil {
+			h.rev = rev
+			return h, nil
+		}
+		var held *bus.HeldError
+		if !errors.As(err, &held) {
+			return nil, fmt.Errorf("workflow %s: the runs in flight cannot be counted now (%w); try again later", name, err)
+		}
+		expired := time.NewTimer(time.Until(held.Holder.Expires))
+		open := true
+		select {
+		case _, open = <-w.Updates(): // released, or taken by another: try again
+		case <-expired.C:
+		case <-ctx.Done():
+		}
+		expired.Stop()
+		if !open && ctx.Err() == nil {
+			return nil, fmt.Errorf("workflow %s: the runs in flight cannot be counted now (the watch of its lease ended); try again later", name)
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("workflow %s: other starts kept its concurrency lease for %s (runs are counted one start at a time): try again later", name, concurrencyWait)
+		}
+	}
+}
+
+// check reports whether the lease is still safely held: work that took
+// more than half the lease to count (a stalled process) does not write,
+// since its lease may lapse before it does.
+func (h *slotHold) check() error {
+	if time.Since(h.taken) > concurrencyLease/2 {
+		return fmt.Errorf("workflow %s: the runs in flight could not be counted in time; try again later", h.rec.Workflow)
+	}
+	return nil
+}
+
+// release gives the lease back (it expires on its own if this fails).
+func (h *slotHold) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := bus.Release(ctx, h.e.bus.Locks, h.key, h.rec.Token, h.rev); err != nil && !errors.As(err, new(*bus.HeldError)) {
+		h.e.log.Warn("a workflow's concurrency lease was not released; it expires on its own", zap.String("workflow", h.rec.Workflow), zap.Error(err))
+	}
+}
+
+// census is what a workflow's runs are, read under its lease.
+type census struct {
+	inFlight []record // pending, running, waiting
+	queued   []record // oldest first
+	revs     map[string]uint64
+}
+
+// count reads every run of workflow name. It reads the bucket, not a
+// cache: a run another instance stored a moment ago counts.
+func (e *Engine) count(ctx context.Context, name string) (census, error) {
+	c := census{revs: map[string]uint64{}}
+	lister, err := e.bus.WorkflowRuns.ListKeys(ctx)
+	if err != nil {
+		return c, fmt.Errorf("workflow %s: count the runs in flight: %w", name, err)
+	}
+	for key := range lister.Keys() {
+		rec, rev, err := e.read(ctx, key)
+		if errors.Is(err, ErrNoRun) || errors.As(err, new(*bus.CorruptError)) {
+			continue
+		}
+		if err != nil {
+			_ = lister.Stop()
+			return c, err
+		}
+		if rec.Workflow != name {
+			continue
+		}
+		switch rec.Status {
+		case RunPending, RunRunning, RunWaiting:
+			c.inFlight = append(c.inFlight, rec)
+		case RunQueued:
+			c.queued = append(c.queued, rec)
+			c.revs[rec.ID] = rev
+		}
+	}
+	slices.SortFunc(c.queued, func(a, b record) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+	})
+	return c, ctx.Err()
+}
+
+// admit stores the new run under its workflow's concurrency: pending (and
+// its start command) below the limit; at the limit, skipped (with its
+// event) or queued, as the workflow's overlap says.
+func (e *Engine) admit(ctx context.Context, run Run) (Run, bool, error) {
+	c := run.Def.Concurrency
+	if !limited(c) {
+		return e.create(ctx, run)
+	}
+	if rec, _, err := e.read(ctx, run.ID); err == nil {
+		// A repeated start (the same idempotency key): that run, its start
+		// command or skipped event made again if they were lost.
+		return e.stored(ctx, rec.Run)
+	}
+	h, err := e.hold(ctx, run.Workflow, run.ID)
+	if err != nil {
+		return Run{}, false, err
+	}
+	defer h.release()
+	cen, err := e.count(ctx, run.Workflow)
+	if err != nil {
+		return Run{}, false, err
+	}
+	if err := h.check(); err != nil {
+		return Run{}, false, err
+	}
+	if n := len(cen.inFlight); n >= c.Limit {
+		if c.Overlap == OverlapSkip {
+			run.Status, run.EndedAt = RunSkipped, run.CreatedAt
+			run.Error = &StepError{Kind: ErrBusy, Message: fmt.Sprintf("not started: workflow %s has %d runs in flight, its concurrency limit (overlap skip)", run.Workflow, n)}
+		} else {
+			run.Status = RunQueued
+		}
+	}
+	if run.Status != RunSkipped {
+		return e.create(ctx, run)
+	}
+	created := true
+	rec, _, err := bus.UpdateAtExpiring(ctx, e.bus, e.bus.WorkflowRuns, run.ID, record{Run: run}, 0, bus.WorkflowRunTTL, func(*record, bool) (bool, error) {
+		created = false
+		return false, nil
+	})
+	if err != nil {
+		return Run{}, false, fmt.Errorf("workflow: store run %s: %w", run.ID, err)
+	}
+	_, _, err = e.stored(ctx, rec.Run)
+	return rec.Run, created, err
+}
+
+// stored carries out again what the storing of run asked for: the start
+// command of a pending run, the skipped event of a skipped one.
+func (e *Engine) stored(ctx context.Context, run Run) (Run, bool, error) {
+	switch run.Status {
+	case RunPending:
+		return run, false, e.command(ctx, "start", run.Workflow, command{Run: run.ID}, run.ID)
+	case RunSkipped:
+		return run, false, e.emitSkipped(ctx, run)
+	}
+	return run, false, nil
+}
+
+// emitSkipped publishes the skipped event of run (once: its id is the
+// run's).
+func (e *Engine) emitSkipped(ctx context.Context, run Run) error {
+	data := map[string]any{"status": string(RunSkipped), "reason": ReasonBusy, "limit": run.Def.Concurrency.Limit}
+	if run.Error != nil {
+		data["error"] = map[string]any{"kind": string(run.Error.Kind), "message": run.Error.Message}
+	}
+	if run.Cause.Kind != "" {
+		data["cause"] = map[string]any{"kind": run.Cause.Kind, "id": run.Cause.ID}
+	}
+	return e.emit(ctx, run, Emit{IdempotencyKey: fmt.Sprintf("wf.%s.g%d.skipped", run.ID, run.Gen), Outcome: string(RunSkipped), Subject: run.Workflow, Data: data})
+}
+
+// afterEmit follows the emit of an event of run: the end event of a run
+// of a workflow that queues releases its queued runs. It runs where the
+// end event is carried out, in the outbox of the write that ended the
+// run, so a crash in between repeats it.
+func (e *Engine) afterEmit(ctx context.Context, run Run, em Emit) error {
+	if !RunStatus(em.Outcome).Ended() || !run.Status.Ended() {
+		return nil
+	}
+	c := run.Def.Concurrency
+	if def := e.cfg.Definitions[run.Workflow]; def != nil {
+		c = def.Concurrency // the workflow as the config says now
+	}
+	if !queues(c) && !queues(run.Def.Concurrency) {
+		return nil
+	}
+	return e.releaseQueued(ctx, run.Workflow, c)
+}
+
+// releaseQueued starts the oldest queued runs of workflow name that fit
+// under c (all of them when c does not limit), and makes again the start
+// commands of its pending runs (one may have been lost with a crash
+// between its release and its command).
+func (e *Engine) releaseQueued(ctx context.Context, name string, c Concurrency) error {
+	h, err := e.hold(ctx, name, "")
+	if err != nil {
+		return err
+	}
+	defer h.release()
+	cen, err := e.count(ctx, name)
+	if err != nil {
+		return err
+	}
+	for _, r := range cen.inFlight {
+		if r.Status == RunPending {
+			if err := e.command(ctx, "start", r.Workflow, command{Run: r.ID}, r.ID); err != nil {
+				return err
+			}
+		}
+	}
+	free := len(cen.queued)
+	if limited(c) {
+		free = min(free, c.Limit-len(cen.inFlight))
+	}
+	for _, r := range cen.queued[:max(free, 0)] {
+		if err := h.check(); err != nil {
+			return err
+		}
+		rec := r
+		rec.Status, rec.UpdatedAt = RunPending, e.now()
+		_, _, err := bus.UpdateAt(ctx, e.bus.WorkflowRuns, rec.ID, rec, cen.revs[rec.ID], func(*record, bool) (bool, error) {
+			return false, errConflict
+		})
+		if errors.Is(err, errConflict) {
+			continue // cancelled meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("workflow %s: start queued run %s: %w", name, rec.ID, err)
+		}
+		if err := e.command(ctx, "start", rec.Workflow, command{Run: rec.ID}, rec.ID); err != nil {
+			return err
+		}
+		e.log.Info("queued run released", zap.String("workflow", name), zap.String("run", rec.ID))
+	}
+	return nil
+}
+
+// releaseAll looks once, at start, for queued runs, and releases those of
+// each workflow that has some: a limit raised or lifted in the config lets
+// them through, and a release a crash cut short is made.
+func (e *Engine) releaseAll(ctx context.Context) {
+	lister, err := e.bus.WorkflowRuns.ListKeys(ctx)
+	if err != nil {
+		e.log.Warn("queued runs not looked for at start (bus trouble?); the next end of a run of their workflow releases them", zap.Error(err))
+		return
+	}
+	waiting := map[string]Concurrency{}
+	for key := range lister.Keys() {
+		rec, _, err := e.read(ctx, key)
+		if err != nil || rec.Status != RunQueued {
+			continue
+		}
+		c := rec.Def.Concurrency
+		if def := e.cfg.Definitions[rec.Workflow]; def != nil {
+			c = def.Concurrency
+		}
+		waiting[rec.Workflow] = c
+	}
+	for _, name := range slices.Sorted(maps.Keys(waiting)) {
+		if err := e.releaseQueued(ctx, name, waiting[name]); err != nil && ctx.Err() == nil {
+			e.log.Warn("queued runs not released at start (bus trouble?); the next end of a run of the workflow does", zap.String("workflow", name), zap.Error(err))
+		}
+	}
+}
