@@ -27,6 +27,7 @@ import (
 	"github.com/agentwork/agentwork/triggers/cron"
 	"github.com/agentwork/agentwork/triggers/heartbeat"
 	"github.com/agentwork/agentwork/triggers/webhook"
+	"github.com/agentwork/agentwork/triggers/wftrigger"
 	"github.com/agentwork/agentwork/workflow"
 )
 
@@ -61,7 +62,7 @@ func newModels(f *config.File, log *zap.Logger) (map[string]model.Provider, erro
 // newTriggers builds the triggers of this build from the config. A new
 // trigger is its package and a few lines here; everything else is wired
 // from the list.
-func newTriggers(f *config.File, b *bus.Bus, mem *memory.Store, connectors []string, log *zap.Logger) ([]triggers.Trigger, error) {
+func newTriggers(f *config.File, b *bus.Bus, mem *memory.Store, connectors []string, engine *workflow.Engine, log *zap.Logger) ([]triggers.Trigger, error) {
 	hb, err := heartbeat.New(b, f.Heartbeat, heartbeat.WithLogger(log.Named("heartbeat")), heartbeat.WithBaseDir(f.Dir()), heartbeat.WithMemory(mem))
 	if err != nil {
 		return nil, err
@@ -71,12 +72,18 @@ func newTriggers(f *config.File, b *bus.Bus, mem *memory.Store, connectors []str
 	if err != nil {
 		return nil, err
 	}
-	sched, err := cron.New(b, f.Cron, cron.WithLogger(log.Named("cron")), cron.WithModels(f.ModelNames()...), cron.WithConnectors(connectors...),
-		cron.WithGrants(grantsOf(tasks, f.Runner.Targets, connectors)))
+	// The workflows' triggers: their cron triggers are jobs of the one
+	// scheduler, their event triggers one consumer of the events.
+	flows, err := wftrigger.New(b, engine, wftrigger.WithLogger(log.Named("workflow-triggers")))
 	if err != nil {
 		return nil, err
 	}
-	return []triggers.Trigger{hb, sched, tasks}, nil
+	sched, err := cron.New(b, f.Cron, cron.WithLogger(log.Named("cron")), cron.WithModels(f.ModelNames()...), cron.WithConnectors(connectors...),
+		cron.WithGrants(grantsOf(tasks, f.Runner.Targets, connectors)), cron.WithWorkflows(flows.CronJobs(), flows))
+	if err != nil {
+		return nil, err
+	}
+	return []triggers.Trigger{hb, sched, tasks, flows}, nil
 }
 
 // grantsOf checks the targets of a job a credential's task created
@@ -109,7 +116,17 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	if err != nil {
 		return nil, err
 	}
-	if w.triggers, err = newTriggers(f, b, mem, w.connectorNames, log); err != nil {
+	// The workflow engine comes before the triggers that start its runs;
+	// its tools are the runs' (below), known once the scheduler's schedule
+	// tools are.
+	var regTools, mcpTools lateTools
+	w.workflows = workflow.NewEngine(b, workflow.Config{
+		Definitions: f.Workflows,
+		Tools:       []tools.Source{&regTools, &mcpTools},
+		Secrets:     f.Secrets(),
+		Connectors:  w.connectorNames,
+	}, workflow.WithLogger(log.Named("workflow")))
+	if w.triggers, err = newTriggers(f, b, mem, w.connectorNames, w.workflows, log); err != nil {
 		return nil, err
 	}
 	policies, err := triggers.Policies(w.triggers...)
@@ -157,12 +174,7 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	// The workflow engine: tool steps find their tools where runs do,
 	// agent steps are runner requests under the engine's policy, notify
 	// steps go to the connectors.
-	w.workflows = workflow.NewEngine(b, workflow.Config{
-		Definitions: f.Workflows,
-		Tools:       []tools.Source{reg, w.mcp},
-		Secrets:     f.Secrets(),
-		Connectors:  w.connectorNames,
-	}, workflow.WithLogger(log.Named("workflow")))
+	regTools.src, mcpTools.src = reg, w.mcp
 	w.runner.Handle(workflow.StepSource, w.workflows.StepPolicy())
 	if n := len(f.Workflows); n > 0 {
 		log.Info("workflows loaded", zap.Int("workflows", n))
@@ -237,4 +249,16 @@ func mcpStates(m *mcp.Manager) func() map[string]string {
 		}
 		return out
 	}
+}
+
+// lateTools is a tool source known only after the component that uses it
+// was built (the workflow engine is built before the scheduler whose
+// schedule tools its tool steps may call). Set src before anything runs.
+type lateTools struct{ src tools.Source }
+
+func (l *lateTools) Specs() []tools.Spec {
+	if l.src == nil {
+		return nil
+	}
+	return l.src.Specs()
 }
