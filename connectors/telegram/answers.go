@@ -248,7 +248,7 @@ func fatalPoll(e *Error) bool {
 	case e.Status/100 == 2, e.Code == http.StatusTooManyRequests, e.Code == http.StatusRequestTimeout, e.Code >= 500:
 		return false
 	}
-	return e.Code >= 400
+	return e.Code >= 300 // a redirect (base_url), a bad token, a bad request
 }
 
 // backoff is the wait after n failures in a row: 1 s, doubling to 30 s.

@@ -304,6 +304,34 @@ func TestPollRateLimited(t *testing.T) {
 	}
 }
 
+// An outage of getUpdates waits 1 s, then 2 s, between polls.
+func TestPollOutageBacksOff(t *testing.T) {
+	t.Parallel()
+	api := telegramfake.New(t)
+	clk := clock.NewFake(time.Date(2026, 5, 1, 14, 0, 0, 0, time.UTC))
+	c, err := telegram.New("tg", telegram.Config{BotToken: api.Token, ChatID: chat, BaseURL: api.URL}, telegram.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.CloseIdleConnections)
+	api.FailUpdates(2, 502)
+	receive(t, c, (&decider{reply: approver}).decide)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for i, want := range []time.Duration{time.Second, 2 * time.Second} {
+		if err := clk.BlockUntil(ctx, 1); err != nil {
+			t.Fatalf("no wait after failure %d: %v", i+1, err)
+		}
+		if at, _ := clk.NextDeadline(); at.Sub(clk.Now()) != want || api.Polls() != i+1 {
+			t.Errorf("after failure %d: waits %s after %d polls, want %s after %d", i+1, at.Sub(clk.Now()), api.Polls(), want, i+1)
+		}
+		clk.Advance(want)
+	}
+	if err := api.WaitPolls(ctx, 3); err != nil {
+		t.Fatalf("no poll after the outage: %v", err)
+	}
+}
+
 // With a webhook set, Telegram refuses getUpdates: Answer stops with an
 // error that says so and what to do, without the token.
 func TestPollWebhookSet(t *testing.T) {

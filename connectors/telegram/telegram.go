@@ -16,6 +16,10 @@
 // message whose entities Telegram cannot parse is sent again as plain
 // text. A bad token, an unknown chat or a blocked bot fail for good.
 //
+// A notification with an Approval shows its actions as inline buttons
+// under the last part (connectors.Buttons), and Answer receives their
+// presses by getUpdates long polling (connectors.Answers): see Answer.
+//
 // Telegram has no idempotency key: if the process dies after Telegram
 // accepted a message and before the dispatcher recorded it (a window of
 // milliseconds, see connectors.Connector), the message is sent again.
