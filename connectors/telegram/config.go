@@ -185,7 +185,7 @@ func checkChat(s string) error {
 // build.
 var Type = connectors.Define(connectors.Spec[Config]{
 	Name: "telegram",
-	New: func(name string, c Config, _ connectors.BuildDeps) (connectors.Connector, error) {
-		return New(name, c, Options{})
+	New: func(name string, c Config, deps connectors.BuildDeps) (connectors.Connector, error) {
+		return New(name, c, Options{Logger: deps.Logger})
 	},
 })

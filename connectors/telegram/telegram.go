@@ -16,6 +16,10 @@
 // message whose entities Telegram cannot parse is sent again as plain
 // text. A bad token, an unknown chat or a blocked bot fail for good.
 //
+// A notification with an Approval shows its actions as inline buttons
+// under the last part (connectors.Buttons), and Answer receives their
+// presses by getUpdates long polling (connectors.Answers): see Answer.
+//
 // Telegram has no idempotency key: if the process dies after Telegram
 // accepted a message and before the dispatcher recorded it (a window of
 // milliseconds, see connectors.Connector), the message is sent again.
@@ -35,8 +39,11 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/connectors/internal/httpapi"
+	"github.com/agentwork/agentwork/internal/clock"
 	"github.com/agentwork/agentwork/internal/retryafter"
 	"github.com/agentwork/agentwork/internal/secret"
 )
@@ -62,6 +69,11 @@ type Options struct {
 	// redirected POST would become a GET, and the token would go
 	// elsewhere). Default: a client with a transport of its own.
 	Client *http.Client
+	// Logger receives what Answer could not do (answer a press, edit a
+	// question). Default zap.NewNop().
+	Logger *zap.Logger
+	// Clock times Answer's waits between polls. Default the real clock.
+	Clock clock.Clock
 }
 
 // Connector sends notifications to a Telegram chat with a bot. Safe for
@@ -69,8 +81,11 @@ type Options struct {
 // parts of one notification are not interleaved with another's.
 type Connector struct {
 	name     string
+	base     string // the API root with the token: <base_url>/bot<token>/; never printed
 	endpoint string // the sendMessage URL, token and all: never printed
 	where    string // the same with the token redacted, for errors
+	log      *zap.Logger
+	clock    clock.Clock
 	chat     string
 	thread   int64
 	html     bool
@@ -81,7 +96,11 @@ type Connector struct {
 	moved map[string]string // chat id → the supergroup it became
 }
 
-var _ connectors.Connector = (*Connector)(nil)
+var (
+	_ connectors.Connector = (*Connector)(nil)
+	_ connectors.Buttons   = (*Connector)(nil)
+	_ connectors.Answers   = (*Connector)(nil)
+)
 
 // New returns the connector named name (its name in agentwork.yaml, used in
 // notes) for c. It does no I/O.
@@ -93,8 +112,17 @@ func New(name string, c Config, opts Options) (*Connector, error) {
 	if base == "" {
 		base = DefaultBaseURL
 	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
 	return &Connector{
 		name:     name,
+		base:     base + "/bot" + c.BotToken + "/",
+		log:      opts.Logger,
+		clock:    opts.Clock,
 		endpoint: base + "/bot" + c.BotToken + "/sendMessage",
 		where:    secret.URL(base) + "/bot[redacted]/sendMessage",
 		chat:     c.ChatID,
@@ -156,9 +184,19 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 	if strings.TrimSpace(n.Text) == "" {
 		return connectors.Receipt{}, connectors.Permanent(errors.New("telegram: the text is empty or white space, which Telegram does not send"))
 	}
+	keyboard, links, err := buttons(n.Approval)
+	if err != nil {
+		return connectors.Receipt{}, connectors.Permanent(fmt.Errorf("telegram: %w", err))
+	}
+	if links != "" {
+		n.Text += links
+	}
 	parts := Parts(n)
-	s := &sending{c: c, n: n, route: r, fromTarget: fromTarget, silent: n.Urgency != "important", total: len(parts)}
+	s := &sending{c: c, n: n, route: r, fromTarget: fromTarget, silent: n.Urgency != "important", total: len(parts), keyboard: keyboard}
 	rec, err := connectors.SendParts(ctx, parts, n.SentParts, func(i int, part string) (string, error) { return s.part(ctx, i, part) })
+	if links != "" {
+		s.note(fmt.Sprintf("approval %q: its id is too long for a button's callback_data (%d bytes at most), so the question carries its links instead of buttons", n.Approval.ID, MaxCallbackData))
+	}
 	rec.Notes = s.notes
 	return rec, err
 }
@@ -171,6 +209,7 @@ type sending struct {
 	fromTarget bool // route.chat is the target's, not chat_id
 	silent     bool
 	total      int
+	keyboard   *inlineKeyboard // on the last part
 	notes      []string
 	noted      map[string]bool
 }
@@ -200,6 +239,9 @@ func (s *sending) part(ctx context.Context, i int, part string) (string, error) 
 	}
 	if !c.preview {
 		req.LinkPreviewOptions = &linkPreviewOptions{IsDisabled: true}
+	}
+	if i == s.total-1 {
+		req.ReplyMarkup = s.keyboard
 	}
 	if c.html {
 		req.Text, req.ParseMode = EscapeHTML(part), ParseModeHTML
@@ -291,6 +333,7 @@ type request struct {
 	ParseMode           string              `json:"parse_mode,omitempty"`
 	LinkPreviewOptions  *linkPreviewOptions `json:"link_preview_options,omitempty"`
 	DisableNotification bool                `json:"disable_notification,omitempty"`
+	ReplyMarkup         *inlineKeyboard     `json:"reply_markup,omitempty"`
 }
 
 type linkPreviewOptions struct {
@@ -328,22 +371,41 @@ type message struct {
 // post sends one sendMessage request for chat and returns the message
 // Telegram made: its id and its chat's id ("" when the reply omits it).
 func (c *Connector) post(ctx context.Context, chat string, body request) (msgID int64, chatID string, err error) {
+	result, err := c.call(ctx, "sendMessage", chat, body)
+	if err != nil {
+		return 0, "", err
+	}
+	var m message
+	_ = json.Unmarshal(result, &m)
+	return m.MessageID, m.Chat.ID.String(), nil
+}
+
+// call calls the Bot API's method with body, about chat ("" when none),
+// and returns the reply's result, or an *Error for an answer other than
+// ok.
+func (c *Connector) call(ctx context.Context, method, chat string, body any) (json.RawMessage, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
-		return 0, "", connectors.Permanent(fmt.Errorf("telegram: encode the request: %w", err))
+		return nil, connectors.Permanent(fmt.Errorf("telegram: encode the request: %w", err))
 	}
-	r, err := c.api.Post(ctx, c.endpoint, http.Header{"Content-Type": {"application/json"}}, raw)
+	endpoint, where := c.endpoint, c.where
+	if method != "sendMessage" {
+		endpoint = c.base + method
+		where = strings.TrimSuffix(c.where, "sendMessage") + method
+	}
+	r, err := c.api.Post(ctx, endpoint, http.Header{"Content-Type": {"application/json"}}, raw)
 	if err != nil {
-		return 0, "", fmt.Errorf("telegram: send to chat %s: POST %s: %w", chat, c.where, err)
+		if chat == "" {
+			return nil, fmt.Errorf("telegram: %s: POST %s: %w", method, where, err)
+		}
+		return nil, fmt.Errorf("telegram: send to chat %s: POST %s: %w", chat, where, err)
 	}
 	var rep reply
 	jsonErr := json.Unmarshal(r.Body, &rep)
 	if jsonErr == nil && rep.OK && r.OK() {
-		var m message
-		_ = json.Unmarshal(rep.Result, &m)
-		return m.MessageID, m.Chat.ID.String(), nil
+		return rep.Result, nil
 	}
-	e := &Error{Status: r.StatusCode, Code: r.StatusCode, Chat: chat}
+	e := &Error{Status: r.StatusCode, Code: r.StatusCode, Chat: chat, Method: method}
 	if jsonErr == nil && !rep.OK && rep.ErrorCode != 0 {
 		e.Code = rep.ErrorCode
 		e.Description = c.api.Snippet(rep.Description)
@@ -366,7 +428,7 @@ func (c *Connector) post(ctx context.Context, chat string, body request) (msgID 
 			e.Description = "a reply that is not the Bot API's (a proxy?); the message may have been sent"
 		}
 	}
-	return 0, "", e
+	return nil, e
 }
 
 // Error is an answer of the Bot API other than ok: its status, error_code,
@@ -384,12 +446,18 @@ type Error struct {
 	// MigrateTo is parameters.migrate_to_chat_id: the chat became this
 	// supergroup.
 	MigrateTo string
-	// Chat is the chat the message was for.
+	// Chat is the chat the message was for ("" for a call about none,
+	// such as getUpdates).
 	Chat string
+	// Method is the Bot API method called ("sendMessage", "getUpdates").
+	Method string
 }
 
 func (e *Error) Error() string {
 	msg := fmt.Sprintf("telegram: chat %s: %d %s", e.Chat, e.Code, e.Description)
+	if e.Chat == "" {
+		msg = fmt.Sprintf("telegram: %s: %d %s", e.Method, e.Code, e.Description)
+	}
 	if h := e.hint(); h != "" {
 		msg += " (" + h + ")"
 	}
@@ -400,6 +468,10 @@ func (e *Error) Error() string {
 func (e *Error) hint() string {
 	d := strings.ToLower(e.Description)
 	switch {
+	case strings.Contains(d, "webhook is active"):
+		return "a webhook is set for this bot, and Telegram hands presses only to it: delete it (https://api.telegram.org/bot<token>/deleteWebhook) or stop whatever else uses this bot for a webhook"
+	case strings.Contains(d, "terminated by other getupdates"):
+		return "another program (or another agentwork instance) reads this bot's updates: run one receiver per bot, or give each a bot of its own"
 	case e.Code == http.StatusTooManyRequests:
 		return "Telegram's flood control; about 1 message a second per chat and 20 a minute per group are allowed"
 	case e.Code == http.StatusUnauthorized:

@@ -1,8 +1,11 @@
-// Package telegramfake is a fake of the Telegram Bot API's sendMessage for
-// tests: an httptest server on 127.0.0.1 that answers with the API's real
+// Package telegramfake is a fake of the Telegram Bot API for tests: what a
+// bot that sends messages with buttons and reads their presses sees
+// (sendMessage with an inline keyboard, getUpdates, answerCallbackQuery,
+// editMessageText, editMessageReplyMarkup, setWebhook, deleteWebhook). It
+// is an httptest server on 127.0.0.1 that answers with the API's real
 // success and error bodies, enforces its limits, records what arrived as
 // a reader would see it, and can be scripted to fail the ways the real API
-// does.
+// does. A test presses a button as a given user with Press or PressButton.
 //
 // The wire format follows the Bot API docs and what the API was seen to
 // answer:
@@ -21,6 +24,20 @@
 //   - 403 "Forbidden: bot was blocked by the user", 400 "Bad Request: chat
 //     not found", 401 "Unauthorized", 404 "Not Found" (a path without a
 //     valid token), 502 as nginx's HTML page: as the API answers them.
+//   - buttons: https://core.telegram.org/bots/api#inlinekeyboardmarkup and
+//     #inlinekeyboardbutton (callback_data 1-64 bytes; more is 400
+//     "BUTTON_DATA_INVALID")
+//   - presses: https://core.telegram.org/bots/api#getupdates (an offset
+//     confirms the updates below it; timeout is a long poll; allowed_updates
+//     holds for later calls), #update, #callbackquery, #user; 409 "can't use
+//     getUpdates method while webhook is active" and "terminated by other
+//     getUpdates request" as the API answers them
+//   - #answercallbackquery (once per query; after that 400 "query is too
+//     old and response timeout expired or query ID is invalid")
+//   - #editmessagetext and #editmessagereplymarkup (a reply_markup left out
+//     removes the keyboard; 400 "message is not modified: ..." for an edit
+//     that changes nothing, "message to edit not found")
+//   - #setwebhook (secret_token of 1-256 [A-Za-z0-9_-])
 //
 // An e2e test starts the fake, points the connector's base_url at URL and
 // its bot_token at Token, and reads Messages, Texts or Requests.
@@ -73,6 +90,7 @@ type Server struct {
 
 	srv  *httptest.Server
 	once sync.Once
+	done chan struct{} // closed by Close: ends waiting getUpdates calls
 
 	mu       sync.Mutex
 	now      func() time.Time
@@ -82,6 +100,19 @@ type Server struct {
 	blocked  map[string]bool
 	notFound map[string]bool
 	migrated map[string]string
+
+	sent     map[msgKey]*sent  // every message made, as it is now
+	change   chan struct{}     // closed and replaced at each change
+	updates  []update          // not yet confirmed, in update_id order
+	lastUpd  int64             // the last update_id given
+	allowed  []string          // allowed_updates of the last getUpdates that set it
+	polling  int64             // the getUpdates call that may wait; earlier ones are terminated
+	queries  map[string]*query // callback queries by id
+	answers  []CallbackAnswer  // answerCallbackQuery calls that succeeded
+	edits    []Edit            // edit calls, answered or not
+	webhook  string            // setWebhook's url, "" when none
+	polls    int               // getUpdates calls
+	pollFail *connectortest.Script[answer]
 }
 
 var (
@@ -108,6 +139,9 @@ type Request struct {
 	Description string
 	// MessageID is the id of the message made (0 on failure).
 	MessageID int64
+	// ReplyMarkup is reply_markup as sent (JSON), "" when none; Message
+	// returns the buttons it made.
+	ReplyMarkup string
 }
 
 // New starts a fake that accepts DefaultToken and stops at t's cleanup.
@@ -128,6 +162,12 @@ func NewServer(token string) *Server {
 		blocked:  map[string]bool{},
 		notFound: map[string]bool{},
 		migrated: map[string]string{},
+		sent:     map[msgKey]*sent{},
+		change:   make(chan struct{}),
+		lastUpd:  700000000,
+		queries:  map[string]*query{},
+		pollFail: connectortest.NewScript(faultAnswer),
+		done:     make(chan struct{}),
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
@@ -138,6 +178,8 @@ func NewServer(token string) *Server {
 func (s *Server) Close() {
 	s.once.Do(func() {
 		s.Release()
+		s.pollFail.Release()
+		close(s.done)
 		s.srv.CloseClientConnections()
 		s.srv.Close()
 	})
@@ -151,6 +193,7 @@ func (s *Server) FailStatus(n, status int) { s.AnswerNext(n, outage(status)) }
 // Recover ends every scripted failure and FailEntities.
 func (s *Server) Recover() {
 	s.Script.Recover()
+	s.pollFail.Recover()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.entities = 0
@@ -231,6 +274,7 @@ type sendMessage struct {
 	LinkPreviewOptions    *struct {
 		IsDisabled bool `json:"is_disabled"`
 	} `json:"link_preview_options"`
+	ReplyMarkup json.RawMessage `json:"reply_markup"`
 }
 
 // answer is what the fake replies.
@@ -282,9 +326,27 @@ func (s *Server) handle(r *http.Request, raw []byte) (a answer) {
 	if token != s.Token {
 		return apiError(http.StatusUnauthorized, "Unauthorized")
 	}
-	if !strings.EqualFold(method, "sendMessage") {
-		return apiError(http.StatusNotFound, "Not Found: method not found")
+	switch strings.ToLower(method) {
+	case "sendmessage":
+		return s.sendMessage(r, raw)
+	case "getupdates":
+		return s.getUpdates(r, raw)
+	case "answercallbackquery":
+		return s.answerCallbackQuery(r, raw)
+	case "editmessagetext":
+		return s.editMessage(r, raw, true)
+	case "editmessagereplymarkup":
+		return s.editMessage(r, raw, false)
+	case "setwebhook":
+		return s.setWebhook(r, raw)
+	case "deletewebhook":
+		return s.deleteWebhook()
 	}
+	return apiError(http.StatusNotFound, "Not Found: method not found")
+}
+
+// sendMessage answers a sendMessage request.
+func (s *Server) sendMessage(r *http.Request, raw []byte) (a answer) {
 	var body sendMessage
 	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") || json.Unmarshal(raw, &body) != nil {
 		return apiError(http.StatusBadRequest, "Bad Request: chat_id is empty")
@@ -298,6 +360,15 @@ func (s *Server) handle(r *http.Request, raw []byte) (a answer) {
 	}
 	if body.Text != nil {
 		req.Text = *body.Text
+	}
+	var buttons [][]Button
+	if body.ReplyMarkup != nil {
+		req.ReplyMarkup = string(body.ReplyMarkup)
+		var m replyMarkup
+		if err := json.Unmarshal(body.ReplyMarkup, &m); err != nil {
+			return apiError(http.StatusBadRequest, "Bad Request: can't parse reply keyboard markup JSON object")
+		}
+		buttons = m.InlineKeyboard
 	}
 
 	s.mu.Lock()
@@ -330,6 +401,9 @@ func (s *Server) handle(r *http.Request, raw []byte) (a answer) {
 		return apiError(http.StatusForbidden, "Forbidden: bot was blocked by the user")
 	case req.MessageThreadID < 0:
 		return apiError(http.StatusBadRequest, "Bad Request: message thread not found")
+	}
+	if desc := checkKeyboard(buttons); desc != "" {
+		return apiError(http.StatusBadRequest, desc)
 	}
 	text := req.Text
 	switch req.ParseMode {
@@ -368,7 +442,10 @@ func (s *Server) handle(r *http.Request, raw []byte) (a answer) {
 		urgency = "info"
 	}
 	s.Add(connectortest.Message{Text: text, Urgency: urgency, Destination: dest})
-	return answer{status: http.StatusOK, body: map[string]any{"ok": true, "result": s.message(req, text)}}
+	key := msgKey{req.ChatID, req.MessageID}
+	s.sent[key] = &sent{req: *req, text: text, buttons: buttons}
+	s.changed()
+	return answer{status: http.StatusOK, body: map[string]any{"ok": true, "result": s.message(key)}}
 }
 
 // faultAnswer is the API's answer to f (see Server).
@@ -404,8 +481,11 @@ func rateLimited(secs int) answer {
 	}}
 }
 
-// message is the Message sendMessage returns. s.mu is held.
-func (s *Server) message(req *Request, text string) map[string]any {
+// message is the Message the API returns for the sent message at k, as
+// it is now (edits included). s.mu is held.
+func (s *Server) message(k msgKey) map[string]any {
+	m := s.sent[k]
+	req, text := &m.req, m.text
 	chat := map[string]any{}
 	switch id, err := strconv.ParseInt(req.ChatID, 10, 64); {
 	case err != nil: // @username: a public channel
@@ -427,7 +507,7 @@ func (s *Server) message(req *Request, text string) map[string]any {
 	}
 	botID, _, _ := strings.Cut(s.Token, ":")
 	bot, _ := strconv.ParseInt(botID, 10, 64)
-	m := map[string]any{
+	msg := map[string]any{
 		"message_id": req.MessageID,
 		"from":       map[string]any{"id": bot, "is_bot": true, "first_name": "agentwork fake", "username": "agentwork_fake_bot"},
 		"chat":       chat,
@@ -435,10 +515,16 @@ func (s *Server) message(req *Request, text string) map[string]any {
 		"text":       text,
 	}
 	if req.MessageThreadID != 0 {
-		m["message_thread_id"] = req.MessageThreadID
-		m["is_topic_message"] = true
+		msg["message_thread_id"] = req.MessageThreadID
+		msg["is_topic_message"] = true
 	}
-	return m
+	if m.edited {
+		msg["edit_date"] = s.now().Unix()
+	}
+	if len(m.buttons) > 0 {
+		msg["reply_markup"] = map[string]any{"inline_keyboard": m.buttons}
+	}
+	return msg
 }
 
 // chatString is chat_id as a string: an integer's digits or a string's

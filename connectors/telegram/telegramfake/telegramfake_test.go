@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -163,5 +164,92 @@ func TestParseHTML(t *testing.T) {
 		if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && err.Error() != tc.err) {
 			t.Errorf("ParseHTML(%q) = %q, %v; want %q, %q", tc.in, got, err, tc.want, tc.err)
 		}
+	}
+}
+
+// A bot's view of buttons: a keyboard is checked as the API checks it, a
+// press arrives by getUpdates (a long poll wakes for it), an offset
+// confirms it for good, a query is answered once, an edit that changes
+// nothing is refused, and a webhook excludes getUpdates.
+func TestButtonsAndUpdates(t *testing.T) {
+	t.Parallel()
+	api := telegramfake.New(t)
+	long := strings.Repeat("x", telegramfake.MaxButtonData+1)
+	status, got := send(t, api, `{"chat_id":-100123,"text":"q?","reply_markup":{"inline_keyboard":[[{"text":"Approve","callback_data":"`+long+`"}]]}}`)
+	if status != 400 || got["description"] != telegramfake.DescButtonData {
+		t.Errorf("65-byte callback_data = %d %v, want 400 %q", status, got, telegramfake.DescButtonData)
+	}
+	status, got = send(t, api, `{"chat_id":-100123,"text":"q?","reply_markup":{"inline_keyboard":[[{"text":"Approve","callback_data":"ap:a:1"},{"text":"Reject","callback_data":"ap:r:1"}]]}}`)
+	res, _ := got["result"].(map[string]any)
+	if status != 200 || res["reply_markup"] == nil {
+		t.Fatalf("send with a keyboard = %d %v", status, got)
+	}
+	call := func(method, body string) (int, map[string]any) {
+		return post(t, api, "/bot"+api.Token+"/"+method, body)
+	}
+
+	// A long poll waits, and wakes for the press.
+	type reply struct {
+		status int
+		body   map[string]any
+	}
+	polled := make(chan reply, 1)
+	go func() {
+		s, b := call("getUpdates", `{"timeout":30,"allowed_updates":["callback_query"]}`)
+		polled <- reply{s, b}
+	}()
+	if err := api.WaitPolls(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	qid, err := api.PressButton(telegramfake.User{ID: 42, FirstName: "Ana"}, "-100123", 1, "Reject")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-polled
+	ups, _ := r.body["result"].([]any)
+	if r.status != 200 || len(ups) != 1 {
+		t.Fatalf("getUpdates = %d %v, want the press", r.status, r.body)
+	}
+	up := ups[0].(map[string]any)
+	cq := up["callback_query"].(map[string]any)
+	if cq["id"] != qid || cq["data"] != "ap:r:1" || cq["from"].(map[string]any)["id"] != 42.0 ||
+		cq["message"].(map[string]any)["message_id"] != 1.0 {
+		t.Errorf("callback_query = %v", cq)
+	}
+	// Not confirmed yet: returned again; then confirmed by the offset.
+	if _, b := call("getUpdates", `{}`); len(b["result"].([]any)) != 1 {
+		t.Errorf("unconfirmed update not returned again: %v", b)
+	}
+	next := int64(up["update_id"].(float64)) + 1
+	if _, b := call("getUpdates", `{"offset":`+strconv.FormatInt(next, 10)+`}`); len(b["result"].([]any)) != 0 || api.Pending() != 0 {
+		t.Errorf("confirmed update returned again: %v (pending %d)", b, api.Pending())
+	}
+
+	if s, b := call("answerCallbackQuery", `{"callback_query_id":"`+qid+`","text":"Rejected"}`); s != 200 || b["result"] != true {
+		t.Errorf("answerCallbackQuery = %d %v", s, b)
+	}
+	if s, b := call("answerCallbackQuery", `{"callback_query_id":"`+qid+`"}`); s != 400 || b["description"] != telegramfake.DescQueryTooOld {
+		t.Errorf("second answerCallbackQuery = %d %v, want 400 %q", s, b, telegramfake.DescQueryTooOld)
+	}
+	if a := api.Answers(); len(a) != 1 || a[0].Text != "Rejected" || a[0].From != 42 {
+		t.Errorf("Answers = %+v", a)
+	}
+
+	if s, b := call("editMessageText", `{"chat_id":-100123,"message_id":1,"text":"q?\n\n❌ Rejected by Ana"}`); s != 200 {
+		t.Errorf("editMessageText = %d %v", s, b)
+	}
+	if m, _ := api.Message("-100123", 1); m.Text != "q?\n\n❌ Rejected by Ana" || len(m.Buttons) != 0 || !m.Edited {
+		t.Errorf("after the edit the message is %+v, want the new text without buttons", m)
+	}
+	if s, b := call("editMessageReplyMarkup", `{"chat_id":-100123,"message_id":1}`); s != 400 || b["description"] != telegramfake.DescNotModified {
+		t.Errorf("an edit that changes nothing = %d %v, want 400 %q", s, b, telegramfake.DescNotModified)
+	}
+	if s, b := call("editMessageText", `{"chat_id":-100123,"message_id":9,"text":"x"}`); s != 400 || b["description"] != telegramfake.DescEditNotFound {
+		t.Errorf("edit of an unknown message = %d %v", s, b)
+	}
+
+	api.SetWebhook("https://example.com/hook")
+	if s, b := call("getUpdates", `{}`); s != 409 || b["description"] != telegramfake.DescWebhookActive {
+		t.Errorf("getUpdates with a webhook = %d %v, want 409 %q", s, b, telegramfake.DescWebhookActive)
 	}
 }
