@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/api/problem"
+	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/tools/memory"
 )
@@ -75,6 +76,10 @@ type Deps struct {
 	Tools *agentwork.ToolAdmin
 	// Memory, if set, serves /v1/memory: the agent's memory documents.
 	Memory *memory.Store
+	// Approvals, if set, serves /v1/approvals (admin) and the pages of
+	// the approvals' signed links, /approvals/{id}/{verb} (open: the
+	// signature is the credential).
+	Approvals *approval.Service
 	// Details, if set, adds to /readyz the state of parts that do not make
 	// the server unready, such as MCP servers ("mcp.fs": "up"). It must
 	// answer at once and name no secret (the route is open).
@@ -297,8 +302,9 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 //	GET  /metrics            open from loopback, else admin
 //	the PublicRoutes         their own auth (POST /v1/tasks: webhook
 //	                         credentials, or the admin token)
+//	/approvals/{id}/{verb}   the approvals' signed links (the signature)
 //	/v1/...                  admin: events, runs, usage, failed deliveries, tools,
-//	                         and the mounted Routes
+//	                         approvals, and the mounted Routes
 func (s *Server) routes() http.Handler {
 	admin := http.NewServeMux()
 	admin.HandleFunc("GET /v1/events", s.events)
@@ -307,6 +313,7 @@ func (s *Server) routes() http.Handler {
 	s.deliveryRoutes(admin)
 	s.toolRoutes(admin)
 	s.memoryRoutes(admin)
+	s.approvalRoutes(admin)
 	for _, r := range s.deps.Routes {
 		r.Routes(admin)
 	}
@@ -318,6 +325,9 @@ func (s *Server) routes() http.Handler {
 	root.Handle("/v1/", s.requireAdmin(problemMux(admin)))
 	for _, r := range s.deps.PublicRoutes {
 		r.PublicRoutes(root)
+	}
+	if s.deps.Approvals != nil {
+		s.deps.Approvals.PublicRoutes(root)
 	}
 	return s.middleware(problemMux(root))
 }
