@@ -192,3 +192,12 @@ textarea,input{width:100%;box-sizing:border-box;margin:.2em 0 .8em}button{font-s
 {{end}}
 </body></html>
 `))
+
+// LinkKey derives the links' signing key from the admin token: the links
+// verify on every instance that shares the token, and a new admin token
+// makes the links sent before it invalid.
+func LinkKey(adminToken string) []byte {
+	m := hmac.New(sha256.New, []byte(adminToken))
+	m.Write([]byte("agentwork approval links v1"))
+	return m.Sum(nil)
+}

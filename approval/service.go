@@ -2,6 +2,9 @@ package approval
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/url"
 	"time"
 
 	"go.uber.org/zap"
@@ -13,35 +16,54 @@ import (
 // timeout.
 const DefaultTimeout = 24 * time.Hour
 
-// Config configures a Service. Zero fields take the documented defaults.
+// Config configures a Service: the approvals section of agentwork.yaml
+// (public_url, timeout) and what cmd/agentwork wires in. Zero fields take
+// the documented defaults.
 type Config struct {
-	// PublicURL is the base of the signed links ("https://agentwork.example.com");
-	// a link is <PublicURL>/approvals/<id>/<verb>?exp=...&sig=...
-	// Empty, or no LinkKey: the questions carry no links (buttons, the
-	// CLI and the HTTP API still decide).
-	PublicURL string
-	// LinkKey signs the links (HMAC-SHA256). cmd/agentwork derives it
-	// from the admin token.
-	LinkKey []byte
-	// Timeout is the default wait of a request without one. Default
-	// DefaultTimeout (24h).
-	Timeout time.Duration
+	// PublicURL is the base of the signed links, as people's browsers
+	// reach agentwork ("https://agentwork.example.com"); a link is
+	// <public_url>/approvals/<id>/<verb>?exp=...&sig=... Default: the
+	// HTTP listener's address (http://127.0.0.1:8080), which only a
+	// browser on this machine reaches. No links when HTTP is off.
+	PublicURL string `yaml:"public_url" json:"public_url,omitempty"`
+	// Timeout is how long an approval waits when what asks sets no
+	// timeout. Default 24h.
+	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
+
+	// LinkKey signs the links (HMAC-SHA256); no key, no links.
+	// cmd/agentwork derives it from the admin token.
+	LinkKey []byte `yaml:"-" json:"-"`
 	// Connectors are the connector names a target may name; Ask refuses
 	// another. Empty: any well-formed target.
-	Connectors []string
+	Connectors []string `yaml:"-" json:"-"`
 	// Secrets are cut out of the question and the tool's arguments.
-	Secrets []string
+	Secrets []string `yaml:"-" json:"-"`
 	// ArgsMax bounds the tool arguments the record keeps (bytes, cut with
 	// a note). Default 2048.
-	ArgsMax int
+	ArgsMax int `yaml:"-" json:"-"`
 	// Concurrency is how many fired timers the consumer handles at once.
 	// Default 4.
-	Concurrency int
+	Concurrency int `yaml:"-" json:"-"`
 	// AckWait is the timer consumer's ack wait. Default 30s.
-	AckWait time.Duration
+	AckWait time.Duration `yaml:"-" json:"-"`
 	// ShutdownGrace is how long handlers in flight may finish when Run's
 	// ctx ends. Default 10s.
-	ShutdownGrace time.Duration
+	ShutdownGrace time.Duration `yaml:"-" json:"-"`
+}
+
+// Validate checks the approvals section.
+func (c Config) Validate() error {
+	var errs []error
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			errs = append(errs, fmt.Errorf("approvals.public_url: %q: want the http(s) address people's browsers reach agentwork at, e.g. https://agentwork.example.com", c.PublicURL))
+		}
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("approvals.timeout: %s: must not be negative (0: 24h)", c.Timeout))
+	}
+	return errors.Join(errs...)
 }
 
 func (c Config) withDefaults() Config {
