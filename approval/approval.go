@@ -181,6 +181,7 @@ type Approval struct {
 	CreatedAt time.Time `json:"created_at"`
 	// Receipts are the delivery receipts of the question by target, as
 	// far as known (a Telegram message id, to edit the message later).
+	// Nothing fills them yet: a button press carries its own message.
 	Receipts map[string]connectors.Receipt `json:"receipts,omitempty"`
 }
 

@@ -39,7 +39,7 @@ func (s *Service) ask(ctx context.Context, r Request) (Approval, bool, error) {
 		}
 		return a, created, err
 	}
-	if err := s.arm(ctx, a, "ask"); err != nil {
+	if err := s.arm(ctx, a); err != nil {
 		return a, created, err
 	}
 	if err := s.at("ask.armed", a.ID); err != nil {
@@ -175,7 +175,7 @@ func (a Approval) next() (time.Time, string) {
 }
 
 // arm sets the approval's timer to its next due time.
-func (s *Service) arm(ctx context.Context, a Approval, _ string) error {
+func (s *Service) arm(ctx context.Context, a Approval) error {
 	at, why := a.next()
 	return s.setTimer(ctx, a.ID, at, why)
 }

@@ -345,5 +345,5 @@ func (s *Service) fired(ctx context.Context, a Approval, rev uint64, t bus.Timer
 			return nil // decided meanwhile: its own timer finishes it
 		}
 	}
-	return s.arm(ctx, a, "fired")
+	return s.arm(ctx, a)
 }
