@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/api/problem"
+	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/tools/memory"
 	"github.com/agentwork/agentwork/workflow"
@@ -82,6 +83,10 @@ type Deps struct {
 	// /v1/workflows/{name}/runs that do not send the admin token (the
 	// webhook's credentials); nil: only the admin token may start runs.
 	Callers CallerAuth
+	// Approvals, if set, serves /v1/approvals (admin) and the pages of
+	// the approvals' signed links, /approvals/{id}/{verb} (open: the
+	// signature is the credential).
+	Approvals *approval.Service
 	// Details, if set, adds to /readyz the state of parts that do not make
 	// the server unready, such as MCP servers ("mcp.fs": "up"). It must
 	// answer at once and name no secret (the route is open).
@@ -304,8 +309,9 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 //	GET  /metrics            open from loopback, else admin
 //	the PublicRoutes         their own auth (POST /v1/tasks: webhook
 //	                         credentials, or the admin token)
+//	/approvals/{id}/{verb}   the approvals' signed links (the signature)
 //	/v1/...                  admin: events, runs, usage, failed deliveries, tools,
-//	                         and the mounted Routes
+//	                         approvals, and the mounted Routes
 func (s *Server) routes() http.Handler {
 	admin := http.NewServeMux()
 	admin.HandleFunc("GET /v1/events", s.events)
@@ -315,6 +321,7 @@ func (s *Server) routes() http.Handler {
 	s.toolRoutes(admin)
 	s.memoryRoutes(admin)
 	s.workflowRoutes(admin)
+	s.approvalRoutes(admin)
 	for _, r := range s.deps.Routes {
 		r.Routes(admin)
 	}
@@ -327,6 +334,9 @@ func (s *Server) routes() http.Handler {
 	s.workflowPublicRoutes(root)
 	for _, r := range s.deps.PublicRoutes {
 		r.PublicRoutes(root)
+	}
+	if s.deps.Approvals != nil {
+		s.deps.Approvals.PublicRoutes(root)
 	}
 	return s.middleware(problemMux(root))
 }

@@ -60,6 +60,8 @@ type Bus struct {
 	Memory jetstream.KeyValue
 	// WorkflowRuns is agentwork_workflow_runs: the workflow runs.
 	WorkflowRuns jetstream.KeyValue
+	// Approvals is agentwork_approvals: the approvals.
+	Approvals jetstream.KeyValue
 
 	storeFull atomic.Bool // a write was refused for lack of space (NoteWrite)
 

@@ -38,6 +38,9 @@ const (
 	// BucketWorkflowRuns holds the workflow runs, one key per run id: the
 	// run's state and the engine's outbox (package workflow).
 	BucketWorkflowRuns = "agentwork_workflow_runs"
+	// BucketApprovals holds the approvals, one key per approval id
+	// (package approval).
+	BucketApprovals = "agentwork_approvals"
 )
 
 // Retention of the streams and buckets. Each window is sized to what it
@@ -126,6 +129,13 @@ const (
 	WorkflowRunTTL = EventsMaxAge
 	// WorkflowRunsMarkerTTL is how long the marker of an expired run stays.
 	WorkflowRunsMarkerTTL = time.Minute
+	// ApprovalTTL is how long a decided (or expired, or cancelled)
+	// approval is kept after its last write: as long as the events
+	// stream keeps its events. A pending one has no expiry.
+	ApprovalTTL = EventsMaxAge
+	// ApprovalsMarkerTTL is how long the marker of an expired approval
+	// stays.
+	ApprovalsMarkerTTL = time.Minute
 )
 
 // StreamConfigs returns the desired configuration of the streams.
@@ -183,6 +193,7 @@ func (b *Bus) bucketConfigs() []jetstream.KeyValueConfig {
 		{Bucket: BucketUsage, Description: "model tokens per day, source, name and model", History: 1, TTL: UsageTTL, Storage: jetstream.FileStorage, Replicas: r},
 		{Bucket: BucketMemory, Description: "the agent's memory: long-term memory, daily logs (per-key TTL), the checklist", History: MemoryHistory, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: MemoryMarkerTTL},
 		{Bucket: BucketWorkflowRuns, Description: "workflow runs: state and outbox (ended runs expire by a per-key TTL)", History: 1, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: WorkflowRunsMarkerTTL},
+		{Bucket: BucketApprovals, Description: "approvals (ended ones expire by a per-key TTL)", History: 1, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: ApprovalsMarkerTTL},
 	}
 }
 
@@ -251,6 +262,7 @@ func (b *Bus) bindBuckets(ctx context.Context) error {
 	b.DeadLetters, b.Usage = bind(BucketDeadLetters), bind(BucketUsage)
 	b.Memory = bind(BucketMemory)
 	b.WorkflowRuns = bind(BucketWorkflowRuns)
+	b.Approvals = bind(BucketApprovals)
 	return err
 }
 

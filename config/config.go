@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/api"
+	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/internal/secret"
@@ -73,6 +74,9 @@ type File struct {
 	Memory memory.Config `yaml:"memory" json:"memory,omitempty"`
 	// HTTP: the API server.
 	HTTP api.Config `yaml:"http" json:"http,omitempty"`
+	// Approvals: the base of the approvals' signed links, their default
+	// timeout.
+	Approvals approval.Config `yaml:"approvals" json:"approvals,omitempty"`
 	// Log: level and format of the service's own log.
 	Log Log `yaml:"log" json:"log,omitempty"`
 	// Workflows: multi-step work by name (steps of agents, tools,
@@ -195,6 +199,7 @@ func (f *File) Validate() error {
 	add(f.MCP.Validate())
 	add(f.Memory.Validate())
 	add(f.HTTP.Validate())
+	add(f.Approvals.Validate())
 	add(f.validateTargets())
 	add(f.validateWebhookSources())
 	add(f.validateServerNames())

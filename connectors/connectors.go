@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -64,6 +65,13 @@ type Notification struct {
 }
 
 // Prompt is the question of an approval, as a notification carries it.
+//
+// The links convention: the approval package (the only maker of prompts)
+// ends the notification's Text with Links(), the actions' signed links,
+// so that every connector shows them with no code of its own. A connector
+// that shows buttons instead (Telegram) cuts them off the text,
+// strings.TrimSuffix(n.Text, n.Approval.Links()), and shows one button
+// per action, carrying the approval's ID and the action's Verb only.
 type Prompt struct {
 	// ID is the approval's id.
 	ID string `json:"id"`
@@ -77,6 +85,26 @@ type Action struct {
 	Verb  string `json:"verb"`
 	Label string `json:"label"`
 	URL   string `json:"url,omitempty"`
+}
+
+// Links is the text of the prompt's links as the approval package ends a
+// notification's Text with it: a blank line, then one line per action
+// with a URL, "<Label>: <URL>". "" when no action has one.
+func (p *Prompt) Links() string {
+	if p == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, a := range p.Actions {
+		if a.URL == "" {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString("\n" + a.Label + ": " + a.URL)
+	}
+	return b.String()
 }
 
 // Connector returns the name of the connector n is queued for.

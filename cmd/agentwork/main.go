@@ -57,6 +57,7 @@ func commands() map[string]command {
 		"heartbeat":  {"heartbeat status|wake|history", cmdHeartbeat},
 		"cron":       {"cron list|add|show|pause|resume|run|delete|history", cmdCron},
 		"deliveries": {"deliveries list|show|retry: notifications that failed delivery", cmdDeliveries},
+		"approvals":  {"approvals list|show|approve|reject: the questions work waits on", cmdApprovals},
 		"usage":      {"model tokens per day, source, name and model (usage [--since 7d] [--by name])", cmdUsage},
 		"tools":      {"tools list|call: the tools in scope, the MCP servers, a call by hand", cmdTools},
 		"memory":     {"memory show|edit|restore|export|import: the agent's memory as Markdown", cmdMemory},
@@ -89,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: agentwork <command> [flags]\n\ncommands:")
-	for _, name := range []string{"serve", "task", "events", "heartbeat", "cron", "deliveries", "usage", "tools", "memory", "workflow", "config", "version"} {
+	for _, name := range []string{"serve", "task", "events", "heartbeat", "cron", "deliveries", "approvals", "usage", "tools", "memory", "workflow", "config", "version"} {
 		fmt.Fprintf(w, "  %-11s %s\n", name, commands()[name].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'agentwork <command> -h' for its flags.")

@@ -119,6 +119,7 @@ func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
 	consume("runner", w.runner.Run)
 	consume("usage", w.usage.Run)
 	consume("workflows", w.runWorkflows)
+	consume("approvals", w.approvals.Run)
 	for _, c := range w.consumers {
 		consume("connectors", c)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/agentwork/agentwork/agentwork"
 	tokenusage "github.com/agentwork/agentwork/agentwork/usage"
 	"github.com/agentwork/agentwork/api"
+	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/config"
 	"github.com/agentwork/agentwork/model"
@@ -183,8 +184,11 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	toolAdmin := agentwork.NewToolAdmin(w.runner, w.mcp.Status)
 	w.services = append(w.services, toolAdmin.Service(), mem.Service(), w.workflows.Service())
 
+	if w.approvals, err = newApprovals(f, b, w.connectorNames, log); err != nil {
+		return nil, err
+	}
 	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner, api.ReadyFunc(w.workflowsReady)}, Tools: toolAdmin, Details: mcpStates(w.mcp),
-		Memory: mem, Workflows: w.workflows}
+		Memory: mem, Workflows: w.workflows, Approvals: w.approvals}
 	for _, t := range w.triggers {
 		if s, ok := t.(triggers.Servicer); ok {
 			w.services = append(w.services, s.Service())
@@ -213,6 +217,7 @@ type wiring struct {
 	connectorNames []string
 	runner         *agentwork.Runner
 	usage          *tokenusage.Folder            // a consumer: sums the tokens of run events
+	approvals      *approval.Service             // a consumer: the approvals' timers
 	mcp            *mcp.Manager                  // runs beside the consumers, stopped after them
 	consumers      []func(context.Context) error // stopped after the triggers
 	triggers       []triggers.Trigger            // stopped first
@@ -236,6 +241,29 @@ func (w *wiring) workflowsReady(context.Context) error {
 		return errors.New("the workflow engine is not running")
 	}
 	return nil
+}
+
+// newApprovals builds the approvals: their links go to
+// approvals.public_url (default the HTTP listener's address) and are
+// signed with a key derived from the admin token; with HTTP off there is
+// no page to link to, so no links.
+func newApprovals(f *config.File, b *bus.Bus, connectorNames []string, log *zap.Logger) (*approval.Service, error) {
+	cfg := f.Approvals
+	cfg.Connectors, cfg.Secrets = connectorNames, f.Secrets()
+	if !f.HTTP.Off() {
+		if cfg.PublicURL == "" {
+			cfg.PublicURL = "http://" + f.HTTP.WithDefaults().Listen
+		}
+		tok := f.HTTP.AdminToken
+		if tok == "" {
+			var err error
+			if tok, err = api.EnsureAdminToken(b.Config().DataDir); err != nil {
+				return nil, err
+			}
+		}
+		cfg.LinkKey = approval.LinkKey(tok)
+	}
+	return approval.New(b, cfg, approval.WithLogger(log.Named("approvals"))), nil
 }
 
 // mcpStates reports each MCP server's state for /readyz: a server that is

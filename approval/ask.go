@@ -1,0 +1,296 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/internal/secret"
+)
+
+// maxQuestion bounds a question's text (bytes).
+const maxQuestion = 4096
+
+func (s *Service) ask(ctx context.Context, r Request) (Approval, bool, error) {
+	a, err := s.newApproval(r)
+	if err != nil {
+		return Approval{}, false, err
+	}
+	created := true
+	a, rev, err := s.write(ctx, a, 0, func(*Approval, bool) (bool, error) {
+		created = false
+		return false, nil
+	})
+	if err != nil {
+		return Approval{}, false, err
+	}
+	if err := s.at("ask.recorded", a.ID); err != nil {
+		return a, created, err
+	}
+	if a.State.Ended() {
+		if !a.Finished {
+			a, err = s.finish(ctx, a, rev)
+		}
+		return a, created, err
+	}
+	if err := s.arm(ctx, a); err != nil {
+		return a, created, err
+	}
+	if err := s.at("ask.armed", a.ID); err != nil {
+		return a, created, err
+	}
+	if !a.Asked {
+		a, err = s.sendQuestion(ctx, a, rev)
+	}
+	return a, created, err
+}
+
+// newApproval checks r and makes the pending approval it asks for.
+func (s *Service) newApproval(r Request) (Approval, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if !bus.ValidToken(r.ID) || len(r.ID) > maxID {
+		bad("id %q: want 1-%d characters of a-z, 0-9, _ and - (WorkflowStepID, ToolCallID)", r.ID, maxID)
+	}
+	switch r.Kind {
+	case KindWorkflowStep, KindToolCall:
+	default:
+		bad("kind %q: want workflow_step or tool_call", r.Kind)
+	}
+	if strings.TrimSpace(r.Question) == "" {
+		bad("question is empty: say what the person approves")
+	}
+	if len(r.Targets) == 0 {
+		bad("no targets: nobody would be asked (give the connectors that carry the question)")
+	}
+	for i, t := range r.Targets {
+		if err := connectors.CheckTarget(fmt.Sprintf("targets[%d]", i), t); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if name, _ := connectors.SplitTarget(t); len(s.cfg.Connectors) > 0 && !slices.Contains(s.cfg.Connectors, name) {
+			bad("targets[%d]: no connector named %q (connectors: %s)", i, name, strings.Join(s.cfg.Connectors, ", "))
+		}
+	}
+	for i, ap := range r.Approvers {
+		if ap == ByLink {
+			continue
+		}
+		if c, id, ok := strings.Cut(ap, ":"); !ok || c == "" || id == "" {
+			bad("approvers[%d]: %q: want connector:user-id (telegram:123456789, slack:U024BE7LH) or link", i, ap)
+		}
+	}
+	timeout := r.Timeout
+	if timeout < 0 {
+		bad("timeout %s: must not be negative", timeout)
+	}
+	if timeout == 0 {
+		timeout = s.cfg.Timeout
+	}
+	onTimeout := r.OnTimeout
+	switch onTimeout {
+	case "":
+		onTimeout = Reject
+	case Approve, Reject, Fail:
+	default:
+		bad("on_timeout %q: want reject, approve or fail", onTimeout)
+	}
+	if r.Reminder < 0 || (r.Reminder > 0 && r.Reminder >= timeout) {
+		bad("reminder %s: want a duration shorter than the timeout (%s)", r.Reminder, timeout)
+	}
+	var resume *Resume
+	if r.Resume != nil {
+		rc := *r.Resume
+		if rc.Subject == "" {
+			bad("resume.subject is empty: say where to publish the decision")
+		}
+		if len(rc.Data) > 0 {
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal(rc.Data, &obj); err != nil {
+				bad("resume.data: want a JSON object: %v", err)
+			}
+		}
+		if rc.Type == "" {
+			rc.Type = ResumeType
+		}
+		if rc.MsgID == "" {
+			rc.MsgID = "approval." + r.ID + ".resume"
+		}
+		resume = &rc
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Approval{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	now := s.now().UTC()
+	a := Approval{
+		ID: r.ID, Kind: r.Kind, Run: r.Run, Step: r.Step, Source: r.Source, Name: r.Name,
+		Question: s.cut(r.Question, maxQuestion), Tool: r.Tool,
+		Targets: slices.Clone(r.Targets), Approvers: slices.Clone(r.Approvers),
+		Deadline: now.Add(timeout), OnTimeout: onTimeout, State: Pending, Resume: resume, CreatedAt: now,
+	}
+	if r.Args != "" {
+		a.Args = s.cut(r.Args, s.cfg.ArgsMax)
+	}
+	if r.Reminder > 0 {
+		a.RemindAt = now.Add(r.Reminder)
+	}
+	return a, nil
+}
+
+// cut cuts the secrets out of text, then cuts it to max bytes with a note.
+func (s *Service) cut(text string, max int) string {
+	kept, whole := secret.Cut(text, max, false, s.cfg.Secrets)
+	if len(kept) < whole {
+		kept += fmt.Sprintf(" … (cut: %d of %d bytes)", len(kept), whole)
+	}
+	return kept
+}
+
+// ResumeType is the default type of a Resume's envelope.
+const ResumeType = "agentwork.approval.resume"
+
+// timerKey is the time engine's key of approval id.
+func timerKey(id string) string { return "approval." + id }
+
+// timerData is an approval timer's payload: which approval, and why it
+// was set (deadline, remind, decide).
+type timerData struct {
+	ID  string `json:"id"`
+	Why string `json:"why"`
+}
+
+// next is when a pending approval's timer is due: its reminder, if not
+// sent yet, else its deadline.
+func (a Approval) next() (time.Time, string) {
+	if !a.RemindAt.IsZero() && !a.Reminded && a.RemindAt.Before(a.Deadline) {
+		return a.RemindAt, "remind"
+	}
+	return a.Deadline, "deadline"
+}
+
+// arm sets the approval's timer to its next due time.
+func (s *Service) arm(ctx context.Context, a Approval) error {
+	at, why := a.next()
+	return s.setTimer(ctx, a.ID, at, why)
+}
+
+func (s *Service) setTimer(ctx context.Context, id string, at time.Time, why string) error {
+	raw, err := json.Marshal(timerData{ID: id, Why: why})
+	if err != nil {
+		return err
+	}
+	if err := s.timers.Set(ctx, timerKey(id), at, raw); err != nil {
+		return fmt.Errorf("approval %s: arm its timer: %w", id, err)
+	}
+	return nil
+}
+
+// sendQuestion queues the question to every target, publishes the
+// requested event, and marks the approval asked.
+func (s *Service) sendQuestion(ctx context.Context, a Approval, rev uint64) (Approval, error) {
+	if err := s.notify(ctx, a, "", s.questionText(a, "")); err != nil {
+		return a, err
+	}
+	if err := s.at("ask.sent", a.ID); err != nil {
+		return a, err
+	}
+	if err := s.emit(ctx, a, "requested"); err != nil {
+		return a, err
+	}
+	next := a
+	next.Asked = true
+	a, _, err := s.write(ctx, next, rev, func(cur *Approval, found bool) (bool, error) {
+		if !found || cur.Asked {
+			return false, nil
+		}
+		cur.Asked = true
+		return true, nil
+	})
+	return a, err
+}
+
+// notify queues text to each of a's targets as notification kind ("" the
+// question, ".reminder", ".expired"): with the approval's prompt when a
+// is pending (buttons where the connector shows them).
+func (s *Service) notify(ctx context.Context, a Approval, kind, text string) error {
+	var prompt *connectors.Prompt
+	if a.State == Pending {
+		p := s.prompt(a)
+		prompt = &p
+		text += p.Links()
+	}
+	var errs []error
+	for _, t := range a.Targets {
+		n := connectors.Notification{
+			ID: connectors.NotificationID("approval."+a.ID, kind, t), RunID: a.Run, Source: Source, Name: a.Name,
+			Text: text, Urgency: "important", Target: t, Targets: a.Targets, Time: s.now(),
+			Metadata: map[string]string{"approval": a.ID}, Approval: prompt,
+		}
+		if kind == ".expired" {
+			n.Urgency = "info"
+		}
+		if err := connectors.Enqueue(ctx, s.bus, n); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", t, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("approval %s: queue the notifications: %w", a.ID, err)
+	}
+	return nil
+}
+
+// Source is the source of the approvals' events and notifications.
+const Source = "approval"
+
+// questionText is what the people asked read (before the links).
+func (s *Service) questionText(a Approval, lead string) string {
+	var b strings.Builder
+	b.WriteString(lead)
+	b.WriteString(a.Question)
+	if a.Tool != "" {
+		fmt.Fprintf(&b, "\n\nTool: %s", a.Tool)
+		if a.Args != "" {
+			fmt.Fprintf(&b, "\nArguments: %s", a.Args)
+		}
+	}
+	fmt.Fprintf(&b, "\n\nAnswer by %s, or it is %s automatically.", clock(a.Deadline), verdictDone(a.OnTimeout))
+	fmt.Fprintf(&b, "\nApproval %s: agentwork approvals approve|reject %s", a.ID, a.ID)
+	return b.String()
+}
+
+// clock formats t for the people asked.
+func clock(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+
+// verdictDone says what a verdict makes of the work, as a past participle.
+func verdictDone(v Verdict) string {
+	switch v {
+	case Approve:
+		return "approved"
+	case Fail:
+		return "failed"
+	}
+	return "rejected"
+}
+
+// emit publishes agentwork.event.approval.<outcome> for a, once per
+// outcome (its id is derived from the approval and the outcome).
+func (s *Service) emit(ctx context.Context, a Approval, outcome string) error {
+	data := a
+	data.Resume, data.Receipts = nil, nil
+	ev, err := bus.NewEvent("agentwork/approval", bus.TypeOf(Source, outcome), a.ID, s.now(), data)
+	if err != nil {
+		return err
+	}
+	id := "approval." + a.ID + "." + outcome
+	ev.ID, ev.RunID = id, a.Run
+	if _, err := s.bus.Publish(ctx, s.bus.Subjects.Event(Source, outcome), ev, id); err != nil {
+		return fmt.Errorf("approval %s: event %s: %w", a.ID, outcome, err)
+	}
+	return nil
+}

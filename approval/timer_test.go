@@ -1,0 +1,184 @@
+package approval_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentwork/agentwork/approval"
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/bus/bustest"
+)
+
+// An approval whose deadline passes while nothing runs expires once at
+// the next start: on_timeout followed in its resume, the people asked
+// told once.
+func TestExpiresAtNextStart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	open := func() *bus.Bus {
+		return bustest.New(t, func(c *bus.Config) { c.DataDir = dir })
+	}
+	b := open()
+	s := newService(t, b)
+	stop := run(t, s)
+	id := approval.WorkflowStepID("run1", "ask", 1)
+	r := resumeTo(b, request(id))
+	r.Timeout, r.OnTimeout = 2*time.Second, approval.Approve
+	a, _, err := s.Ask(t.Context(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Down across the deadline.
+	time.Sleep(time.Until(a.Deadline) + 500*time.Millisecond)
+
+	b = open()
+	s = newService(t, b)
+	run(t, s)
+	eventually(t, "the approval expired and finished", func() bool {
+		a, err := s.Get(t.Context(), id)
+		return err == nil && a.Finished
+	})
+	a, _ = s.Get(t.Context(), id)
+	if a.State != approval.Expired || a.Decision.Verdict != approval.Approve || a.Decision.By != approval.ByTimeout {
+		t.Fatalf("after the deadline: %+v %+v, want expired, approve by timeout", a, a.Decision)
+	}
+	rs := resumes(t, b)
+	if len(rs) != 1 {
+		t.Fatalf("%d resumes, want 1", len(rs))
+	}
+	if o := outcome(t, rs[0]); o.State != approval.Expired || o.Verdict != approval.Approve || o.By != approval.ByTimeout {
+		t.Errorf("resume outcome = %+v, want expired, approve, by timeout", o)
+	}
+	var told []string
+	for _, n := range queued(t, b, id) {
+		if strings.Contains(n.ID, ".expired.") {
+			told = append(told, n.Target)
+			if !strings.Contains(n.Text, "Expired: approved automatically at") || n.Approval != nil {
+				t.Errorf("expiry notice = %q (prompt %v), want what happened and no buttons", n.Text, n.Approval)
+			}
+		}
+	}
+	if len(told) != 2 {
+		t.Errorf("expiry notices to %v, want one to each of the 2 targets", told)
+	}
+	if n := len(events(t, b, id, "expired")); n != 1 {
+		t.Errorf("%d expired events, want 1", n)
+	}
+	if _, err := s.Decide(t.Context(), id, approval.Reject, approval.ByAdmin, ""); !errors.Is(err, approval.ErrExpired) {
+		t.Errorf("Decide after expiry = %v, want ErrExpired", err)
+	}
+}
+
+// A crash between the compare-and-set and the work after it: the timer
+// Decide set before writing finishes the work, once.
+func TestDecideCrashAfterWrite(t *testing.T) {
+	t.Parallel()
+	for _, point := range []string{"decide.written", "finish.resumed"} {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			b := bustest.New(t)
+			s := newService(t, b)
+			approval.SetHook(s, func(p, _ string) error {
+				if p == point {
+					return errors.New("crash")
+				}
+				return nil
+			})
+			id := approval.WorkflowStepID("run1", "ask", 1)
+			if _, _, err := s.Ask(t.Context(), resumeTo(b, request(id))); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Decide(t.Context(), id, approval.Approve, "telegram:1", "go"); err == nil {
+				t.Fatal("Decide with a crash: no error")
+			}
+			a, _ := s.Get(t.Context(), id)
+			if a.State != approval.Approved || a.Finished {
+				t.Fatalf("after the crash: %s finished %v, want approved, not finished", a.State, a.Finished)
+			}
+			// Another instance (no crash) takes the timer.
+			s2 := newService(t, bustest.Client(t, b))
+			run(t, s2)
+			eventually(t, "the approval finished", func() bool { a, _ := s2.Get(t.Context(), id); return a.Finished })
+			rs := resumes(t, b)
+			if len(rs) != 1 {
+				t.Fatalf("%d resumes, want 1", len(rs))
+			}
+			if o := outcome(t, rs[0]); o.Verdict != approval.Approve || o.By != "telegram:1" || o.Comment != "go" {
+				t.Errorf("resume outcome = %+v", o)
+			}
+			if n := len(events(t, b, id, "approved")); n != 1 {
+				t.Errorf("%d approved events, want 1", n)
+			}
+		})
+	}
+}
+
+// A Decide that dies before its write leaves the approval pending: its
+// timer (set to fire at once) arms the deadline again.
+func TestDecideCrashBeforeWrite(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s := newService(t, b)
+	approval.SetHook(s, func(p, _ string) error {
+		if p == "decide.armed" {
+			return errors.New("crash")
+		}
+		return nil
+	})
+	run(t, s)
+	id := approval.WorkflowStepID("run1", "ask", 1)
+	a, _, err := s.Ask(t.Context(), request(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Decide(t.Context(), id, approval.Approve, "telegram:1", ""); err == nil {
+		t.Fatal("Decide with a crash: no error")
+	}
+	timers := bus.NewTimers(b)
+	eventually(t, "the deadline armed again", func() bool {
+		tm, err := timers.Pending(context.Background(), "approval."+id)
+		return err == nil && tm.Due.Equal(a.Deadline)
+	})
+	if a, _ := s.Get(t.Context(), id); a.State != approval.Pending {
+		t.Errorf("state %s, want pending", a.State)
+	}
+}
+
+// A reminder asks once more before the deadline.
+func TestReminder(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s := newService(t, b)
+	run(t, s)
+	id := approval.WorkflowStepID("run1", "ask", 1)
+	r := request(id)
+	r.Reminder = time.Second
+	if _, _, err := s.Ask(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the reminder", func() bool { a, _ := s.Get(t.Context(), id); return a.Reminded })
+	var reminders int
+	for _, n := range queued(t, b, id) {
+		if strings.Contains(n.ID, ".reminder.") {
+			reminders++
+			if !strings.HasPrefix(n.Text, "Reminder:") || n.Approval == nil {
+				t.Errorf("reminder = %q, %v", n.Text, n.Approval)
+			}
+		}
+	}
+	if reminders != 2 {
+		t.Errorf("%d reminders, want one per target (2)", reminders)
+	}
+	a, _ := s.Get(t.Context(), id)
+	tm, err := bus.NewTimers(b).Pending(t.Context(), "approval."+id)
+	if err != nil || !tm.Due.Equal(a.Deadline) {
+		t.Errorf("after the reminder the timer = %+v, %v; want the deadline %s", tm, err, a.Deadline)
+	}
+}
