@@ -120,12 +120,18 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	// The workflow engine comes before the triggers that start its runs;
 	// its tools are the runs' (below), known once the scheduler's schedule
 	// tools are.
+	// The approvals come before it: its approval steps ask through the
+	// one Service that signs the links.
+	if w.approvals, err = newApprovals(f, b, w.connectorNames, log); err != nil {
+		return nil, err
+	}
 	var regTools, mcpTools lateTools
 	w.workflows = workflow.NewEngine(b, workflow.Config{
 		Definitions: f.Workflows,
 		Tools:       []tools.Source{&regTools, &mcpTools},
 		Secrets:     f.Secrets(),
 		Connectors:  w.connectorNames,
+		Approvals:   w.approvals,
 	}, workflow.WithLogger(log.Named("workflow")))
 	if w.triggers, err = newTriggers(f, b, mem, w.connectorNames, w.workflows, log); err != nil {
 		return nil, err
@@ -184,9 +190,6 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	toolAdmin := agentwork.NewToolAdmin(w.runner, w.mcp.Status)
 	w.services = append(w.services, toolAdmin.Service(), mem.Service(), w.workflows.Service())
 
-	if w.approvals, err = newApprovals(f, b, w.connectorNames, log); err != nil {
-		return nil, err
-	}
 	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner, api.ReadyFunc(w.workflowsReady)}, Tools: toolAdmin, Details: mcpStates(w.mcp),
 		Memory: mem, Workflows: w.workflows, Approvals: w.approvals}
 	for _, t := range w.triggers {
