@@ -106,13 +106,13 @@ type RetryFrom struct {
 	From string
 }
 
-func (Started) event()       {}
-func (StepFinished) event()  {}
-func (TimerFired) event()    {}
+func (Started) event()         {}
+func (StepFinished) event()    {}
+func (TimerFired) event()      {}
 func (ChildFinished) event()   {}
 func (ApprovalDecided) event() {}
-func (Cancel) event()        {}
-func (RetryFrom) event()     {}
+func (Cancel) event()          {}
+func (RetryFrom) event()       {}
 
 // Effect is something to carry out after the run's new state is written.
 // Its Key is an idempotency key derived from the run, step, item, attempt
