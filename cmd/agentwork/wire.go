@@ -15,6 +15,7 @@ import (
 	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/config"
+	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/anthropic"
 	"github.com/agentwork/agentwork/model/openai"
@@ -125,6 +126,11 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	if w.approvals, err = newApprovals(f, b, w.connectorNames, log); err != nil {
 		return nil, err
 	}
+	// The presses of the approvals' buttons (Telegram): one instance
+	// polls each bot, under its lease.
+	if len(w.answerers) > 0 {
+		w.consumers = append(w.consumers, pollAnswers(b, w.approvals, w.answerers, log.Named("answers")))
+	}
 	var regTools, mcpTools lateTools
 	w.workflows = workflow.NewEngine(b, workflow.Config{
 		Definitions: f.Workflows,
@@ -218,6 +224,7 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 // wiring is what serve runs.
 type wiring struct {
 	connectorNames []string
+	answerers      map[string]connectors.Answers // the connectors that receive button presses
 	runner         *agentwork.Runner
 	usage          *tokenusage.Folder            // a consumer: sums the tokens of run events
 	approvals      *approval.Service             // a consumer: the approvals' timers
