@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/connectors"
 )
@@ -82,5 +84,58 @@ func TestOnePollerPerBot(t *testing.T) {
 	}
 	if got := recv(start, "polling again under a new lease"); got != second {
 		t.Fatalf("%s polls, want %s", got, second)
+	}
+}
+
+// Each press is answered with what became of it.
+func TestPressReplies(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	ap := approval.New(b, approval.Config{})
+	ctx := t.Context()
+	ask := func(run string) string {
+		t.Helper()
+		a, _, err := ap.Ask(ctx, approval.Request{ID: approval.WorkflowStepID(run, "ask", 1), Kind: approval.KindWorkflowStep, Run: run,
+			Question: "Ship?", Targets: []string{"phone"}, Approvers: []string{"telegram:42"}, Timeout: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.ID
+	}
+	d := decider(ap)
+	press := func(id, verb, by, conn string) connectors.Reply {
+		t.Helper()
+		r, err := d(ctx, connectors.Answer{Connector: conn, ApprovalID: id, Verb: verb, By: by, ByName: "Ana"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	id := ask("r1")
+	for _, tc := range []struct {
+		name, id, verb, by, conn string
+		want                     func(connectors.Reply) bool
+	}{
+		{"elsewhere", id, "approve", "telegram:42", "other", func(r connectors.Reply) bool { return r.Alert && r.Text == replyNotHere && !r.Decided }},
+		{"unknown", approval.WorkflowStepID("nope", "ask", 1), "approve", "telegram:42", "phone", func(r connectors.Reply) bool { return r.Alert && r.Text == replyUnknown }},
+		{"stranger", id, "approve", "telegram:7", "phone", func(r connectors.Reply) bool { return r.Alert && r.Text == replyNotAllowed && !r.Decided }},
+		{"approver", id, "approve", "telegram:42", "phone", func(r connectors.Reply) bool {
+			return !r.Alert && r.Text == "Approved" && r.Decided && strings.HasPrefix(r.Summary, "✅ Approved by Ana at ")
+		}},
+		{"again", id, "approve", "telegram:42", "phone", func(r connectors.Reply) bool { return r.Text == "Approved" && r.Decided }},
+		{"conflict", id, "reject", "telegram:42", "phone", func(r connectors.Reply) bool {
+			return r.Alert && strings.HasPrefix(r.Text, "Already approved by telegram:42 at ") && r.Decided
+		}},
+	} {
+		if r := press(tc.id, tc.verb, tc.by, tc.conn); !tc.want(r) {
+			t.Errorf("%s: reply %+v", tc.name, r)
+		}
+	}
+	cancelled := ask("r2")
+	if _, err := ap.Cancel(ctx, cancelled, "its run was cancelled"); err != nil {
+		t.Fatal(err)
+	}
+	if r := press(cancelled, "approve", "telegram:42", "phone"); !r.Alert || !r.Decided || !strings.Contains(r.Text, "cancelled (its run was cancelled)") || !strings.HasPrefix(r.Summary, "🚫 Cancelled") {
+		t.Errorf("cancelled: reply %+v", r)
 	}
 }
