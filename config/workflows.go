@@ -136,6 +136,10 @@ func (f *File) validateWorkflows() error {
 				for i, t := range s.Notify.Targets {
 					target(fmt.Sprintf("%s.notify.targets[%d]", rel, i), s.ID, t)
 				}
+			case s.Approval != nil:
+				for i, t := range s.Approval.Targets {
+					target(fmt.Sprintf("%s.approval.targets[%d]", rel, i), s.ID, t)
+				}
 			}
 		})
 	}

@@ -69,6 +69,8 @@ workflows:
         notify: {text: hi, targets: [slack]}
       - id: sub
         workflow: missing
+      - id: gate
+        approval: {message: ok, targets: [phone]}
   child:
     steps:
       - id: x
@@ -82,7 +84,7 @@ workflows:
 	cfgFile := filepath.Join(dir, "agentwork.yaml")
 	childFile := filepath.Join(dir, "flows", "child.yaml")
 	for _, want := range []string{
-		childFile + ":1: workflow child: defined twice (also at " + cfgFile + ":18)",
+		childFile + ":1: workflow child: defined twice (also at " + cfgFile + ":20)",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q\nlacks %q", err, want)
@@ -104,6 +106,7 @@ workflows:
 		cfgFile + ":12: workflow parent: step call: workflows.parent.steps[1].tool: \"http_fetch\" matches no tool: the built-in http_fetch is off",
 		cfgFile + ":15: workflow parent: step tell: workflows.parent.steps[2].notify.targets[0]: \"slack\" is not a connector",
 		cfgFile + ":17: workflow parent: step sub:",
+		cfgFile + ":19: workflow parent: step gate: workflows.parent.steps[4].approval.targets[0]: \"phone\" is not a connector",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error\n%s\nlacks %q", err, want)

@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentwork/agentwork/approval"
 )
 
 // Event is what Decide reacts to: Started, StepFinished, TimerFired,
-// ChildFinished, Cancel or Retry.
+// ChildFinished, ApprovalDecided, Cancel or Retry.
 type Event interface{ event() }
 
 // Started starts a pending run.
@@ -62,6 +64,30 @@ type ChildFinished struct {
 	Err     *StepError
 }
 
+// ApprovalDecided is the end of the approval an approval step asked for
+// (AskApproval): approved, rejected or expired, with who decided and
+// their comment. Err, when set, says the approval could not be asked
+// (the step fails with it).
+type ApprovalDecided struct {
+	Step    string
+	Item    int
+	Attempt int
+	// Gen is the run's retry generation the approval was asked in: a
+	// decision of an earlier generation no longer applies.
+	Gen int
+	// ID is the approval's id.
+	ID string
+	// State is approved, rejected or expired.
+	State string
+	// Verdict is what the step does: approve, reject, or fail (expired
+	// with on_timeout fail).
+	Verdict string
+	By      string
+	Comment string
+	At      time.Time
+	Err     *StepError
+}
+
 // Cancel cancels a run: its timers and in-flight steps are cancelled and
 // it ends cancelled.
 type Cancel struct {
@@ -80,12 +106,13 @@ type RetryFrom struct {
 	From string
 }
 
-func (Started) event()       {}
-func (StepFinished) event()  {}
-func (TimerFired) event()    {}
-func (ChildFinished) event() {}
-func (Cancel) event()        {}
-func (RetryFrom) event()     {}
+func (Started) event()         {}
+func (StepFinished) event()    {}
+func (TimerFired) event()      {}
+func (ChildFinished) event()   {}
+func (ApprovalDecided) event() {}
+func (Cancel) event()          {}
+func (RetryFrom) event()       {}
 
 // Effect is something to carry out after the run's new state is written.
 // Its Key is an idempotency key derived from the run, step, item, attempt
@@ -170,6 +197,35 @@ type CancelStep struct {
 	Target string
 }
 
+// AskApproval asks people for a decision (an approval of package
+// approval, id ID) and waits for it: the step is waiting, and its
+// ApprovalDecided comes back when the approval ends. Asking again with
+// the same ID is the same approval.
+type AskApproval struct {
+	IdempotencyKey string
+	Work
+	Gen int
+	// ID is the approval's id: approval.WorkflowStepID of the run, the
+	// step (with the retry generation when not 0) and the attempt.
+	ID string
+	// Message is the question, rendered.
+	Message   string
+	Targets   []string
+	Approvers []string
+	// Timeout 0: the approvals' default.
+	Timeout   time.Duration
+	OnTimeout string
+	Reminder  time.Duration
+}
+
+// CancelApproval cancels the pending approval ID (its run was cancelled,
+// or timed out).
+type CancelApproval struct {
+	Work
+	ID     string
+	Reason string
+}
+
 // Emit publishes an event: Type agentwork.workflow.<Outcome> on
 // agentwork.event.workflow.<Outcome>, subject the workflow's name.
 // Outcomes: started, done, failed, cancelled, timed_out (the run),
@@ -195,6 +251,8 @@ func (e StartChild) Key() string       { return e.IdempotencyKey }
 func (e SetTimer) Key() string         { return "set:" + e.Timer }
 func (e CancelTimer) Key() string      { return "cancel:" + e.Timer }
 func (e CancelStep) Key() string       { return "cancel:" + e.Target }
+func (e AskApproval) Key() string      { return e.IdempotencyKey }
+func (e CancelApproval) Key() string   { return "cancel-approval:" + e.ID }
 func (e Emit) Key() string             { return e.IdempotencyKey }
 func (e Alert) Key() string            { return e.IdempotencyKey }
 
@@ -205,6 +263,8 @@ func (StartChild) effect()       {}
 func (SetTimer) effect()         {}
 func (CancelTimer) effect()      {}
 func (CancelStep) effect()       {}
+func (AskApproval) effect()      {}
+func (CancelApproval) effect()   {}
 func (Emit) effect()             {}
 func (Alert) effect()            {}
 
@@ -262,6 +322,10 @@ func decide(run Run, ev Event, now time.Time) (Run, []Effect, bool, error) {
 		}
 	case TimerFired:
 		if err := d.timer(e); err != nil {
+			return run, nil, false, err
+		}
+	case ApprovalDecided:
+		if err := d.approvalDecided(e); err != nil {
 			return run, nil, false, err
 		}
 	case Cancel:
@@ -443,7 +507,15 @@ func (d *decider) env(s *Step, item int) Env {
 		if st.Error != nil && st.Status.Ended() {
 			errMsg = st.Error.Message
 		}
-		steps[id] = map[string]any{"output": st.Output, "status": string(st.Status), "error": errMsg}
+		sv := map[string]any{"output": st.Output, "status": string(st.Status), "error": errMsg}
+		if st.Kind == KindApproval {
+			// steps.<id>.approved, .decided_by, .comment: the decision.
+			out, _ := st.Output.(map[string]any)
+			for _, k := range []string{"approved", "decided_by", "comment", "verdict"} {
+				sv[k] = out[k]
+			}
+		}
+		steps[id] = sv
 	}
 	e := Env{
 		Inputs: d.run.Inputs,
@@ -701,6 +773,32 @@ func (d *decider) launch(s *Step, item, attempt int, correction string) {
 		}
 		x.Status, x.WaitUntil = StepWaiting, at
 		d.setTimer(TimerFired{Kind: TimerWait, Step: s.ID, Item: item, Attempt: attempt, Gen: d.run.Gen}, at)
+	case KindApproval:
+		a := s.Approval
+		msg, err := renderString(a.Message, d.env(s, item), "approval.message")
+		if err != nil {
+			fail(fmt.Errorf("workflow %s: step %s: %w", d.run.Workflow, s.ID, err))
+			return
+		}
+		targets := make([]string, 0, len(a.Targets))
+		for i, t := range a.Targets {
+			v, err := renderString(t, d.env(s, item), fmt.Sprintf("approval.targets[%d]", i))
+			if err != nil {
+				fail(fmt.Errorf("workflow %s: step %s: %w", d.run.Workflow, s.ID, err))
+				return
+			}
+			targets = append(targets, v)
+		}
+		if len(targets) == 0 {
+			targets = slices.Clone(d.run.Def.Targets)
+		}
+		x.Status, x.Approval = StepWaiting, ApprovalID(d.run.ID, s.ID, d.run.Gen, attempt)
+		if a.Timeout > 0 {
+			x.WaitUntil = d.now.Add(a.Timeout)
+		}
+		d.add(AskApproval{IdempotencyKey: key, Work: w, Gen: d.run.Gen, ID: x.Approval, Message: msg, Targets: targets,
+			Approvers: slices.Clone(a.Approvers), Timeout: a.Timeout, OnTimeout: a.OnTimeout, Reminder: a.Reminder})
+		return // an approval has its own deadline; the step's timeout is refused at load
 	default:
 		d.final(s, item, x, &StepError{Kind: ErrPermanent, Message: fmt.Sprintf("step kind %q is not supported by this engine", kind)})
 		return
@@ -880,6 +978,48 @@ func (d *decider) timer(t TimerFired) error {
 	return nil
 }
 
+// ApprovalID is the id of the approval that attempt of step of run asks
+// for in the run's retry generation gen: approval.WorkflowStepID, with the
+// generation in the step's part when a retry made one (a retried run asks
+// afresh).
+func ApprovalID(run, step string, gen, attempt int) string {
+	if gen > 0 {
+		step = fmt.Sprintf("%s.g%d", step, gen)
+	}
+	return approval.WorkflowStepID(run, step, attempt)
+}
+
+// approvalDecided applies the end of an approval step's approval.
+func (d *decider) approvalDecided(e ApprovalDecided) error {
+	ref, ok := d.index[e.Step]
+	if !ok {
+		return fmt.Errorf("workflow: run %s has no step %q", d.run.ID, e.Step)
+	}
+	if d.run.Status.Ended() || e.Gen != d.run.Gen {
+		return nil
+	}
+	s := ref.step
+	x := d.exec(s, e.Item)
+	if x == nil || s.Approval == nil || x.Status != StepWaiting || x.Attempt != e.Attempt {
+		return nil // stale: decided before, or of an older attempt
+	}
+	item := itemOf(s, e.Item)
+	d.changed = true
+	switch {
+	case e.Err != nil:
+		d.final(s, item, x, e.Err)
+	case e.Verdict == string(approval.Fail):
+		d.final(s, item, x, &StepError{Kind: ErrTimeout, Message: fmt.Sprintf("nobody answered approval %s in time, and its on_timeout is fail", e.ID)})
+	default:
+		out := map[string]any{
+			"approved": e.Verdict == string(approval.Approve), "verdict": e.Verdict, "state": e.State,
+			"decided_by": e.By, "comment": e.Comment, "decided_at": e.At.UTC().Format(time.RFC3339Nano), "approval": e.ID,
+		}
+		d.succeed(s, item, x, out)
+	}
+	return nil
+}
+
 // pump launches a foreach step's items up to its concurrency, and ends
 // the step when its items have ended.
 func (d *decider) pump(s *Step) {
@@ -995,6 +1135,13 @@ func (d *decider) stop(s *Step, item int, x *Exec) {
 	if x.Status == StepRunning && leaf {
 		d.add(CancelStep{Work: Work{Run: d.run.ID, Step: s.ID, Item: item, Attempt: x.Attempt}, Target: d.workKey(s.ID, item, x.Attempt)})
 	}
+	if s.Approval != nil && x.Status == StepWaiting && x.Approval != "" {
+		reason := "its workflow step was cancelled"
+		if d.run.Error != nil {
+			reason = "workflow run " + d.run.ID + " ended: " + d.run.Error.Message
+		}
+		d.add(CancelApproval{Work: Work{Run: d.run.ID, Step: s.ID, Item: item, Attempt: x.Attempt}, ID: x.Approval, Reason: reason})
+	}
 	d.cancelTimersOf(s.ID, item)
 	x.Status, x.EndedAt, x.WaitUntil = StepCancelled, d.now, time.Time{}
 	x.Error = &StepError{Kind: ErrCancelled, Message: "cancelled"}
@@ -1027,6 +1174,7 @@ func (d *decider) stopAll(steps []Step) {
 // cancelled, the outcome emitted and, for a failure, the alert.
 func (d *decider) end(status RunStatus, se *StepError, failedStep string) {
 	d.changed = true
+	d.run.Error = se // read by stop, for the reasons it gives
 	d.stopAll(d.run.Def.Steps)
 	for _, key := range slices.Sorted(maps.Keys(d.run.Timers)) {
 		d.cancelTimer(d.run.Timers[key])

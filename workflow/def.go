@@ -133,9 +133,7 @@ const (
 // Parallel.
 //
 // Room for more kinds: a kind is one more pointer or field here, one more
-// case in Kind, and one more case in the decision function's launch. The
-// next one is `approval` (a step that waits for a person's decision, as a
-// wait step waits for a timer); the name is reserved and refused until then.
+// case in Kind, and one more case in the decision function's launch.
 type Step struct {
 	// ID names the step for references (steps.<id>.output) and in run
 	// state: 1-64 characters of a-z, 0-9, _ and -, unique in the workflow
@@ -178,8 +176,11 @@ type Step struct {
 	// step ends when all have ended. Its output maps each branch to the
 	// output of the branch's last step.
 	Parallel map[string][]Step `yaml:"parallel" json:"parallel,omitempty"`
-	// Approval is reserved for the approval step kind (next release).
-	Approval any `yaml:"approval" json:"approval,omitempty"`
+	// Approval asks people a question and waits for their decision (an
+	// approval of package approval): the step waits, holding no worker,
+	// until someone approves or rejects, or the approval's deadline
+	// passes.
+	Approval *Approval `yaml:"approval" json:"approval,omitempty"`
 
 	// Foreach is an expression giving a list: the step's kind runs once
 	// per item, with `item` and `index` in its templates. The step's
@@ -283,6 +284,35 @@ type Agent struct {
 	MaxSteps int `yaml:"max_steps" json:"max_steps,omitempty"`
 	// Memory is none, light or full, as for tasks (runner default when "").
 	Memory string `yaml:"memory" json:"memory,omitempty" jsonschema:"enum=none,enum=light,enum=full"`
+}
+
+// Approval is an approval step: a question to people, and their decision.
+// The step's output is {approved, verdict, state, decided_by, comment,
+// decided_at}; later steps read steps.<id>.approved, .decided_by and
+// .comment. A rejection ends the step done with approved false (so
+// `if: steps.<id>.approved` skips what it guards); only on_timeout fail
+// fails it.
+type Approval struct {
+	// Message is the question (templates allowed).
+	Message string `yaml:"message" json:"message"`
+	// Targets are the connectors that carry the question (templates
+	// allowed); none: the workflow's targets.
+	Targets []string `yaml:"targets" json:"targets,omitempty"`
+	// Approvers, if set, are who may decide: connector:user-id
+	// ("telegram:123456789", "slack:U024BE7LH"), or link for anyone
+	// holding the question's signed links. None: anyone the question
+	// reaches.
+	Approvers []string `yaml:"approvers" json:"approvers,omitempty"`
+	// Timeout is how long the question waits for an answer (default:
+	// approvals.timeout, 24h).
+	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
+	// OnTimeout is what happens when nobody answered in time: reject
+	// (default: done, approved false), approve (done, approved true) or
+	// fail (the step fails, and so the run unless on_failure: continue).
+	OnTimeout string `yaml:"on_timeout" json:"on_timeout,omitempty" jsonschema:"enum=reject,enum=approve,enum=fail"`
+	// Reminder, if set, asks again once, this long after the question,
+	// if nobody answered yet; shorter than Timeout.
+	Reminder time.Duration `yaml:"reminder" json:"reminder,omitempty"`
 }
 
 // Urgency of a notification.

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/internal/secret"
@@ -72,6 +73,8 @@ type stored struct {
 	Stop   *CancelStep       `json:"cancel_step,omitempty"`
 	Emit   *Emit             `json:"emit,omitempty"`
 	Alert  *Alert            `json:"alert,omitempty"`
+	Ask    *AskApproval      `json:"ask_approval,omitempty"`
+	Unask  *CancelApproval   `json:"cancel_approval,omitempty"`
 	// Parent tells the parent run that this child run ended (the driver's
 	// own effect, added to the write that ends a child run).
 	Parent *childEnd `json:"parent,omitempty"`
@@ -97,6 +100,10 @@ func wrap(e Effect) stored {
 		return stored{Emit: &e}
 	case Alert:
 		return stored{Alert: &e}
+	case AskApproval:
+		return stored{Ask: &e}
+	case CancelApproval:
+		return stored{Unask: &e}
 	}
 	panic(fmt.Sprintf("workflow: effect %T has no stored form", e))
 }
@@ -121,6 +128,10 @@ func (s stored) key() string {
 		return s.Emit.Key()
 	case s.Alert != nil:
 		return s.Alert.Key()
+	case s.Ask != nil:
+		return s.Ask.Key()
+	case s.Unask != nil:
+		return s.Unask.Key()
 	case s.Parent != nil:
 		return "end:" + s.Parent.Child
 	}
@@ -135,7 +146,7 @@ func (s stored) inline() bool { return s.Tool != nil || s.Notify != nil }
 // for the bus's duplicate windows only (minutes), so a handler removes the
 // batch holding them once it carried them out.
 func (s stored) lateSafe() bool {
-	return s.Set != nil || s.Unset != nil || s.Stop != nil || s.Parent != nil
+	return s.Set != nil || s.Unset != nil || s.Stop != nil || s.Parent != nil || s.Unask != nil
 }
 
 // work is the launch an inline effect belongs to.
@@ -168,6 +179,22 @@ type command struct {
 	Reason string    `json:"reason,omitempty"`
 	From   string    `json:"from,omitempty"`
 	Child  *childEnd `json:"child,omitempty"`
+	// Ask and Approval are an approval step's decision: the approval's
+	// Resume carries Ask (which launch asked) and adds Approval (the
+	// outcome). AskError, instead of Approval, says the approval could
+	// not be asked.
+	Ask      *askRef           `json:"ask,omitempty"`
+	Approval *approval.Outcome `json:"approval,omitempty"`
+	AskError string            `json:"ask_error,omitempty"`
+}
+
+// askRef is the launch of an approval step that asked.
+type askRef struct {
+	Step    string `json:"step"`
+	Item    int    `json:"item"`
+	Attempt int    `json:"attempt"`
+	Gen     int    `json:"gen"`
+	ID      string `json:"id"`
 }
 
 // command publishes a command on <prefix>.workflow.<verb>.<name> with
@@ -276,6 +303,22 @@ func (e *Engine) onCommand(ctx context.Context, m jetstream.Msg) bus.Verdict {
 		}
 		ce := c.Child
 		in.ev = ChildFinished{Step: ce.Step, Item: ce.Item, Attempt: ce.Attempt, Status: ce.Status, Output: ce.Output, Err: ce.Err}
+	case "approval":
+		if c.Ask == nil || (c.Approval == nil && c.AskError == "") {
+			e.log.Error("workflow approval command dropped: no decision in it", zap.String("subject", m.Subject()))
+			return bus.Terminate()
+		}
+		a := c.Ask
+		ad := ApprovalDecided{Step: a.Step, Item: a.Item, Attempt: a.Attempt, Gen: a.Gen, ID: a.ID}
+		if o := c.Approval; o != nil {
+			ad.State, ad.Verdict, ad.By, ad.Comment, ad.At = string(o.State), string(o.Verdict), o.By, o.Comment, o.At
+			if o.Name != "" {
+				ad.By += " (" + o.Name + ")"
+			}
+		} else {
+			ad.Err = &StepError{Kind: ErrPermanent, Message: c.AskError}
+		}
+		in.ev = ad
 	default:
 		e.log.Error("workflow command dropped: unknown verb", zap.String("subject", m.Subject()))
 		return bus.Terminate()
@@ -827,6 +870,13 @@ func (e *Engine) carryOut(ctx context.Context, run Run, s stored, again bool) er
 	case s.Parent != nil:
 		p := s.Parent
 		return e.command(ctx, "child", p.Parent, command{Run: p.Parent, Child: p}, fmt.Sprintf("%s.end.g%d", p.Child, p.Gen))
+	case s.Ask != nil:
+		if x := execOf(run, s.Ask.Step, s.Ask.Item); again && (x == nil || x.Status != StepWaiting || x.Approval != s.Ask.ID) {
+			return nil // decided or gone meanwhile
+		}
+		return e.askApproval(ctx, run, *s.Ask)
+	case s.Unask != nil:
+		return e.cancelApproval(ctx, *s.Unask)
 	case s.inline():
 		// An inline effect of a batch whose handler died, carried out
 		// again by its redelivery: nothing to do before the write.
@@ -974,6 +1024,50 @@ func (e *Engine) enqueue(ctx context.Context, run Run, key, text, urgency string
 		ids = append(ids, n.ID)
 	}
 	return ids, errors.Join(errs...)
+}
+
+// askApproval asks for an approval step's approval: the record is
+// written (once per id) before the question is sent, and once decided the
+// approval publishes its Resume, an approval command to this run on the
+// commands stream, which feeds ApprovalDecided to Decide. An approval
+// that cannot be asked (a target that is no connector, no approvals
+// service) fails the step through the same command.
+func (e *Engine) askApproval(ctx context.Context, run Run, a AskApproval) error {
+	ref := &askRef{Step: a.Step, Item: a.Item, Attempt: a.Attempt, Gen: a.Gen, ID: a.ID}
+	failStep := func(msg string) error {
+		return e.command(ctx, "approval", run.ID, command{Run: run.ID, Ask: ref, AskError: msg}, "approval."+a.ID+".resume")
+	}
+	if e.cfg.Approvals == nil {
+		return failStep("approval steps need the approvals service, and this engine has none (workflow.Config.Approvals)")
+	}
+	data, err := json.Marshal(command{Run: run.ID, Ask: ref})
+	if err != nil {
+		return err
+	}
+	_, _, err = e.cfg.Approvals.Ask(ctx, approval.Request{
+		ID: a.ID, Kind: approval.KindWorkflowStep, Run: run.ID, Step: a.Step, Source: bus.SourceWorkflow, Name: run.Workflow,
+		Question: secret.Redact(a.Message, e.cfg.Secrets), Targets: a.Targets, Approvers: a.Approvers,
+		Timeout: a.Timeout, OnTimeout: approval.Verdict(a.OnTimeout), Reminder: a.Reminder,
+		Resume: &approval.Resume{Subject: e.bus.Subjects.Workflow("approval", run.ID), Type: bus.TypeOf(bus.SourceWorkflow, "approval_requested"), Data: data},
+	})
+	if errors.Is(err, approval.ErrInvalid) {
+		return failStep("the approval cannot be asked: " + err.Error())
+	}
+	return err
+}
+
+// cancelApproval cancels an approval step's pending approval (its run
+// ended, or its step was cancelled): nobody can decide it any more, and
+// it publishes no decision.
+func (e *Engine) cancelApproval(ctx context.Context, c CancelApproval) error {
+	if e.cfg.Approvals == nil {
+		return nil
+	}
+	_, err := e.cfg.Approvals.Cancel(ctx, c.ID, c.Reason)
+	if errors.Is(err, approval.ErrNoApproval) {
+		return nil // never asked
+	}
+	return err
 }
 
 // stepGate is the output gate of agent steps: the model's notify_user

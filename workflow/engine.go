@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/tools"
 )
@@ -55,6 +56,10 @@ type Config struct {
 	// Connectors are the connector names notifications may go to; a
 	// notify step to another fails. Empty: any well-formed target.
 	Connectors []string
+	// Approvals asks for the approvals of approval steps (the one
+	// approval.Service of the process, which signs the links). Nil: an
+	// approval step fails, saying so.
+	Approvals Approvals
 	// Concurrency is how many messages each of the engine's three
 	// consumers (commands, timers, agent steps' outcomes) handles at once.
 	// Default 8.
@@ -88,6 +93,15 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// Approvals is what the engine needs of the approvals
+// (*approval.Service): asking, idempotently by id, and cancelling.
+type Approvals interface {
+	Ask(ctx context.Context, r approval.Request) (approval.Approval, bool, error)
+	Cancel(ctx context.Context, id, reason string) (approval.Approval, error)
+}
+
+var _ Approvals = (*approval.Service)(nil)
 
 // Option configures an Engine.
 type Option func(*Engine)

@@ -166,9 +166,15 @@ type events struct {
 
 func watchEvents(t *testing.T, b *bus.Bus) *events {
 	t.Helper()
+	return watchEventsOf(t, b, bus.SourceWorkflow)
+}
+
+// watchEventsOf collects the events of source.
+func watchEventsOf(t *testing.T, b *bus.Bus, source string) *events {
+	t.Helper()
 	w := &events{more: make(chan struct{}, 1)}
 	cons, err := b.JetStream().OrderedConsumer(t.Context(), bus.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{b.Subjects.Event(bus.SourceWorkflow, "*")},
+		FilterSubjects: []string{b.Subjects.Event(source, "*")},
 	})
 	if err != nil {
 		t.Fatal(err)

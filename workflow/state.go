@@ -114,6 +114,9 @@ type Exec struct {
 	// them: arguments, result and error redacted of the config's secrets
 	// and cut (an attempt cut short by a crash: outcome interrupted).
 	Calls []tools.Call `json:"calls,omitempty"`
+	// Approval is the id of the approval an approval step's attempt
+	// asked for (agentwork approvals show <id>).
+	Approval string `json:"approval,omitempty"`
 	// AgentRuns are the runner's run ids of an agent step's launches:
 	// each run's record (its events) is the step's record.
 	AgentRuns []string `json:"agent_runs,omitempty"`

@@ -236,14 +236,11 @@ func (c *checker) step(s *Step, rel string, seen map[string]bool) {
 	kind, kinds := s.Kind()
 	switch {
 	case len(kinds) == 0:
-		c.add(rel, id, "no step kind; give it one of agent, tool, notify, wait (or until), workflow or parallel")
+		c.add(rel, id, "no step kind; give it one of agent, tool, notify, wait (or until), workflow, parallel or approval")
 	case len(kinds) > 1:
 		c.add(rel, id, "more than one kind (%s); a step does one thing: split it into steps", strings.Join(kinds, " and "))
 	case s.Wait != 0 && s.Until != "":
 		c.add(rel+".until", id, "wait and until both set; keep one")
-	}
-	if s.Approval != nil {
-		c.add(rel+".approval", id, "approval steps are not available yet; use a notify step and a wait for now")
 	}
 	inForeach := s.Foreach != ""
 	expr := func(field, src string, cond bool) {
@@ -347,6 +344,8 @@ func (c *checker) step(s *Step, rel string, seen map[string]bool) {
 			c.add(rel+".workflow", id, "no workflow %q; known: %s", s.Workflow, strings.Join(slices.Sorted(maps.Keys(c.set)), ", "))
 		}
 		c.value(rel+".with", id, s.With, seen, inForeach)
+	case KindApproval:
+		c.approval(s, rel, seen)
 	case KindParallel:
 		if s.Retry != nil || s.Timeout != 0 {
 			c.add(rel, id, "retry and timeout apply to the steps in the branches, not to a parallel step; move them there")
@@ -364,6 +363,54 @@ func (c *checker) step(s *Step, rel string, seen map[string]bool) {
 			}
 			c.sequence(s.Parallel[b], brel, seen)
 		}
+	}
+}
+
+// approval checks an approval step.
+func (c *checker) approval(s *Step, rel string, seen map[string]bool) {
+	id, a := s.ID, s.Approval
+	rel += ".approval"
+	if s.Foreach != "" {
+		c.add(rel, id, "an approval step cannot be a foreach; ask once, or make a child workflow with the approval the foreach step")
+	}
+	if s.Retry != nil || s.Timeout != 0 {
+		c.add(rel, id, "retry and timeout do not apply to an approval step; set approval.timeout and approval.on_timeout")
+	}
+	if strings.TrimSpace(a.Message) == "" {
+		c.add(rel+".message", id, "empty; say what the people asked approve")
+	}
+	c.expr(rel+".message", id, a.Message, false, seen, false)
+	if len(a.Targets) == 0 && len(c.w.Targets) == 0 {
+		c.add(rel+".targets", id, "no targets: name the connectors that carry the question (or set the workflow's targets)")
+	}
+	for i, t := range a.Targets {
+		if strings.TrimSpace(t) == "" {
+			c.add(fmt.Sprintf("%s.targets[%d]", rel, i), id, "empty; name a connector")
+			continue
+		}
+		c.expr(fmt.Sprintf("%s.targets[%d]", rel, i), id, t, false, seen, false)
+	}
+	for i, ap := range a.Approvers {
+		if ap == "link" {
+			continue
+		}
+		if conn, user, ok := strings.Cut(ap, ":"); !ok || conn == "" || user == "" || strings.ContainsAny(ap, " \t") {
+			c.add(fmt.Sprintf("%s.approvers[%d]", rel, i), id, "%q: want connector:user-id (telegram:123456789, slack:U024BE7LH) or link", ap)
+		}
+	}
+	if a.Timeout < 0 {
+		c.add(rel+".timeout", id, "%s is negative; want a duration such as 4h, or none (approvals.timeout, 24h)", a.Timeout)
+	}
+	switch a.OnTimeout {
+	case "", "reject", "approve", "fail":
+	default:
+		c.add(rel+".on_timeout", id, "%q: want reject (the default), approve or fail", a.OnTimeout)
+	}
+	switch {
+	case a.Reminder < 0:
+		c.add(rel+".reminder", id, "%s is negative; want a duration shorter than the timeout, or none", a.Reminder)
+	case a.Reminder > 0 && a.Timeout > 0 && a.Reminder >= a.Timeout:
+		c.add(rel+".reminder", id, "%s: want a duration shorter than the timeout (%s)", a.Reminder, a.Timeout)
 	}
 }
 

@@ -40,6 +40,7 @@ func wireConnectors(w *wiring, e *env, f *config.File, b *bus.Bus, log *zap.Logg
 		return err
 	}
 	w.connectorNames = reg.Names()
+	w.answerers = answerers(reg)
 	if len(reg) > 0 {
 		w.consumers = append(w.consumers, connectors.NewDispatcher(b, reg, f.Delivery, log.Named("connectors")).Run)
 	}

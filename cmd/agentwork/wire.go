@@ -15,6 +15,7 @@ import (
 	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/config"
+	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/anthropic"
 	"github.com/agentwork/agentwork/model/openai"
@@ -120,12 +121,23 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	// The workflow engine comes before the triggers that start its runs;
 	// its tools are the runs' (below), known once the scheduler's schedule
 	// tools are.
+	// The approvals come before it: its approval steps ask through the
+	// one Service that signs the links.
+	if w.approvals, err = newApprovals(f, b, w.connectorNames, log); err != nil {
+		return nil, err
+	}
+	// The presses of the approvals' buttons (Telegram): one instance
+	// polls each bot, under its lease.
+	if len(w.answerers) > 0 {
+		w.consumers = append(w.consumers, pollAnswers(b, w.approvals, w.answerers, log.Named("answers")))
+	}
 	var regTools, mcpTools lateTools
 	w.workflows = workflow.NewEngine(b, workflow.Config{
 		Definitions: f.Workflows,
 		Tools:       []tools.Source{&regTools, &mcpTools},
 		Secrets:     f.Secrets(),
 		Connectors:  w.connectorNames,
+		Approvals:   w.approvals,
 	}, workflow.WithLogger(log.Named("workflow")))
 	if w.triggers, err = newTriggers(f, b, mem, w.connectorNames, w.workflows, log); err != nil {
 		return nil, err
@@ -184,9 +196,6 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	toolAdmin := agentwork.NewToolAdmin(w.runner, w.mcp.Status)
 	w.services = append(w.services, toolAdmin.Service(), mem.Service(), w.workflows.Service())
 
-	if w.approvals, err = newApprovals(f, b, w.connectorNames, log); err != nil {
-		return nil, err
-	}
 	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner, api.ReadyFunc(w.workflowsReady)}, Tools: toolAdmin, Details: mcpStates(w.mcp),
 		Memory: mem, Workflows: w.workflows, Approvals: w.approvals}
 	for _, t := range w.triggers {
@@ -215,6 +224,7 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 // wiring is what serve runs.
 type wiring struct {
 	connectorNames []string
+	answerers      map[string]connectors.Answers // the connectors that receive button presses
 	runner         *agentwork.Runner
 	usage          *tokenusage.Folder            // a consumer: sums the tokens of run events
 	approvals      *approval.Service             // a consumer: the approvals' timers

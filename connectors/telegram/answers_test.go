@@ -118,6 +118,20 @@ func TestApprovalButtons(t *testing.T) {
 	}
 }
 
+// The approval package ends every question's text with its links
+// (Prompt.Links); shown with buttons, the links are cut off.
+func TestApprovalButtonsCutTheLinks(t *testing.T) {
+	t.Parallel()
+	c, api := newPair(t, telegram.Config{})
+	n := question("wf-2.ask.1", "Revert abc123?")
+	n.Text += n.Approval.Links()
+	rec := send(t, c, n)
+	m, _ := api.Message(chat, msgID(t, rec, 0))
+	if m.Text != "Revert abc123?" || len(m.Buttons) != 1 {
+		t.Errorf("message = %q with buttons %v, want the question alone, with its buttons", m.Text, m.Buttons)
+	}
+}
+
 // An id too long for callback_data: the question carries the links
 // instead, with a note; without links it cannot be asked at all.
 func TestApprovalIDTooLong(t *testing.T) {

@@ -188,8 +188,15 @@ func (c *Connector) Send(ctx context.Context, n connectors.Notification) (connec
 	if err != nil {
 		return connectors.Receipt{}, connectors.Permanent(fmt.Errorf("telegram: %w", err))
 	}
-	if links != "" {
-		n.Text += links
+	switch {
+	case keyboard != nil:
+		// The buttons answer: the links the asker ended the text with
+		// (Prompt.Links) are cut off.
+		if cut := strings.TrimSuffix(n.Text, n.Approval.Links()); strings.TrimSpace(cut) != "" {
+			n.Text = cut
+		}
+	case links != "":
+		n.Text = strings.TrimSuffix(n.Text, n.Approval.Links()) + links
 	}
 	parts := Parts(n)
 	s := &sending{c: c, n: n, route: r, fromTarget: fromTarget, silent: n.Urgency != "important", total: len(parts), keyboard: keyboard}
