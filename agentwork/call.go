@@ -57,9 +57,12 @@ func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, set Settin
 	}
 	if fm != nil && from != nil {
 		// The run was cut short in its flush: its work is done.
-		return r.flush(ctx, tctx, run, provider, req, ts, lim, *from, fm, j, timedOut)
+		return r.flush(ctx, tctx, run, provider, req, ts, lim, *from, fm, j, set, timedOut)
 	}
 	opts := []tools.LoopOption{tools.WithJournal(j), tools.WithSecrets(r.secrets...)}
+	if len(set.Approval) > 0 {
+		opts = append(opts, tools.WithGate(approvalGate{r: r, run: run, scope: set.Approval}))
+	}
 	if from != nil {
 		opts = append(opts, tools.From(*from))
 	}
@@ -71,7 +74,7 @@ func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, set Settin
 	st := res.State()
 	fm = &flushMark{At: len(st.Messages), StopReason: res.StopReason, Truncated: res.Truncated}
 	st.Messages = append(st.Messages, model.Message{Role: model.RoleUser, Content: flushPrompt(ts)})
-	return r.flush(ctx, tctx, run, provider, req, ts, lim, st, fm, j, timedOut)
+	return r.flush(ctx, tctx, run, provider, req, ts, lim, st, fm, j, set, timedOut)
 }
 
 // defaultGates are the output gates of a policy that names none: the
@@ -146,7 +149,7 @@ func (r *Runner) Toolset(ctx context.Context, source, name string) (Toolset, err
 // settings are the settings of run: its name's (Policy.SettingsFor), else
 // its source's policy's, else the runner's, field by field.
 func (r *Runner) settings(ctx context.Context, run *Run, pol Policy) (Settings, error) {
-	set := Settings{Tools: pol.Tools, MaxSteps: r.cfg.MaxSteps, Timeout: r.cfg.Timeout, Model: r.cfg.Model, Fallback: r.cfg.Fallback}
+	set := Settings{Tools: pol.Tools, Approval: gated(r.cfg.Approval, pol.Approval), MaxSteps: r.cfg.MaxSteps, Timeout: r.cfg.Timeout, Model: r.cfg.Model, Fallback: r.cfg.Fallback}
 	if pol.Model != "" {
 		set.Model = pol.Model
 	}
@@ -185,6 +188,7 @@ func (r *Runner) settings(ctx context.Context, run *Run, pol Policy) (Settings, 
 		set.Tools = own.Tools
 		set.toolsOwn = true
 	}
+	set.Approval = gated(set.Approval, own.Approval)
 	if own.MaxSteps > 0 {
 		set.MaxSteps = own.MaxSteps
 	}

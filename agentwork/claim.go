@@ -19,6 +19,10 @@ const (
 	claimRetry    = "retry"    // try again; the next try is another attempt
 	claimDeferred = "deferred" // try again; nothing was attempted (defer, shutdown)
 	claimDone     = "done"
+	// claimParked: a gated tool call waits for its approval (Parked);
+	// only the request that approval publishes once decided takes the
+	// claim again. It has no lease: nothing runs, however long it waits.
+	claimParked = "parked"
 )
 
 // claim is the KV record run.<request id> in agentwork_locks. It makes a
@@ -43,7 +47,9 @@ type claim struct {
 	// Forgone: the request was settled without a run (Forgo); its
 	// trigger recorded its outcome.
 	Forgone bool `json:"forgone,omitempty"`
-	rev     uint64
+	// Parked is the approval a parked claim waits for.
+	Parked string `json:"parked,omitempty"`
+	rev    uint64
 }
 
 // checkpoint is how far a run got, kept in its claim: its conversation
@@ -61,6 +67,9 @@ type checkpoint struct {
 	// Flush, with Conversation, says the run is in its memory flush:
 	// its work ended where the flush began.
 	Flush *flushMark `json:"flush,omitempty"`
+	// Approvals are the decided approvals of the run's gated calls so
+	// far, for its event.
+	Approvals []CallApproval `json:"approvals,omitempty"`
 }
 
 func claimKey(requestID string) string { return "run." + requestID }
@@ -70,16 +79,26 @@ type claimResult struct {
 	proceed bool
 	// wait: another live instance runs it; look again after this.
 	wait time.Duration
+	// missing: a resume found no claim (see takeClaim).
+	missing bool
 }
 
-func (r *Runner) takeClaim(ctx context.Context, requestID string, ttl time.Duration) (claimResult, error) {
+// takeClaim takes the run claim of request requestID for a run, unless
+// the request is done, runs on a live instance, or is parked on an
+// approval other than resume (the approval a resume request says was
+// decided; "" for the request itself). A resume takes only an existing
+// claim: without one (it lived longer than bus.LocksTTL), missing.
+func (r *Runner) takeClaim(ctx context.Context, requestID string, ttl time.Duration, resume string) (claimResult, error) {
 	var res claimResult
 	proceed := true // unless the first write, a create, conflicts
 	fresh := claim{State: claimRunning, RunID: newRunID(), Lease: r.bus.NewLease(time.Now().Add(ttl)), Attempts: 1}
-	c, rev, err := bus.UpdateAt(ctx, r.bus.Locks, claimKey(requestID), fresh, 0, func(c *claim, found bool) (bool, error) {
+	fn := func(c *claim, found bool) (bool, error) {
 		now := time.Now()
 		res, proceed = claimResult{claim: *c}, false
 		switch {
+		case !found && resume != "":
+			res.missing = true
+			return false, nil
 		case !found:
 			*c = fresh
 			c.Lease = r.bus.NewLease(now.Add(ttl))
@@ -87,6 +106,13 @@ func (r *Runner) takeClaim(ctx context.Context, requestID string, ttl time.Durat
 			return true, nil
 		case c.State == claimDone:
 			return false, nil
+		case c.State == claimParked && c.Parked != resume:
+			return false, nil
+		case c.State == claimParked:
+			// Its approval was decided: go on, without counting an attempt.
+			c.State, c.Lease, c.Parked = claimRunning, r.bus.NewLease(now.Add(ttl)), ""
+			proceed = true
+			return true, nil
 		case c.State == claimRunning && r.bus.Held(c.Lease, now):
 			res.wait = c.Expires.Sub(now)
 			return false, nil
@@ -104,7 +130,15 @@ func (r *Runner) takeClaim(ctx context.Context, requestID string, ttl time.Durat
 		}
 		proceed = true
 		return true, nil
-	})
+	}
+	var c claim
+	var rev uint64
+	var err error
+	if resume != "" {
+		c, rev, err = bus.Update(ctx, r.bus.Locks, claimKey(requestID), fn)
+	} else {
+		c, rev, err = bus.UpdateAt(ctx, r.bus.Locks, claimKey(requestID), fresh, 0, fn)
+	}
 	switch {
 	case bus.IsConflict(err):
 		return claimResult{wait: time.Second}, nil // contended: look again soon

@@ -3,8 +3,11 @@ package agentwork
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/agentwork/agentwork/approval"
+	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/tools"
 	"github.com/agentwork/agentwork/tools/memory"
@@ -80,6 +83,65 @@ type Config struct {
 	// memory_flush and tasks.<name>.memory_flush replace it for their
 	// runs. Default false.
 	MemoryFlush bool `yaml:"memory_flush" json:"memory_flush,omitempty"`
+	// Approval names the tools whose calls wait for a person's approval,
+	// in every run: names and globs as in Tools ("exec",
+	// "github__merge_*"). heartbeat.approval, a cron job's approval and
+	// tasks.<name>.approval add theirs for their runs. When the model
+	// calls one, the run asks (Approvals), parks on its checkpoint, and
+	// goes on once someone decided: approved, the call is made; refused,
+	// the model is told so and by whom. notify_user never waits.
+	// Default: none.
+	Approval []string `yaml:"approval" json:"approval,omitempty"`
+	// Approvals says whom a gated tool call asks, and how long it waits.
+	Approvals ApprovalConfig `yaml:"approvals" json:"approvals,omitzero"`
+}
+
+// ApprovalConfig is how a gated tool call asks (runner.approvals).
+type ApprovalConfig struct {
+	// Targets are the connector targets the question goes to. Default:
+	// the run's targets.
+	Targets []string `yaml:"targets" json:"targets,omitempty"`
+	// Approvers, if set, are who may decide ("telegram:123456789",
+	// "slack:U024BE7LH", "link" for whoever holds the question's signed
+	// links); the admin (API, CLI) may always. Default: anyone the
+	// question reaches.
+	Approvers []string `yaml:"approvers" json:"approvers,omitempty"`
+	// Timeout is how long a call waits for a decision. Default
+	// approvals.timeout (24h); at most MaxParked.
+	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
+	// OnTimeout is what happens when nobody decided in time: reject (the
+	// call is not made, the model is told), approve (it is made) or fail
+	// (the run ends with an error). Default reject.
+	OnTimeout string `yaml:"on_timeout" json:"on_timeout,omitempty" jsonschema:"enum=reject,enum=approve,enum=fail"`
+}
+
+// MaxParked is the longest a run may wait for an approval: its claim,
+// which keeps its conversation meanwhile, lives a day longer in
+// agentwork_locks (bus.LocksTTL).
+const MaxParked = bus.LocksTTL - 24*time.Hour
+
+// Validate checks the approvals section of the runner.
+func (c ApprovalConfig) Validate() error {
+	var errs []error
+	for _, t := range c.Targets {
+		if err := connectors.CheckTarget("runner.approvals.targets", t); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i, ap := range c.Approvers {
+		if c, id, ok := strings.Cut(ap, ":"); ap != approval.ByLink && (!ok || c == "" || id == "") {
+			errs = append(errs, fmt.Errorf("runner.approvals.approvers[%d]: %q: want connector:user-id (telegram:123456789, slack:U024BE7LH) or link", i, ap))
+		}
+	}
+	if c.Timeout < 0 || c.Timeout > MaxParked {
+		errs = append(errs, fmt.Errorf("runner.approvals.timeout: %s: want a duration up to %s (0: approvals.timeout)", c.Timeout, MaxParked))
+	}
+	switch approval.Verdict(c.OnTimeout) {
+	case "", approval.Reject, approval.Approve, approval.Fail:
+	default:
+		errs = append(errs, fmt.Errorf("runner.approvals.on_timeout: %q: want reject, approve or fail", c.OnTimeout))
+	}
+	return errors.Join(errs...)
 }
 
 // DefaultMaxToolCalls is the default of Config.MaxToolCalls.
@@ -142,6 +204,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("runner.max_tool_calls: %d: want 1-1000 (0 for the default %d)", c.MaxToolCalls, DefaultMaxToolCalls)
 	}
 	if err := memory.CheckLevel("runner.memory", c.Memory); err != nil {
+		return err
+	}
+	if err := tools.Scope(c.Approval).Check("runner.approval"); err != nil {
+		return err
+	}
+	if err := c.Approvals.Validate(); err != nil {
 		return err
 	}
 	return tools.Scope(c.Tools).Check("runner.tools")

@@ -44,6 +44,7 @@ func (r *Runner) conversationMax() int {
 // claimJournal keeps a run's tool loop in its claim.
 type claimJournal struct {
 	r         *Runner
+	run       *Run
 	held      *heldClaim
 	requestID string
 	lease     time.Duration
@@ -62,7 +63,11 @@ func (j claimJournal) Save(ctx context.Context, s tools.State) error {
 	if err != nil {
 		return err
 	}
-	if err := j.held.save(ctx, j.r, j.requestID, &checkpoint{Conversation: p, Flush: j.flush}, j.lease); err != nil {
+	cp := &checkpoint{Conversation: p, Flush: j.flush}
+	if j.run != nil {
+		cp.Approvals = slices.Clone(j.run.approvals)
+	}
+	if err := j.held.save(ctx, j.r, j.requestID, cp, j.lease); err != nil {
 		return fmt.Errorf("%w: %w", errCheckpoint, err)
 	}
 	return nil

@@ -89,7 +89,7 @@ func flushPrompt(ts Toolset) string {
 // work's text and calls, the usage of both) with the Flush. A flush that
 // fails is logged and on the Output; only a shutdown (ctx) or the loss of
 // the run to another instance end the run with an error.
-func (r *Runner) flush(ctx, tctx context.Context, run *Run, p model.Provider, req model.Request, ts Toolset, lim tools.Limits, st tools.State, fm *flushMark, j claimJournal, timedOut func(error) error) (Output, error) {
+func (r *Runner) flush(ctx, tctx context.Context, run *Run, p model.Provider, req model.Request, ts Toolset, lim tools.Limits, st tools.State, fm *flushMark, j claimJournal, set Settings, timedOut func(error) error) (Output, error) {
 	out := Output{StopReason: fm.StopReason, Truncated: fm.Truncated, Usage: st.Usage, Model: st.Model, Dropped: st.Dropped}
 	work := 0 // the run's calls: those answered before the flush
 	for _, m := range st.Messages[:min(fm.At, len(st.Messages))] {
@@ -126,7 +126,12 @@ func (r *Runner) flush(ctx, tctx context.Context, run *Run, p model.Provider, re
 	if err := j.Save(fctx, st); err != nil {
 		return r.flushFailed(ctx, run, out, j, timedOut, err)
 	}
-	res, err := tools.Loop(fctx, p, ts.reg, req, lim, tools.From(st), tools.WithJournal(j), tools.WithSecrets(r.secrets...))
+	opts := []tools.LoopOption{tools.From(st), tools.WithJournal(j), tools.WithSecrets(r.secrets...)}
+	if len(set.Approval) > 0 {
+		// The flush is silent and asks nobody: a gated call is refused.
+		opts = append(opts, tools.WithGate(approvalGate{r: r, run: run, scope: set.Approval, flush: true}))
+	}
+	res, err := tools.Loop(fctx, p, ts.reg, req, lim, opts...)
 	out.Usage, out.Dropped = res.Usage, res.Dropped
 	if res.Model != "" {
 		out.Model = res.Model

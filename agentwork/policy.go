@@ -16,6 +16,10 @@ type Policy struct {
 	// Tools are the tools its runs may use: names and globs (see
 	// tools.Scope). Empty: the runner's (runner.tools).
 	Tools []string
+	// Approval names the tools whose calls wait for a person's approval
+	// in its runs, besides the runner's (runner.approval): names and globs
+	// (see tools.Scope).
+	Approval []string
 	// SettingsFor, if set, gives the settings of the runs of one source and
 	// name (a cron job's, a task's): its non-zero fields replace the
 	// policy's for those runs. It is asked after the input gates of every
@@ -63,6 +67,10 @@ type Policy struct {
 type Settings struct {
 	// Tools are the tools the runs may use (see Policy.Tools).
 	Tools []string
+	// Approval names the tools whose calls wait for a person's approval
+	// in the runs, besides the runner's and the policy's (see
+	// Policy.Approval).
+	Approval []string
 	// MaxSteps bounds the tool loop.
 	MaxSteps int
 	// Timeout bounds one model run.

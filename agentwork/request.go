@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 )
@@ -57,6 +58,13 @@ type Request struct {
 	// token, the CLI). Jobs a run creates remember it, and their targets
 	// are checked against its grant at every fire.
 	Credential string `json:"credential,omitempty"`
+	// Resumes, on the request an approval publishes once decided (see
+	// runner.approval), is the id of the request whose run waits for it,
+	// parked; Approval is the decision. The runner goes on with that run
+	// from its checkpoint, with the request as the run asked for it (kept
+	// in the approval): only which approval was decided is read from here.
+	Resumes  string            `json:"resumes,omitempty"`
+	Approval *approval.Outcome `json:"approval,omitempty"`
 }
 
 // Validate checks what the runner needs.

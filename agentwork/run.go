@@ -36,6 +36,13 @@ type Run struct {
 
 	release func() // frees input-gate leases; called once, before the event
 	emitErr error  // the event could not be published
+
+	// resumed is the approval whose decision resumed this run (from its
+	// parked checkpoint); parked the one it parks on (a gated tool call
+	// waits); approvals the decided approvals of its calls.
+	resumed   string
+	parked    string
+	approvals []CallApproval
 }
 
 // Result is the data of every run event (agentwork.<source>.done|skip|error).
@@ -85,6 +92,9 @@ type Result struct {
 	// Flush is the run's memory flush, if one ran (its tool calls are the
 	// last of ToolCalls).
 	Flush *FlushResult `json:"flush,omitempty"`
+	// Approvals are the approvals of the run's gated tool calls (see
+	// runner.approval): who decided what on which call.
+	Approvals []CallApproval `json:"approvals,omitempty"`
 
 	Attempt     int               `json:"attempt,omitempty"`
 	DurationMS  int64             `json:"duration_ms"`

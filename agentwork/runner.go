@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/internal/secret"
@@ -32,16 +33,17 @@ const inflightRecheck = time.Second
 // Handle, then call Run. A request of a source without a policy ends with an
 // error event.
 type Runner struct {
-	bus      *bus.Bus
-	provider model.Provider
-	models   map[string]model.Provider // by name, beside provider (model.DefaultName); see WithModels
-	tools    *tools.Registry
-	sources  []tools.Source // tools that change while running (MCP servers)
-	secrets  []string       // cut out of the tool calls on record
-	memory   Memory         // the agent's memory, for the prompt (nil: none)
-	cfg      Config
-	log      *zap.Logger
-	now      func() time.Time
+	bus       *bus.Bus
+	provider  model.Provider
+	models    map[string]model.Provider // by name, beside provider (model.DefaultName); see WithModels
+	tools     *tools.Registry
+	sources   []tools.Source    // tools that change while running (MCP servers)
+	secrets   []string          // cut out of the tool calls on record
+	memory    Memory            // the agent's memory, for the prompt (nil: none)
+	approvals *approval.Service // gated tool calls ask through it (nil: refused)
+	cfg       Config
+	log       *zap.Logger
+	now       func() time.Time
 
 	maxConversation int // bytes of conversation a claim keeps; 0: see conversationMax
 
@@ -185,6 +187,17 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) (v bus.Verdict) {
 		r.fail(ctx, run, model.ClassPermanent, fmt.Errorf("malformed request: %w", err))
 		return termAfterEvent(run)
 	}
+	var resume string // the approval this request says was decided
+	if req.Resumes != "" {
+		// An approval was decided: the run of request req.Resumes, parked
+		// on it, goes on.
+		if req.Approval == nil || req.Approval.ID == "" {
+			r.log.Warn("a resume without its approval; dropped", zap.String("request", req.ID), zap.String("resumes", req.Resumes))
+			return bus.Terminate()
+		}
+		resume = req.Approval.ID
+		req.ID = req.Resumes
+	}
 	if _, busy := r.inflight.LoadOrStore(req.ID, struct{}{}); busy {
 		// This process is running the request already: this is a
 		// redelivery of that message, or the same request stored again
@@ -204,7 +217,7 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) (v bus.Verdict) {
 	// The claim is a short lease renewed while the run lives, so a request
 	// whose instance crashed is run again within about one lease.
 	lease := r.claimLease()
-	cr, err := r.takeClaim(ctx, req.ID, lease)
+	cr, err := r.takeClaim(ctx, req.ID, lease, resume)
 	if err != nil {
 		if r.storeFull(err) {
 			log.Debug("store full; the request waits", zap.Error(err))
@@ -214,13 +227,41 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) (v bus.Verdict) {
 		return bus.Defer(time.Second)
 	}
 	if !cr.proceed {
-		if cr.claim.State == claimDone {
+		switch {
+		case cr.claim.State == claimDone:
 			log.Debug("already finished; acking redelivery", zap.String("run", cr.claim.RunID))
 			return bus.Done()
+		case cr.claim.State == claimParked:
+			// It waits for a person; this copy (a redelivery, a stale
+			// resume) changes nothing.
+			log.Debug("parked on an approval; acking", zap.String("run", cr.claim.RunID), zap.String("approval", cr.claim.Parked))
+			return bus.Done()
+		case cr.missing:
+			// The run's claim, and its conversation, are gone (it waited
+			// longer than the locks bucket keeps a record): it cannot go on.
+			run := &Run{ID: newRunID(), Request: req, Envelope: ev, Started: r.now(), Attempt: 1}
+			if r.approvals != nil {
+				if a, gerr := r.approvals.Get(ctx, resume); gerr == nil && a.Run != "" {
+					run.ID = a.Run
+				}
+			}
+			r.fail(ctx, run, model.ClassPermanent, fmt.Errorf("approval %s was decided, but its run's checkpoint is gone (a run waits at most %s); the run cannot go on", resume, MaxParked))
+			return termAfterEvent(run)
 		}
 		return bus.Defer(min(cr.wait, r.cfg.AckWait))
 	}
-	run := &Run{ID: cr.claim.RunID, Request: req, Envelope: ev, Attempt: cr.claim.Attempts, Started: r.now()}
+	if resume != "" {
+		rq, err := r.resumedRequest(ctx, req)
+		if err != nil {
+			log.Warn("resumed run's request not read; will retry", zap.String("approval", resume), zap.Error(err))
+			if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, r.reparked(cr.claim, resume), claimParked, ""); err != nil {
+				log.Warn("release claim", zap.Error(err))
+			}
+			return bus.Defer(r.cfg.Backoff[0])
+		}
+		req = rq
+	}
+	run := &Run{ID: cr.claim.RunID, Request: req, Envelope: ev, Attempt: cr.claim.Attempts, Started: r.now(), resumed: resume}
 	run.Targets = r.targetsFor(req, pol)
 	run.Overlap = pol.Overlap.Mode
 	held := r.holdClaim(ctx, req.ID, cr.claim, lease)
@@ -271,6 +312,21 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) (v bus.Verdict) {
 		v = bus.Done()
 	}()
 	v = r.execute(ctx, log, run, pol, held, lease)
+	if run.parked != "" && v.Kind() == bus.VerdictDone {
+		// A gated call waits for a person: the claim keeps the
+		// conversation (the call held) and says which approval it waits
+		// for; the message is settled, and nothing holds a slot.
+		c := held.release()
+		c.Parked = run.parked
+		if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, c, claimParked, ""); err != nil {
+			// Still running on the bus: once its lease lapses, this
+			// message, back, takes it over and parks it again.
+			log.Warn("park the run", zap.Error(err))
+			return bus.Defer(r.cfg.Backoff[0])
+		}
+		log.Info("run parked: a tool call waits for approval", zap.String("run", run.ID), zap.String("approval", run.parked))
+		return bus.Done()
+	}
 	if v.Kind() == bus.VerdictDone && run.emitErr != nil {
 		// The run ended but its event did not get out (the events stream is
 		// unavailable). Keep the result and put the request back: the next
@@ -337,6 +393,12 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, run *Run, pol Pol
 	// Last, once the policy's gates let the run go ahead: the overlap
 	// lease, held under the run claim.
 	input := append(pol.Input[:len(pol.Input):len(pol.Input)], overlapGate{r: r, pol: pol.Overlap, held: held, lease: lease})
+	if run.resumed != "" {
+		// It passed them when it started; now it goes on with the call a
+		// person decided on, whatever the hour (and holds no overlap
+		// lease: it held none while parked either).
+		input = nil
+	}
 	for _, g := range input {
 		err := g.Check(ctx, run)
 		if err == nil {
@@ -380,11 +442,16 @@ func (r *Runner) execute(ctx context.Context, log *zap.Logger, run *Run, pol Pol
 	if cp := held.checkpoint(); cp != nil && cp.Conversation != nil {
 		s := unpackState(cp.Conversation)
 		from, fm = &s, cp.Flush
+		run.approvals = slices.Clone(cp.Approvals)
 		log.Info("going on from the run's checkpoint", zap.String("run", run.ID), zap.Int("steps", s.Steps), zap.Int("tool_calls", len(s.Calls)), zap.Bool("flush", fm != nil))
 	}
-	out, err := r.callModel(ctx, run, pol, set, ts, from, fm, claimJournal{r: r, held: held, requestID: run.Request.ID, lease: lease})
+	out, err := r.callModel(ctx, run, pol, set, ts, from, fm, claimJournal{r: r, run: run, held: held, requestID: run.Request.ID, lease: lease})
 	out = r.sendable(out)
 	run.Output = &out // also on error: the tokens spent are reported
+	if errors.Is(err, tools.ErrWaiting) && run.parked != "" {
+		return bus.Done() // handle parks it
+	}
+	run.parked = ""
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("run interrupted by shutdown; putting the request back")
@@ -558,6 +625,7 @@ func (r *Runner) result(run *Run, outcome string) *Result {
 			r.recordCalls(run, res, calls, out.Dropped)
 		}
 	}
+	res.Approvals = slices.Clone(run.approvals)
 	return res
 }
 
@@ -711,3 +779,10 @@ func contains(s []string, v string) bool {
 }
 
 func newRunID() string { return bus.NewID() }
+
+// reparked is c parked on approval id again (a resume that could not go on
+// puts it back as it found it).
+func (r *Runner) reparked(c claim, id string) claim {
+	c.Parked = id
+	return c
+}

@@ -206,6 +206,7 @@ func (f *File) Validate() error {
 	add(f.validateTools())
 	add(f.validateModels())
 	add(f.validateWorkflows())
+	add(f.validateApprovalWait())
 	return errors.Join(errs...)
 }
 

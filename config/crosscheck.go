@@ -16,6 +16,7 @@ import (
 	"github.com/agentwork/agentwork/tools/mcp"
 	"github.com/agentwork/agentwork/tools/memory"
 	"github.com/agentwork/agentwork/tools/schedule"
+	"github.com/agentwork/agentwork/triggers/cron"
 )
 
 // validateTargets checks that every target names a configured connector: a
@@ -51,6 +52,7 @@ func (f *File) validateTargets() error {
 		}
 	}
 	check("runner.targets", f.Runner.Targets)
+	check("runner.approvals.targets", f.Runner.Approvals.Targets)
 	check("heartbeat.targets", f.Heartbeat.Targets)
 	check("cron.targets", f.Cron.Targets)
 	for i, j := range f.Cron.Jobs {
@@ -163,13 +165,17 @@ func (f *File) validateTools() error {
 		}
 	}
 	check("runner.tools", f.Runner.Tools)
+	check("runner.approval", f.Runner.Approval)
 	check("heartbeat.tools", f.Heartbeat.Tools)
+	check("heartbeat.approval", f.Heartbeat.Approval)
 	check("cron.agent.tools", f.Cron.Agent.Tools)
 	for i, j := range f.Cron.Jobs {
 		check(fmt.Sprintf("cron.jobs[%d].tools", i), j.Tools)
+		check(fmt.Sprintf("cron.jobs[%d].approval", i), j.Approval)
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.Tasks)) {
 		check("tasks."+name+".tools", f.Tasks[name].Tools)
+		check("tasks."+name+".approval", f.Tasks[name].Approval)
 	}
 	return errors.Join(errs...)
 }
@@ -228,4 +234,21 @@ func (f *File) validateModels() error {
 		errs = append(errs, agentwork.CheckModels("tasks."+name+".", f.Tasks[name].Model, f.Tasks[name].Fallback, names))
 	}
 	return errors.Join(errs...)
+}
+
+// validateApprovalWait checks that a gated tool call waits no longer than
+// a parked run's claim lives: with runner.approvals.timeout unset, it
+// waits approvals.timeout.
+func (f *File) validateApprovalWait() error {
+	if f.Runner.Approvals.Timeout != 0 || f.Approvals.Timeout <= agentwork.MaxParked {
+		return nil
+	}
+	gated := len(f.Runner.Approval) > 0 || len(f.Heartbeat.Approval) > 0 || slices.ContainsFunc(f.Cron.Jobs, func(j cron.Job) bool { return len(j.Approval) > 0 })
+	for _, tc := range f.Tasks {
+		gated = gated || len(tc.Approval) > 0
+	}
+	if !gated {
+		return nil
+	}
+	return fmt.Errorf("approvals.timeout: %s: a gated tool call's run waits at most %s; set runner.approvals.timeout to %s or less", f.Approvals.Timeout, agentwork.MaxParked, agentwork.MaxParked)
 }

@@ -94,6 +94,14 @@ mcp:
 			`mcp.servers.memory: "memory" is taken by the built-in tools memory_read, memory_append, memory_replace, memory_list: rename the server, e.g. to memory-mcp`},
 		{"server named like a built-in tool", "mcp:\n  servers:\n    exec: {command: npx}\n", `mcp.servers.exec: "exec" is taken by the built-in tool exec: rename the server, e.g. to exec-mcp`},
 		{"server named like a built-in family", "mcp:\n  servers:\n    http_fetch: {command: npx}\n", `mcp.servers.http_fetch: "http_fetch" starts with "http_", as the built-in tool http_fetch does: rename the server, e.g. to http-fetch`},
+		{"approval glob", "runner:\n  approval: [exce]\n", `runner.approval[0]: "exce" matches no tool`},
+		{"heartbeat approval glob", "heartbeat:\n  approval: ['gh__merge_*']\n", `heartbeat.approval[0]: "gh__merge_*" matches no tool: no MCP server is called "gh"`},
+		{"task approval glob", "tasks:\n  report:\n    approval: [exec]\n", `tasks.report.approval[0]: "exec" matches no tool: the built-in exec is off`},
+		{"job approval glob", "cron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, approval: ['gh__*']}\n", `cron.jobs[0].approval[0]: "gh__*" matches no tool`},
+		{"approval on_timeout", "runner:\n  approvals: {on_timeout: later}\n", `runner.approvals.on_timeout: "later": want reject, approve or fail`},
+		{"approval wait", "runner:\n  approvals: {timeout: 200h}\n", `runner.approvals.timeout: 200h0m0s: want a duration up to 144h0m0s`},
+		{"approval wait inherited", "runner:\n  approval: [notify_user]\napprovals: {timeout: 200h}\n", `approvals.timeout: 200h0m0s: a gated tool call's run waits at most 144h0m0s; set runner.approvals.timeout`},
+		{"approval target", "runner:\n  approvals: {targets: [pigeon]}\n", `runner.approvals.targets[0]: "pigeon" is not a connector`},
 		{"job target's connector", "cron:\n  jobs:\n    - {id: a, schedule: '@daily', prompt: p, targets: ['pigeon:42']}\n", `cron.jobs[0].targets[0]: "pigeon" is not a connector`},
 	} {
 		f, err := config.Parse("agentwork.yaml", []byte(tt.yaml), env(nil), types)

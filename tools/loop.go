@@ -157,7 +157,43 @@ type State struct {
 	Counted int `json:"counted,omitempty"`
 	// Dropped counts the calls replies asked for past Limits.PerReply.
 	Dropped int `json:"dropped,omitempty"`
+	// Held is the id of the call of the last reply that waits for a
+	// decision (see Gate): it has not run. A Loop From this State asks
+	// the Gate again before it runs it, and does not take it for the call
+	// in flight.
+	Held string `json:"held,omitempty"`
 }
+
+// Gate holds the calls of some tools until someone decides on them (a
+// person's approval): the runner's gated tool calls. Its methods are
+// called from the Loop's goroutine, one call at a time.
+type Gate interface {
+	// Gates reports whether a call of the tool name needs a decision.
+	// notify_user is never asked about.
+	Gates(name string) bool
+	// Check is asked before a call Gates names runs, with the call and
+	// its index among the Loop's calls (State.Calls so far: the same
+	// index every time the same call is asked about). The Loop saves its
+	// State with the call held (State.Held) before it asks. An error ends
+	// the Loop with it.
+	Check(ctx context.Context, call model.ToolCall, index int) (Decision, error)
+}
+
+// Decision is a Gate's answer: the zero Decision lets the call run.
+type Decision struct {
+	// Wait: nobody has decided yet. The call does not run; the Loop ends
+	// with ErrWaiting, its State saved with the call held, so that a
+	// Loop From that State asks again.
+	Wait bool
+	// Refused, if set, says why the call may not run: it runs nothing,
+	// and the model reads this as the call's error (OutcomeRefused).
+	Refused string
+}
+
+// ErrWaiting is returned by Loop when a Gate holds a call until someone
+// decides: the Loop's State (saved in its Journal) holds the call, not
+// run; go on From it once decided.
+var ErrWaiting = errors.New("tools: a tool call waits for a decision")
 
 // Journal keeps a Loop's State as it goes, so that a Loop cut short (its
 // process killed) can go on from the last one it kept (From) without
@@ -175,7 +211,13 @@ type loopOptions struct {
 	journal Journal
 	from    *State
 	secrets []string
+	gate    Gate
 }
+
+// WithGate makes the Loop ask g before it makes a call of a tool g gates
+// (see Gate). A Loop with a Gate needs a Journal: a held call waits in
+// the State the Journal keeps.
+func WithGate(g Gate) LoopOption { return func(o *loopOptions) { o.gate = g } }
 
 // WithJournal makes the Loop save its State in j (see Loop for when).
 func WithJournal(j Journal) LoopOption { return func(o *loopOptions) { o.journal = j } }
@@ -221,13 +263,19 @@ func From(s State) LoopOption { return func(o *loopOptions) { o.from = &s } }
 // otherwise it runs nothing, and its result tells the model that its
 // outcome is unknown (OutcomeInterrupted). The notify_user messages the
 // State holds count towards MaxNotify.
+//
+// With a Gate (WithGate), a call of a tool the Gate gates is asked about
+// before it runs: it runs, is refused, or waits (the Loop ends with
+// ErrWaiting, its State saved with the call held; a Loop From that State
+// asks again). An approved call is saved as no longer held before it
+// runs, so from there the rule for the call in flight applies to it.
 func Loop(ctx context.Context, p model.Provider, reg *Registry, req model.Request, lim Limits, opts ...LoopOption) (Result, error) {
 	var o loopOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
 	maxSteps := lim.Steps()
-	l := &loop{reg: reg, lim: lim, journal: o.journal, secrets: o.secrets}
+	l := &loop{reg: reg, lim: lim, journal: o.journal, secrets: o.secrets, gate: o.gate}
 	if o.from != nil {
 		l.st = *o.from
 		l.st.Messages = slices.Clone(l.st.Messages)
@@ -284,6 +332,7 @@ type loop struct {
 	reg     *Registry
 	lim     Limits
 	journal Journal
+	gate    Gate
 	saving  bool     // the journal keeps the state (from the first call that is not notify_user on)
 	secrets []string // cut out of every result and error (WithSecrets)
 	st      State
@@ -301,13 +350,25 @@ func (l *loop) run(ctx context.Context, calls []model.ToolCall, first int, inFli
 		resumed := inFlight && tc.Name != NotifyName
 		if resumed {
 			inFlight = false
+			if l.st.Held == tc.ID {
+				// It waited for a decision: it did not run.
+				resumed = false
+			}
 		}
 		var call Call
 		if n := l.lim.PerReply(); n > 0 && first+i >= n {
 			call = refuse(tc, fmt.Sprintf("not run: your reply asked for more tool calls than the %d one reply may make (runner.max_tool_calls and %d notify_user), "+
 				"so this call and those after it were not run; ask for fewer at a time", n, MaxNotify))
 		} else {
-			call = l.call(ctx, tc, resumed)
+			d, err := l.decide(ctx, tc)
+			if err != nil {
+				return err
+			}
+			if d.Refused != "" {
+				call = refuse(tc, d.Refused)
+			} else {
+				call = l.call(ctx, tc, resumed)
+			}
 		}
 		call = call.redact(l.secrets)
 		if ctx.Err() != nil && call.Outcome != OutcomeRefused && call.Outcome != OutcomeInterrupted {
@@ -330,6 +391,42 @@ func (l *loop) run(ctx context.Context, calls []model.ToolCall, first int, inFli
 		}
 	}
 	return nil
+}
+
+// decide asks the Gate about tc, if it gates its tool and the call could
+// run (a call refused anyway asks nobody): the State is saved with the
+// call held first, so that a Loop cut short while the Gate asks does not
+// take the call for one in flight. A call that may run is no longer held,
+// saved so before it runs: cut short from there, it is the call in flight.
+func (l *loop) decide(ctx context.Context, tc model.ToolCall) (Decision, error) {
+	var d Decision
+	if l.gate != nil && tc.Name != NotifyName && l.gate.Gates(tc.Name) {
+		_, known := l.reg.Lookup(tc.Name)
+		if known && isObject(tc.Arguments) && (l.lim.MaxCalls <= 0 || l.st.Counted < l.lim.MaxCalls) {
+			if l.st.Held != tc.ID {
+				l.st.Held = tc.ID
+				if err := l.save(ctx); err != nil {
+					return d, err
+				}
+			}
+			var err error
+			if d, err = l.gate.Check(ctx, tc, len(l.st.Calls)); err != nil {
+				return d, err
+			}
+			if d.Wait {
+				return d, ErrWaiting
+			}
+		}
+	}
+	if l.st.Held != "" {
+		l.st.Held = ""
+		if d.Refused == "" {
+			if err := l.save(ctx); err != nil {
+				return d, err
+			}
+		}
+	}
+	return d, nil
 }
 
 // call makes one call, within the limits. resumed: it may have run in an

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(mcpServerEnv) != "" {
 		os.Exit(runMCPServer())
 	}
+	if os.Getenv(appendEnv) != "" && os.Getenv(childEnv) == "" {
+		os.Exit(runAppend())
+	}
 	if os.Getenv(childEnv) == "1" {
 		os.Args = append([]string{"agentwork"}, strings.Fields(os.Getenv(childEnv+"_ARGS"))...)
 		main()

@@ -177,10 +177,15 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	if err != nil {
 		return nil, err
 	}
+	// The approvals come before the runner: its gated tool calls ask
+	// through them.
+	if w.approvals, err = newApprovals(f, b, w.connectorNames, log); err != nil {
+		return nil, err
+	}
 	w.runner = agentwork.NewRunner(b, provider, reg, f.Runner,
 		agentwork.WithLogger(log.Named("runner")), agentwork.WithConnectors(w.connectorNames...), agentwork.WithModels(models),
 		agentwork.WithToolSource(w.mcp), agentwork.WithSecrets(f.Secrets()...),
-		agentwork.WithMemory(mem))
+		agentwork.WithMemory(mem), agentwork.WithApprovals(w.approvals))
 	for source, p := range policies {
 		w.runner.Handle(source, p)
 	}

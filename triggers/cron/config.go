@@ -220,6 +220,10 @@ type Job struct {
 	// names and globs (e.g. [sales__*]). With deliver auto or notify it
 	// has notify_user in any case. Default: runner.tools.
 	Tools []string `yaml:"tools" json:"tools,omitempty"`
+	// Approval names the tools whose calls wait for a person's approval
+	// in the job's runs, besides runner.approval (which it adds to, never
+	// replaces): names and globs, as in tools. Default: none.
+	Approval []string `yaml:"approval" json:"approval,omitempty"`
 	// Model names the model of the job's runs: "default" (the model
 	// section) or a key of the models section. Default: runner.model.
 	Model string `yaml:"model" json:"model,omitempty"`
@@ -387,6 +391,7 @@ func (j *Job) validate(p string) error {
 		add("timeout", "%s: must not be negative (0: cron.timeout)", j.Timeout)
 	}
 	errs = append(errs, tools.Scope(j.Tools).Check(p+"tools"))
+	errs = append(errs, tools.Scope(j.Approval).Check(p+"approval"))
 	errs = append(errs, memory.CheckLevel(p+"memory", j.Memory))
 	return errors.Join(errs...)
 }

@@ -47,7 +47,7 @@ func (s *Scheduler) settingsOf(ctx context.Context, _, id string) (agentwork.Set
 	if err != nil {
 		return agentwork.Settings{}, err
 	}
-	set := agentwork.Settings{Tools: j.Tools, MaxSteps: j.MaxSteps, Timeout: time.Duration(j.Timeout), Model: j.Model, Fallback: j.Fallback, Memory: j.Memory, MemoryFlush: j.MemoryFlush}
+	set := agentwork.Settings{Tools: j.Tools, Approval: j.Approval, MaxSteps: j.MaxSteps, Timeout: time.Duration(j.Timeout), Model: j.Model, Fallback: j.Fallback, Memory: j.Memory, MemoryFlush: j.MemoryFlush}
 	if len(j.Tools) == 0 && j.Origin == OriginAgent {
 		// The allow-list of agent-created jobs, as the config says now.
 		set.Tools = s.cfg.Agent.Tools

@@ -102,6 +102,10 @@ type Config struct {
 	// names and globs (e.g. [fs__read_text_file, fs__list_directory]). In
 	// notify mode it has notify_user in any case. Default: runner.tools.
 	Tools []string `yaml:"tools" json:"tools,omitempty"`
+	// Approval names the tools whose calls wait for a person's approval
+	// in its runs, besides runner.approval (which it adds to, never
+	// replaces): names and globs, as in tools. Default: none.
+	Approval []string `yaml:"approval" json:"approval,omitempty"`
 	// Model names the model of its runs: "default" (the model section) or
 	// a key of the models section, e.g. a cheaper one than the work it
 	// triggers. Default: runner.model.
@@ -190,6 +194,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("heartbeat.max_steps: %d: must not be negative (0: runner.max_steps)", c.MaxSteps))
 	}
 	errs = append(errs, tools.Scope(c.Tools).Check("heartbeat.tools"))
+	errs = append(errs, tools.Scope(c.Approval).Check("heartbeat.approval"))
 	errs = append(errs, memory.CheckLevel("heartbeat.memory", c.Memory))
 	return errors.Join(errs...)
 }

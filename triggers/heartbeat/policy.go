@@ -56,6 +56,7 @@ func (h *Heartbeat) Policy() agentwork.Policy {
 		Output:      []agentwork.OutputGate{out, &agentwork.DedupGate{KV: h.bus.Dedup, Window: h.cfg.DedupWindow}},
 		Targets:     h.cfg.Targets,
 		Tools:       h.cfg.Tools,
+		Approval:    h.cfg.Approval,
 		Memory:      h.cfg.Memory,
 		MemoryFlush: h.cfg.MemoryFlush,
 		Timeout:     h.cfg.Timeout,

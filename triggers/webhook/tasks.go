@@ -36,6 +36,10 @@ type TaskConfig struct {
 	// the model passes to notify_user (deliver auto or notify) has it in
 	// any case. Default: runner.tools.
 	Tools []string `yaml:"tools" json:"tools,omitempty"`
+	// Approval names the tools whose calls wait for a person's approval
+	// in its runs, besides runner.approval (which it adds to, never
+	// replaces): names and globs, as in tools. Default: none.
+	Approval []string `yaml:"approval" json:"approval,omitempty"`
 	// Model names the model of its runs: "default" (the model section) or
 	// a key of the models section. Default: runner.model.
 	Model string `yaml:"model" json:"model,omitempty"`
@@ -75,6 +79,7 @@ func (t Tasks) Validate() error {
 			errs = append(errs, fmt.Errorf("tasks.%s.timeout: %s: must not be negative (0: runner.timeout)", name, tc.Timeout))
 		}
 		errs = append(errs, tools.Scope(tc.Tools).Check("tasks."+name+".tools"))
+		errs = append(errs, tools.Scope(tc.Approval).Check("tasks."+name+".approval"))
 		errs = append(errs, memory.CheckLevel("tasks."+name+".memory", tc.Memory))
 	}
 	return errors.Join(errs...)
@@ -89,5 +94,5 @@ func (h *Handler) settingsOf(_ context.Context, source, name string) (agentwork.
 		return agentwork.Settings{}, nil
 	}
 	tc := h.tasks[name]
-	return agentwork.Settings{Tools: tc.Tools, MaxSteps: tc.MaxSteps, Timeout: tc.Timeout, Model: tc.Model, Fallback: tc.Fallback, Memory: tc.Memory, MemoryFlush: tc.MemoryFlush}, nil
+	return agentwork.Settings{Tools: tc.Tools, Approval: tc.Approval, MaxSteps: tc.MaxSteps, Timeout: tc.Timeout, Model: tc.Model, Fallback: tc.Fallback, Memory: tc.Memory, MemoryFlush: tc.MemoryFlush}, nil
 }
