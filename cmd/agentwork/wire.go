@@ -177,11 +177,8 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	if err != nil {
 		return nil, err
 	}
-	// The approvals come before the runner: its gated tool calls ask
-	// through them.
-	if w.approvals, err = newApprovals(f, b, w.connectorNames, log); err != nil {
-		return nil, err
-	}
+	// The runner's gated tool calls ask through the approvals built
+	// above: one service, so one link key and one timer consumer.
 	w.runner = agentwork.NewRunner(b, provider, reg, f.Runner,
 		agentwork.WithLogger(log.Named("runner")), agentwork.WithConnectors(w.connectorNames...), agentwork.WithModels(models),
 		agentwork.WithToolSource(w.mcp), agentwork.WithSecrets(f.Secrets()...),
