@@ -1,0 +1,371 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentwork/agentwork/model"
+	"github.com/agentwork/agentwork/model/openai/openaifake"
+	"github.com/agentwork/agentwork/workflow"
+)
+
+// The acceptance tests of workflows (issue 18) with the real binary: the
+// OpenAI-compatible fake answers the agent steps, an allow-listed exec
+// script appends a line to a file for each side effect, the console
+// connector prints the notifications.
+
+// appendScript writes dir/append.sh: it appends its argument as a line to
+// dir/lines.txt and says so.
+func appendScript(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "append.sh")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$1\" >> \"$(dirname \"$0\")/lines.txt\"\necho \"appended $1\"\n"
+	if err := os.WriteFile(p, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// lines returns the lines of dir/lines.txt.
+func lines(t *testing.T, dir string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "lines.txt"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+}
+
+// wfCLI runs `agentwork workflow ...` against the server of dataDir and
+// returns what it printed and its error.
+func wfCLI(ctx context.Context, dataDir string, args ...string) (string, error) {
+	var out, errOut bytes.Buffer
+	err := run(ctx, append(append([]string{"workflow"}, args...), "--data-dir", dataDir), &out, &errOut)
+	if err != nil {
+		err = fmt.Errorf("agentwork workflow %s: %w\n%s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), err
+}
+
+// runsOf returns the runs of workflow name, as `workflow runs --json` gives them.
+func runsOf(ctx context.Context, t *testing.T, dataDir, name string) []workflow.Run {
+	t.Helper()
+	out, err := wfCLI(ctx, dataDir, "runs", name, "--limit", "1000", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []workflow.Run
+	if err := json.Unmarshal([]byte(out), &runs); err != nil {
+		t.Fatalf("workflow runs --json: %v\n%s", err, out)
+	}
+	return runs
+}
+
+// waitRun follows run id to its end with `workflow status --wait --json`
+// and returns it as it ended, and the text `workflow status` prints of it.
+func waitRun(ctx context.Context, t *testing.T, dataDir, id string) (workflow.Run, string) {
+	t.Helper()
+	out, err := wfCLI(ctx, dataDir, "status", id, "--wait", "--json", "--timeout", "60s")
+	var r workflow.Run
+	if jerr := json.Unmarshal([]byte(out), &r); jerr != nil {
+		t.Fatalf("workflow status %s --wait --json: %v (%v)\n%s", id, jerr, err, out)
+	}
+	text, err := wfCLI(ctx, dataDir, "status", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, text
+}
+
+// exampleConfig is the issue's example workflow: a build log fetched over
+// HTTP, the model finding the commit (an output schema), a wait, a revert
+// under a condition (exec, a line in lines.txt), a step whose condition is
+// false, a notification per team to the console, and a child run that
+// opens an incident (exec, a line); started by webhook, cron (every
+// second) and an agentwork.cron.error event of the job nightly-tests.
+func exampleConfig(dir, addr, ciURL, strongURL, defaultURL string) string {
+	script := filepath.Join(dir, "append.sh")
+	return fmt.Sprintf(`
+bus:
+  listen: 127.0.0.1:0
+http:
+  listen: %[1]s
+model:
+  provider: openai
+  base_url: %[5]s
+  model: gpt-fake
+  api_key: ${OPENAI_KEY}
+models:
+  strong:
+    provider: openai
+    base_url: %[4]s
+    model: strong-1
+    api_key: ${OPENAI_KEY}
+runner:
+  max_attempts: 1
+tools:
+  http_fetch:
+    allow:
+      - prefix: %[3]s/builds/
+        allow_loopback: true
+  exec:
+    allow:
+      - [%[2]s]
+webhook:
+  tokens:
+    - name: ci
+      token: %[6]s
+      sources: [workflow]
+      names: [revert-broken-build]
+cron:
+  jobs:
+    - id: nightly-tests
+      schedule: "0 0 1 1 *"
+      prompt: Run the nightly tests.
+workflows:
+  revert-broken-build:
+    description: Find the commit that broke a build, revert it, tell the teams
+    inputs:
+      build: {type: string, default: b42}
+      teams: {type: array, default: [ops, web]}
+    on:
+      - webhook: {}
+      - cron: {schedule: "* * * * * *"}
+      - event: {type: agentwork.cron.error, subject: nightly-tests}
+    timeout: 2m
+    targets: [console]
+    steps:
+      - id: log
+        tool: http_fetch
+        args: {url: "%[3]s/builds/${{ inputs.build }}/log"}
+      - id: analyse
+        agent:
+          prompt: "Which commit broke build ${{ inputs.build }}? Log: ${{ steps.log.output }}"
+          output: {type: object, properties: {commit: {type: string}, confidence: {type: number}}, required: [commit]}
+          tools: [notify_user]
+          model: strong
+      - id: wait-a-bit
+        wait: 1s
+      - id: revert
+        if: steps.analyse.output.confidence > 0.7
+        tool: exec
+        args: {argv: ["%[2]s", "revert ${{ steps.analyse.output.commit }} ${{ run.id }}"]}
+        retry: {attempts: 3, backoff: 1s}
+        timeout: 30s
+      - id: page
+        if: steps.analyse.output.confidence > 0.95
+        notify: {text: "Paging about ${{ inputs.build }}", targets: [console]}
+      - id: each-team
+        foreach: inputs.teams
+        concurrency: 2
+        notify: {text: "Reverted ${{ steps.analyse.output.commit }} of ${{ run.id }} for ${{ item }}", targets: [console]}
+      - id: followup
+        workflow: open-incident
+        with: {commit: "${{ steps.analyse.output.commit }}", parent: "${{ run.id }}"}
+        on_failure: continue
+  open-incident:
+    inputs:
+      commit: {type: string, required: true}
+      parent: {type: string, required: true}
+    steps:
+      - id: open
+        tool: exec
+        args: {argv: ["%[2]s", "incident ${{ inputs.commit }} ${{ inputs.parent }}"]}
+`, addr, script, ciURL, strongURL, defaultURL, wfToken)
+}
+
+// TestWorkflowExampleByWebhookCronAndEvent runs the issue's example with
+// the real serve: a run started by POST with a webhook credential, runs
+// started by a per-second cron trigger, and a run started by the
+// agentwork.cron.error event of a cron job whose model call fails (400).
+// Each ends done with every step's output in `workflow status`; each side
+// effect is in the file once per run.
+func TestWorkflowExampleByWebhookCronAndEvent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs serve for several runs")
+	}
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	appendScript(t, dir)
+	ci := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "build log of %s: test TestPay failed after commit abc123\n", r.URL.Path)
+	}))
+	t.Cleanup(ci.Close)
+	strong := openaifake.New(t)
+	failing := openaifake.New(t)
+	t.Setenv("OPENAI_KEY", openaifake.DefaultKey)
+	// The model answers every analyse step alike; the runs are few (a
+	// per-second cron trigger paused after its first run).
+	for range 40 {
+		strong.Enqueue(openaifake.Response{
+			Check: func(r openaifake.Request) error {
+				if p := lastUser(r); !strings.Contains(p, "Which commit broke build") || !strings.Contains(p, "TestPay failed") {
+					return fmt.Errorf("the analyse prompt lacks the build or its log: %q", p)
+				}
+				return nil
+			},
+			Reply: model.Reply{Text: `{"commit": "abc123", "confidence": 0.9}`},
+		})
+	}
+	// The cron job's model call fails for good.
+	failing.Enqueue(openaifake.Error(http.StatusBadRequest, "Invalid value for 'model'."))
+
+	addr := freeAddr(t)
+	cfg := writeConfig(t, dir, exampleConfig(dir, addr, ci.URL, strong.URL, failing.URL))
+	if err := run(t.Context(), []string{"config", "check", "--config", cfg}, io.Discard, io.Discard); err != nil {
+		t.Fatalf("config check: %v", err)
+	}
+	consoleOut, stop := startServe(t, cfg, dataDir)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cli := cliOf(ctx, t, dataDir)
+	const name = "revert-broken-build"
+
+	// By cron: the trigger's job ticks every second; once a run it started
+	// has ended, pause the job and let the runs in flight end.
+	var cronRuns []workflow.Run
+	waitFor(t, 60*time.Second, "a run started by cron to end", func() bool {
+		for _, r := range runsOf(ctx, t, dataDir, name) {
+			if r.Cause.Kind == workflow.CauseCron && r.Status.Ended() {
+				return true
+			}
+		}
+		return false
+	}, &child{stderr: consoleOut})
+	cli("cron", "pause", "wf-"+name+"-1")
+	waitFor(t, 60*time.Second, "the cron runs to end", func() bool {
+		cronRuns = cronRuns[:0]
+		for _, r := range runsOf(ctx, t, dataDir, name) {
+			if r.Cause.Kind != workflow.CauseCron {
+				continue
+			}
+			if !r.Status.Ended() {
+				return false
+			}
+			cronRuns = append(cronRuns, r)
+		}
+		return true
+	}, &child{stderr: consoleOut})
+
+	// By webhook: POST with the credential.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/workflows/"+name+"/runs", strings.NewReader(`{"inputs":{"build":"b7"}}`))
+	req.Header.Set("Authorization", "Bearer "+wfToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var acc struct{ ID string }
+	if resp.StatusCode != http.StatusAccepted || json.Unmarshal(body, &acc) != nil || acc.ID == "" {
+		t.Fatalf("POST /v1/workflows/%s/runs = %d %s", name, resp.StatusCode, body)
+	}
+
+	// By event: the cron job nightly-tests fails (the model answers 400),
+	// its agentwork.cron.error event starts a run.
+	cli("cron", "run", "nightly-tests")
+	var byEvent workflow.Run
+	waitFor(t, 60*time.Second, "a run started by the cron job's error event", func() bool {
+		for _, r := range runsOf(ctx, t, dataDir, name) {
+			if r.Cause.Kind == workflow.CauseEvent {
+				byEvent = r
+				return true
+			}
+		}
+		return false
+	}, &child{stderr: consoleOut})
+
+	check := func(id, cause string) workflow.Run {
+		t.Helper()
+		r, text := waitRun(ctx, t, dataDir, id)
+		if r.Status != workflow.RunDone {
+			t.Fatalf("run %s (%s) ended %s: %+v\n%s", id, cause, r.Status, r.Error, text)
+		}
+		for _, want := range []string{
+			"log ", "HTTP 200 OK",
+			"analyse", `{"commit":"abc123","confidence":0.9}`,
+			"wait-a-bit", "waited_until",
+			"revert", "appended revert abc123 " + id,
+			"page", "skipped", "condition: false",
+			"each-team", "2 items: 2 done",
+			"followup", "appended incident abc123 " + id,
+		} {
+			if !strings.Contains(text, want) {
+				t.Errorf("workflow status of the run by %s lacks %q:\n%s", cause, want, text)
+			}
+		}
+		if r.Cause.Kind != cause {
+			t.Errorf("run %s: cause %q, want %q", id, r.Cause.Kind, cause)
+		}
+		if st := r.Steps["page"]; st == nil || st.Status != workflow.StepSkipped || st.Condition != false {
+			t.Errorf("step page = %+v, want skipped with the condition's value false", st)
+		}
+		for _, team := range []string{"ops", "web"} {
+			consoleOut.waitContains(t, "Reverted abc123 of "+id+" for "+team, 20*time.Second)
+		}
+		return r
+	}
+	all := []workflow.Run{check(acc.ID, workflow.CauseWebhook), check(byEvent.ID, workflow.CauseEvent)}
+	if len(cronRuns) == 0 {
+		t.Fatal("no run by cron")
+	}
+	for _, r := range cronRuns {
+		all = append(all, check(r.ID, workflow.CauseCron))
+	}
+	if ev := byEvent.Event; ev == nil || ev["type"] != "agentwork.cron.error" || ev["subject"] != "nightly-tests" {
+		t.Errorf("the event run's event = %v, want agentwork.cron.error of nightly-tests", ev)
+	}
+
+	// Each run's side effects once: its revert and its child's incident.
+	got := lines(t, dir)
+	for _, r := range all {
+		for _, want := range []string{"revert abc123 " + r.ID, "incident abc123 " + r.ID} {
+			if n := count(got, want); n != 1 {
+				t.Errorf("lines.txt holds %q %d times, want once", want, n)
+			}
+		}
+	}
+	if len(got) != 2*len(all) {
+		t.Errorf("lines.txt holds %d lines, want 2 for each of the %d runs:\n%s", len(got), len(all), strings.Join(got, "\n"))
+	}
+	t.Logf("%d runs: %d by cron, 1 by webhook, 1 by event", len(all), len(cronRuns))
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func count(list []string, s string) int {
+	n := 0
+	for _, x := range list {
+		if x == s {
+			n++
+		}
+	}
+	return n
+}
+
+// lastUser is the text of the last user message of a model request.
+func lastUser(r openaifake.Request) string {
+	msgs := r.Conversation.Messages
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == model.RoleUser {
+			return msgs[i].Content
+		}
+	}
+	return ""
+}
