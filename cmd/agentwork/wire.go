@@ -125,6 +125,11 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 		Tools:       []tools.Source{&regTools, &mcpTools},
 		Secrets:     f.Secrets(),
 		Connectors:  w.connectorNames,
+		// The runner's redelivery deadline and shutdown grace are the
+		// engine's too: how soon a dead instance's work is taken over,
+		// and how long work in flight may finish at shutdown.
+		AckWait:       f.Runner.AckWait,
+		ShutdownGrace: f.Runner.ShutdownGrace,
 	}, workflow.WithLogger(log.Named("workflow")))
 	if w.triggers, err = newTriggers(f, b, mem, w.connectorNames, w.workflows, log); err != nil {
 		return nil, err

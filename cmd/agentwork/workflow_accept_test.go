@@ -7,14 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/openai/openaifake"
 	"github.com/agentwork/agentwork/workflow"
@@ -368,4 +373,200 @@ func lastUser(r openaifake.Request) string {
 		}
 	}
 	return ""
+}
+
+// sixConfig is a workflow of six exec steps, each appending "<n> s<k>" to
+// lines.txt (not idempotent): a step whose call was in flight at a crash
+// is recorded interrupted and, with on_failure: continue, the run goes on.
+func sixConfig(dir, bus string) string {
+	var steps strings.Builder
+	for k := 1; k <= 6; k++ {
+		fmt.Fprintf(&steps, "      - {id: s%d, tool: exec, args: {argv: [%q, \"${{ inputs.n }} s%d\"]}, on_failure: continue}\n", k, filepath.Join(dir, "append.sh"), k)
+	}
+	return bus + `
+http:
+  listen: "off"
+runner:
+  ack_wait: 2s
+tools:
+  exec:
+    allow:
+      - [` + filepath.Join(dir, "append.sh") + `]
+workflows:
+  six:
+    inputs:
+      n: {type: string, required: true}
+    steps:
+` + steps.String()
+}
+
+// checkSix checks the runs of six ended done and the file holds each
+// step's line at most once per run, exactly once for a step recorded done.
+func checkSix(t *testing.T, dir string, runs map[string]workflow.Run) {
+	t.Helper()
+	got := lines(t, dir)
+	interrupted := 0
+	for n, r := range runs {
+		if r.Status != workflow.RunDone {
+			t.Errorf("run %s ended %s (%+v), want done", n, r.Status, r.Error)
+		}
+		for k := 1; k <= 6; k++ {
+			id := fmt.Sprintf("s%d", k)
+			st, c := r.Steps[id], count(got, n+" "+id)
+			switch {
+			case st == nil:
+				t.Errorf("run %s: step %s has no state", n, id)
+			case c > 1:
+				t.Errorf("run %s: the line of %s is in the file %d times, want at most once", n, id, c)
+			case st.Status == workflow.StepDone && c != 1:
+				t.Errorf("run %s: step %s is done but its line is in the file %d times", n, id, c)
+			case st.Status == workflow.StepInterrupted:
+				interrupted++
+			case st.Status != workflow.StepDone:
+				t.Errorf("run %s: step %s ended %s (%+v), want done or interrupted", n, id, st.Status, st.Error)
+			}
+		}
+	}
+	t.Logf("%d runs done, %d lines, %d steps recorded interrupted", len(runs), len(got), interrupted)
+}
+
+// killer is a set of serve processes that a test kills with SIGKILL and
+// starts again.
+type killer struct {
+	t       *testing.T
+	servers []*child
+	start   func(i int) *child
+	// runs lists the runs of six (from a client of the servers now up).
+	runs func() ([]workflow.Run, error)
+}
+
+func (k *killer) kill9(i int) {
+	k.t.Helper()
+	if err := k.servers[i].cmd.Process.Kill(); err != nil {
+		k.t.Fatal(err)
+	}
+	_ = k.servers[i].cmd.Wait()
+	k.servers[i] = k.start(i)
+}
+
+// startSix starts 20 runs of six through the server's NATS service, then
+// kills a random server with SIGKILL three times, each after a random
+// number of side effects, and starts it again; it waits for every run to
+// end and checks them (checkSix).
+func startSix(ctx context.Context, t *testing.T, dir string, b *bus.Bus, k *killer) {
+	t.Helper()
+	c := workflow.NewClient(b)
+	defer b.Close()
+	const runs = 20
+	for i := range runs {
+		if _, err := c.Start(ctx, "six", map[string]any{"n": fmt.Sprintf("r%d", i)}, fmt.Sprintf("r%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kills := 0
+	for range 3 {
+		target := len(lines(t, dir)) + 2 + rand.IntN(15)
+		if target >= runs*6 {
+			break
+		}
+		i := rand.IntN(len(k.servers))
+		waitFor(t, 30*time.Second, fmt.Sprintf("%d lines", target), func() bool { return len(lines(t, dir)) >= target }, k.servers[i])
+		k.kill9(i)
+		kills++
+	}
+	final := map[string]workflow.Run{}
+	// The runs in flight at a kill go on within the ack wait (2 s).
+	waitFor(t, 20*time.Second, "every run to end", func() bool {
+		all, err := k.runs()
+		if err != nil {
+			return false
+		}
+		for _, r := range all {
+			if !r.Status.Ended() {
+				return false
+			}
+			final[r.Inputs["n"].(string)] = r
+		}
+		return len(all) == runs
+	}, k.servers[0])
+	t.Logf("killed %d times", kills)
+	checkSix(t, dir, final)
+}
+
+// TestWorkflowKilledAtRandomFinishesEveryRun kills serve with SIGKILL at
+// random instants (after a random number of side effects) during 20 runs
+// of a 6-step workflow, restarting it on the same data dir each time:
+// every run ends done, and no step's side effect happens twice.
+func TestWorkflowKilledAtRandomFinishesEveryRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts serve")
+	}
+	dir := t.TempDir()
+	appendScript(t, dir)
+	srv := startCrashServer(t, sixConfig(dir, "bus:\n  listen: 127.0.0.1:0\n"))
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	k := &killer{t: t, servers: []*child{srv.child}, start: func(int) *child {
+		srv.restart()
+		return srv.child
+	}, runs: func() ([]workflow.Run, error) {
+		b := srv.dial(ctx)
+		defer b.Close()
+		return workflow.NewClient(b).Runs(ctx, workflow.Filter{Workflow: "six", Limit: 1000})
+	}}
+	srv.stderr.waitContains(t, "agentwork is running", 30*time.Second)
+	startSix(ctx, t, dir, srv.dial(ctx), k)
+}
+
+// TestWorkflowTwoInstancesKilledAtRandom is the same with two serve
+// processes on one external NATS server: the one killed is started again
+// while the other takes its runs over.
+func TestWorkflowTwoInstancesKilledAtRandom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts serve")
+	}
+	url := natsOnLoopback(t)
+	dir := t.TempDir()
+	appendScript(t, dir)
+	cfg := writeConfig(t, dir, sixConfig(dir, "bus:\n  url: "+url+"\n"))
+	start := func(i int) *child {
+		c := &child{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+		args := []string{"serve", "--config", cfg, "--data-dir", filepath.Join(dir, fmt.Sprintf("data%d", i))}
+		c.cmd = exec.Command(os.Args[0], "-test.run=^$")
+		c.cmd.Env = append(os.Environ(), childEnv+"=1", childEnv+"_ARGS="+strings.Join(args, " "))
+		c.cmd.Stdout, c.cmd.Stderr = c.stdout, c.stderr
+		if err := c.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() })
+		c.stderr.waitContains(t, "agentwork is running", 30*time.Second)
+		return c
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	b, err := bus.Open(ctx, bus.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &killer{t: t, servers: []*child{start(0), start(1)}, start: start, runs: func() ([]workflow.Run, error) {
+		return workflow.NewClient(b).Runs(ctx, workflow.Filter{Workflow: "six", Limit: 1000})
+	}}
+	startSix(ctx, t, dir, b, k)
+}
+
+// natsOnLoopback starts a NATS server with JetStream on a loopback port in
+// the test's process, as an external server of serve processes, and
+// returns its URL.
+func natsOnLoopback(t *testing.T) string {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the NATS server is not ready after 10s")
+	}
+	return s.ClientURL()
 }
