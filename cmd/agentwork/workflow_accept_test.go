@@ -13,11 +13,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/model"
@@ -569,4 +573,189 @@ func natsOnLoopback(t *testing.T) string {
 		t.Fatal("the NATS server is not ready after 10s")
 	}
 	return s.ClientURL()
+}
+
+// TestWorkflowWaitAcrossAStop stops serve (SIGTERM) while a run waits on a
+// `wait: 5s` step and keeps it stopped past the deadline: after the
+// restart the step ends once, the run goes on to its next step and ends
+// done, and nothing is left waiting.
+func TestWorkflowWaitAcrossAStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stops and restarts serve")
+	}
+	dir := t.TempDir()
+	script := appendScript(t, dir)
+	srv := startCrashServer(t, `
+bus:
+  listen: 127.0.0.1:0
+http:
+  listen: "off"
+tools:
+  exec:
+    allow:
+      - [`+script+`]
+workflows:
+  pause:
+    steps:
+      - {id: before, tool: exec, args: {argv: [`+script+`, "before ${{ run.id }}"]}}
+      - {id: nap, wait: 5s}
+      - {id: after, tool: exec, args: {argv: [`+script+`, "after ${{ run.id }}"]}}
+`)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	srv.stderr.waitContains(t, "agentwork is running", 30*time.Second)
+	b := srv.dial(ctx)
+	c := workflow.NewClient(b)
+	started, err := c.Start(ctx, "pause", nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var waiting workflow.Run
+	waitFor(t, 20*time.Second, "the run to wait", func() bool {
+		waiting, err = c.Get(ctx, started.ID)
+		return err == nil && waiting.Status == workflow.RunWaiting
+	}, srv.child)
+	b.Close()
+	until := waiting.Steps["nap"].WaitUntil
+	if until.IsZero() || len(waiting.Timers) != 1 {
+		t.Fatalf("the waiting run: nap %+v, timers %v; want a wait until a time and one timer", waiting.Steps["nap"], waiting.Timers)
+	}
+
+	// Stop it cleanly, and keep it stopped past the wait's deadline.
+	stopped := srv.child
+	if err := stopped.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := stopped.cmd.Wait(); err != nil {
+		t.Fatalf("serve exited with %v after SIGTERM\n%s", err, stopped.stderr.String())
+	}
+	time.Sleep(time.Until(until) + 500*time.Millisecond) // the downtime under test: the deadline passes while nothing runs
+	if got := lines(t, dir); !slices.Equal(got, []string{"before " + started.ID}) {
+		t.Fatalf("lines.txt while stopped = %q, want only the step before the wait", got)
+	}
+
+	srv.restart()
+	srv.stderr.waitContains(t, "agentwork is running", 30*time.Second)
+	r, text := waitRun(ctx, t, srv.dataDir, started.ID)
+	if r.Status != workflow.RunDone {
+		t.Fatalf("run ended %s (%+v)\n%s", r.Status, r.Error, text)
+	}
+	nap := r.Steps["nap"]
+	if nap.Status != workflow.StepDone || nap.EndedAt.Before(until) {
+		t.Errorf("step nap = %s ended %s, want done after %s", nap.Status, nap.EndedAt, until)
+	}
+	if got := lines(t, dir); !slices.Equal(got, []string{"before " + started.ID, "after " + started.ID}) {
+		t.Errorf("lines.txt = %q, want each step's line once", got)
+	}
+	if len(r.Timers) != 0 {
+		t.Errorf("timers left on the ended run: %v", r.Timers)
+	}
+	if out, err := wfCLI(ctx, srv.dataDir, "runs", "--status", "waiting"); err != nil || strings.Contains(out, started.ID) {
+		t.Errorf("workflow runs --status waiting = %q, %v; want the run not there", out, err)
+	}
+	// The wait's step ended once: one step_finished event of nap.
+	b2 := srv.dial(ctx)
+	defer b2.Close()
+	oc, err := b2.JetStream().OrderedConsumer(ctx, bus.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{b2.Subjects.Event(bus.SourceWorkflow, "*")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := oc.FetchNoWait(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished := 0
+	for m := range batch.Messages() {
+		ev, err := bus.DecodeEvent(m.Data())
+		var d struct{ Step string }
+		if err == nil && ev.RunID == started.ID && ev.Type == "agentwork.workflow.step_finished" && ev.DecodeData(&d) == nil && d.Step == "nap" {
+			finished++
+		}
+	}
+	if finished != 1 {
+		t.Errorf("%d step_finished events of nap, want 1", finished)
+	}
+}
+
+// TestWorkflowForeachCapAndSkip runs a foreach of 50 items with
+// concurrency 5 whose exec script counts the items in flight under a lock
+// (flock): never more than 5. A step whose condition is false after it is
+// skipped, with the condition's value in its status.
+func TestWorkflowForeachCapAndSkip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs serve")
+	}
+	dir := t.TempDir()
+	track := filepath.Join(dir, "track.sh")
+	script := `#!/bin/sh
+d=$(dirname "$0")
+exec 9>"$d/lock"
+flock 9
+n=$(cat "$d/inflight" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$d/inflight"
+m=$(cat "$d/max" 2>/dev/null || echo 0); if [ $n -gt $m ]; then echo $n > "$d/max"; fi
+flock -u 9
+sleep 0.1
+flock 9
+n=$(cat "$d/inflight"); echo $((n-1)) > "$d/inflight"
+echo "$1" >> "$d/items"
+flock -u 9
+echo "item $1"
+`
+	if err := os.WriteFile(track, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, dir, `
+bus:
+  listen: 127.0.0.1:0
+http:
+  listen: "off"
+tools:
+  exec:
+    allow:
+      - [`+track+`]
+workflows:
+  fan:
+    steps:
+      - id: many
+        foreach: 1..50
+        concurrency: 5
+        tool: exec
+        args: {argv: [`+track+`, "i${{ item }}"]}
+      - id: big
+        if: len(steps.many.output) > 50
+        tool: exec
+        args: {argv: [`+track+`, "never"]}
+`)
+	dataDir := filepath.Join(dir, "data")
+	startServe(t, cfg, dataDir)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out, err := wfCLI(ctx, dataDir, "run", "fan", "--wait")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"50 items: 50 done", "big", "skipped", "condition: false"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("workflow run --wait printed\n%s\nlacking %q", out, want)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "items"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := strings.Fields(string(raw))
+	slices.Sort(items)
+	items = slices.Compact(items)
+	if len(items) != 50 || slices.Contains(items, "never") {
+		t.Errorf("the script ran for %d distinct items (%v), want 50 and not the skipped step", len(items), items)
+	}
+	rawMax, err := os.ReadFile(filepath.Join(dir, "max"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak, _ := strconv.Atoi(strings.TrimSpace(string(rawMax)))
+	if peak < 1 || peak > 5 {
+		t.Errorf("at most %d items were in flight at once, want 1 to 5 (concurrency: 5)", peak)
+	}
+	t.Logf("peak items in flight: %d", peak)
 }
