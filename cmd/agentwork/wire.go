@@ -138,6 +138,11 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 		Secrets:     f.Secrets(),
 		Connectors:  w.connectorNames,
 		Approvals:   w.approvals,
+		// The runner's redelivery deadline and shutdown grace are the
+		// engine's too: how soon a dead instance's work is taken over,
+		// and how long work in flight may finish at shutdown.
+		AckWait:       f.Runner.AckWait,
+		ShutdownGrace: f.Runner.ShutdownGrace,
 	}, workflow.WithLogger(log.Named("workflow")))
 	if w.triggers, err = newTriggers(f, b, mem, w.connectorNames, w.workflows, log); err != nil {
 		return nil, err
