@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"net/http"
+
+	"github.com/agentwork/agentwork/tools"
 )
 
 // Actor is a caller that an in-process surface (the MCP server) has
@@ -50,7 +52,11 @@ func ActorFrom(ctx context.Context) (Actor, bool) {
 // the MCP client's HTTP servers set it on every request, and no tool
 // configuration can remove it): the MCP server refuses them, so a run's
 // tools never decide the run's own approvals through it.
-const ToolHeader = "Agentwork-Tool"
+const ToolHeader = tools.CallHeader
 
-// FromTool reports whether r was sent by a run's tool (ToolHeader).
-func FromTool(r *http.Request) bool { return r.Header.Get(ToolHeader) != "" }
+// FromTool reports whether r was sent by a run's tool (ToolHeader, even
+// empty).
+func FromTool(r *http.Request) bool {
+	_, ok := r.Header[http.CanonicalHeaderKey(ToolHeader)]
+	return ok
+}
