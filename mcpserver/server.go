@@ -133,9 +133,25 @@ func newServer(b backend, local *Caller, opts []Option) *Server {
 		Instructions: "agentwork runs an AI agent's scheduled and requested work: cron jobs, the heartbeat, tasks, workflows and the approvals they wait on. " +
 			"Use the list_* and get_* tools to look, the others to change things. Errors are JSON {code, message}; the message says what to do.",
 	})
+	s.mcp.AddReceivingMiddleware(inputErrors)
 	s.addTools()
 	s.addResources()
 	return s
+}
+
+// inputErrors gives the SDK's own tool errors (arguments that do not
+// match the input schema: an unknown field, a wrong type) the shape of
+// the tools' errors, {"code", "message"}.
+func inputErrors(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if r, ok := res.(*mcp.CallToolResult); ok && err == nil && r.IsError && len(r.Content) == 1 {
+			if tc, ok := r.Content[0].(*mcp.TextContent); ok && !strings.HasPrefix(tc.Text, "{") {
+				tc.Text = (&Error{Code: CodeInvalid, Message: tc.Text + "; call it with the arguments its input schema allows (tools/list shows it)"}).Error()
+			}
+		}
+		return res, err
+	}
 }
 
 // MCP is the MCP server of the tools (to serve on any transport).
