@@ -33,6 +33,11 @@ func (a Actor) Decider() string {
 	return "token:" + a.Credential
 }
 
+// ViaHeader, "mcp" on a request with the admin token, makes its Actor
+// the admin through MCP (what `agentwork mcp` sends): it names the
+// origin of what the request creates and grants nothing.
+const ViaHeader = "Agentwork-Via"
+
 type actorKey struct{}
 
 // WithActor returns ctx carrying a: a request with it passes the admin

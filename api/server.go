@@ -295,7 +295,13 @@ const adminRealm = "agentwork admin"
 
 func (s *Server) requireAdmin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := ActorFrom(r.Context()); !ok && !s.isAdmin(r) {
+		_, isActor := ActorFrom(r.Context())
+		if !isActor && s.isAdmin(r) && r.Header.Get(ViaHeader) == "mcp" {
+			// `agentwork mcp` (over stdio) calls with the admin token.
+			r = r.WithContext(WithActor(r.Context(), Actor{Via: "mcp", Name: "admin"}))
+			isActor = true
+		}
+		if !isActor && !s.isAdmin(r) {
 			detail := "send Authorization: Bearer <admin token> (http.admin_token, or the admin-token file in the data dir)"
 			if _, ok := bearerToken(r); ok {
 				detail = "the bearer token is not the admin token"

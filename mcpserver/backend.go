@@ -90,6 +90,7 @@ func (b remote) do(ctx context.Context, _ Caller, method, path string, header ht
 		r.Header[k] = v
 	}
 	r.Header.Set("Authorization", "Bearer "+b.token)
+	r.Header.Set(api.ViaHeader, "mcp")
 	resp, err := b.hc.Do(r)
 	if err != nil {
 		return 0, nil, &Error{Code: CodeUnavailable, Message: fmt.Sprintf("the HTTP API at %s does not answer (%v): is `agentwork serve` running there, with http.listen on? Set --api", b.base, err)}
