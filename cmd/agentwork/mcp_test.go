@@ -429,7 +429,7 @@ func TestMCPInspectorCLI(t *testing.T) {
 	inspect := func(args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
 		defer cancel()
-		all := append([]string{"-y", "@modelcontextprotocol/inspector", "--cli", url, "--transport", "http", "--header", "Authorization: Bearer " + admin}, args...)
+		all := append([]string{"-y", "@modelcontextprotocol/inspector@2", "--cli", url, "--transport", "http", "--header", "Authorization: Bearer " + admin}, args...)
 		cmd := exec.CommandContext(ctx, npx, all...)
 		cmd.Env = append(os.Environ(), "npm_config_yes=true", "NO_UPDATE_NOTIFIER=1")
 		out, err := cmd.CombinedOutput()
