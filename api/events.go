@@ -411,15 +411,19 @@ type RunReply struct {
 // it (both UUIDv7, whose time bounds the search): GET /v1/runs/{id}.
 func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	at, ok := uuidV7Time(id)
-	if !ok {
-		problem.Error(w, http.StatusNotFound, fmt.Sprintf("%q is not a run or request id (a UUIDv7; GET /v1/runs lists the runs)", id))
+	if !bus.ValidToken(strings.ToLower(id)) {
+		problem.Error(w, http.StatusNotFound, fmt.Sprintf("%q is not a run or request id (GET /v1/runs lists the runs)", id))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
-	// A run's event is stored when it ends, after its id was made.
-	since := at.Add(-resumeWindow)
+	// A run's event is stored when it ends, after its id was made: the
+	// time of a UUIDv7 bounds the search; another id (a manual run's with
+	// an idempotency key) is looked for among the latest runs.
+	var since time.Time
+	if at, ok := uuidV7Time(id); ok {
+		since = at.Add(-resumeWindow)
+	}
 	recs, err := agentwork.History(ctx, s.deps.Bus, agentwork.HistoryQuery{Since: since, Limit: MaxRunsLimit})
 	if err != nil {
 		problem.Unavailable(w, 5*time.Second, "cannot read the events stream: "+err.Error())

@@ -383,6 +383,26 @@ func TestMCPOverStdio(t *testing.T) {
 	if paused.Job.Status != "paused" {
 		t.Errorf("pause_job over stdio: %q, want paused", paused.Job.Status)
 	}
+	var ran struct {
+		RequestID string `json:"request_id"`
+		Finished  bool   `json:"finished"`
+		Run       struct {
+			Outcome string `json:"outcome"`
+			Manual  bool   `json:"manual"`
+		} `json:"run"`
+	}
+	mustCall(t, ctx, cs, "run_job", map[string]any{"id": "nightly", "idempotency_key": "r1", "wait_seconds": 30}, &ran)
+	if !ran.Finished || ran.Run.Outcome != "done" || !ran.Run.Manual {
+		t.Errorf("run_job with a key and a wait: %+v, want the done manual run", ran)
+	}
+	var ranAgain struct {
+		RequestID string `json:"request_id"`
+		Duplicate bool   `json:"duplicate"`
+	}
+	mustCall(t, ctx, cs, "run_job", map[string]any{"id": "nightly", "idempotency_key": "r1"}, &ranAgain)
+	if !ranAgain.Duplicate || ranAgain.RequestID != ran.RequestID {
+		t.Errorf("run_job again with its key: %+v, want a duplicate of %s", ranAgain, ran.RequestID)
+	}
 	var started struct {
 		RequestID string `json:"request_id"`
 		Finished  bool   `json:"finished"`
