@@ -18,7 +18,8 @@ import (
 //
 //	GET  /v1/approvals[?state=<state>&limit=<n>]  the approvals, newest first
 //	GET  /v1/approvals/{id}                       one
-//	POST /v1/approvals/{id}/approve|reject        decide, by "admin"; body {"comment": "..."} (optional)
+//	POST /v1/approvals/{id}/approve|reject        decide, by "admin" (through MCP: the
+//	                                              token's Actor.Decider); body {"comment": "..."} (optional)
 //
 // and, open (the signed link is the credential), the links' page:
 // GET|POST /approvals/{id}/{verb}?exp=...&sig=...
@@ -91,7 +92,11 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
-	a, err := s.deps.Approvals.Decide(ctx, r.PathValue("id"), verb, approval.ByAdmin, body.Comment)
+	by := approval.ByAdmin
+	if a, ok := ActorFrom(r.Context()); ok {
+		by = a.Decider()
+	}
+	a, err := s.deps.Approvals.Decide(ctx, r.PathValue("id"), verb, by, body.Comment)
 	if err != nil {
 		approvalProblem(w, err)
 		return

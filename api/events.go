@@ -398,3 +398,59 @@ func contains(s []string, v string) bool {
 	}
 	return false
 }
+
+// RunReply is the body of GET /v1/runs/{id}: the run's event (its record:
+// the model, the tool calls, the tokens, the notification) and the
+// results of its notifications' deliveries.
+type RunReply struct {
+	Run        json.RawMessage   `json:"run"`
+	Deliveries []json.RawMessage `json:"deliveries"`
+}
+
+// run answers one run by its run id or the id of the request that caused
+// it (both UUIDv7, whose time bounds the search): GET /v1/runs/{id}.
+func (s *Server) run(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !bus.ValidToken(strings.ToLower(id)) {
+		problem.Error(w, http.StatusNotFound, fmt.Sprintf("%q is not a run or request id (GET /v1/runs lists the runs)", id))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
+	defer cancel()
+	// A run's event is stored when it ends, after its id was made: the
+	// time of a UUIDv7 bounds the search; another id (a manual run's with
+	// an idempotency key) is looked for among the latest runs.
+	var since time.Time
+	if at, ok := uuidV7Time(id); ok {
+		since = at.Add(-resumeWindow)
+	}
+	recs, err := agentwork.History(ctx, s.deps.Bus, agentwork.HistoryQuery{Since: since, Limit: MaxRunsLimit})
+	if err != nil {
+		problem.Unavailable(w, 5*time.Second, "cannot read the events stream: "+err.Error())
+		return
+	}
+	var found *agentwork.Record
+	for i := range recs { // the newest first: a request's latest run
+		if recs[i].RunID == id || recs[i].RequestID == id {
+			found = &recs[i]
+			break
+		}
+	}
+	if found == nil {
+		problem.Error(w, http.StatusNotFound, fmt.Sprintf("no run %s has ended (it may still be running or queued, or be older than the events stream keeps); GET /v1/runs lists the runs", id))
+		return
+	}
+	reply := RunReply{Run: found.JSON, Deliveries: []json.RawMessage{}}
+	dels, err := agentwork.History(ctx, s.deps.Bus, agentwork.HistoryQuery{
+		Sources: []string{bus.SourceDelivery}, Outcomes: []string{connectors.OutcomeDelivered, connectors.OutcomeFailed},
+		Since: found.Time.Add(-resumeWindow), Limit: MaxRunsLimit,
+	})
+	if err == nil {
+		for i := len(dels) - 1; i >= 0; i-- {
+			if dels[i].RunID == found.RunID {
+				reply.Deliveries = append(reply.Deliveries, dels[i].JSON)
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, reply)
+}

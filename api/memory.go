@@ -98,7 +98,11 @@ func (s *Server) putMemory(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	d, err := s.deps.Memory.Put(ctx, r.PathValue("doc"), string(body), "http", rev)
+	by := "http"
+	if a, ok := ActorFrom(r.Context()); ok {
+		by = a.Via + ":" + a.Name
+	}
+	d, err := s.deps.Memory.Put(ctx, r.PathValue("doc"), string(body), by, rev)
 	if err != nil {
 		memoryProblem(w, r, err)
 		return

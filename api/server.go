@@ -87,6 +87,10 @@ type Deps struct {
 	// the approvals' signed links, /approvals/{id}/{verb} (open: the
 	// signature is the credential).
 	Approvals *approval.Service
+	// MCP, if set, is served at /mcp (and /mcp/...). It authenticates its
+	// callers itself. It is given the server's own handler, to call the
+	// HTTP API in process on its callers' behalf (see Actor).
+	MCP func(api http.Handler) http.Handler
 	// Details, if set, adds to /readyz the state of parts that do not make
 	// the server unready, such as MCP servers ("mcp.fs": "up"). It must
 	// answer at once and name no secret (the route is open).
@@ -291,7 +295,13 @@ const adminRealm = "agentwork admin"
 
 func (s *Server) requireAdmin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.isAdmin(r) {
+		_, isActor := ActorFrom(r.Context())
+		if !isActor && s.isAdmin(r) && r.Header.Get(ViaHeader) == "mcp" {
+			// `agentwork mcp` (over stdio) calls with the admin token.
+			r = r.WithContext(WithActor(r.Context(), Actor{Via: "mcp", Name: "admin"}))
+			isActor = true
+		}
+		if !isActor && !s.isAdmin(r) {
 			detail := "send Authorization: Bearer <admin token> (http.admin_token, or the admin-token file in the data dir)"
 			if _, ok := bearerToken(r); ok {
 				detail = "the bearer token is not the admin token"
@@ -310,12 +320,14 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 //	the PublicRoutes         their own auth (POST /v1/tasks: webhook
 //	                         credentials, or the admin token)
 //	/approvals/{id}/{verb}   the approvals' signed links (the signature)
+//	/mcp                     the MCP server (Deps.MCP: its own auth)
 //	/v1/...                  admin: events, runs, usage, failed deliveries, tools,
 //	                         approvals, and the mounted Routes
 func (s *Server) routes() http.Handler {
 	admin := http.NewServeMux()
 	admin.HandleFunc("GET /v1/events", s.events)
 	admin.HandleFunc("GET /v1/runs", s.runs)
+	admin.HandleFunc("GET /v1/runs/{id}", s.run)
 	admin.HandleFunc("GET /v1/usage", s.usage)
 	s.deliveryRoutes(admin)
 	s.toolRoutes(admin)
@@ -337,6 +349,11 @@ func (s *Server) routes() http.Handler {
 	}
 	if s.deps.Approvals != nil {
 		s.deps.Approvals.PublicRoutes(root)
+	}
+	if s.deps.MCP != nil {
+		h := s.deps.MCP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }))
+		root.Handle("/mcp", h)
+		root.Handle("/mcp/", h)
 	}
 	return s.middleware(problemMux(root))
 }

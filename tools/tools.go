@@ -203,3 +203,9 @@ func (r *Registry) Tools(names ...string) ([]model.Tool, error) {
 	}
 	return out, nil
 }
+
+// CallHeader is set on every HTTP request a run's tools make (http_fetch,
+// the MCP client's HTTP servers), after any configured header, so that no
+// configuration removes it: agentwork's own MCP server refuses such
+// requests, and a run's tools never decide the run's own approvals there.
+const CallHeader = "Agentwork-Tool"

@@ -322,6 +322,9 @@ func cronOrigin(j cron.Job) string {
 	if j.Workflow != "" {
 		return j.Origin + " (" + j.Workflow + ")"
 	}
+	if j.Creator != nil && j.Origin == cron.OriginMCP {
+		return j.Origin + " (" + j.Creator.Name + ")"
+	}
 	if j.Creator != nil {
 		return j.Origin + " (" + j.Creator.String() + ")"
 	}
@@ -376,7 +379,9 @@ func cronPrintJob(w io.Writer, st cron.Status) {
 		row("retry", fmt.Sprintf("%d time(s), backoff %s", j.Retry.Attempts, j.Retry.Backoff))
 	}
 	row("origin", j.Origin)
-	if c := j.Creator; c != nil {
+	if c := j.Creator; c != nil && j.Origin == cron.OriginMCP {
+		row("created by", fmt.Sprintf("MCP client with credential %s", c.Name))
+	} else if c != nil {
 		row("created by", fmt.Sprintf("%s/%s (run %s)", c.Source, c.Name, c.RunID))
 	}
 	row("idempotency key", j.IdempotencyKey)

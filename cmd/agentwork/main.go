@@ -62,6 +62,7 @@ func commands() map[string]command {
 		"tools":      {"tools list|call: the tools in scope, the MCP servers, a call by hand", cmdTools},
 		"memory":     {"memory show|edit|restore|export|import: the agent's memory as Markdown", cmdMemory},
 		"workflow":   {"workflow list|show|run|runs|status|cancel|retry: multi-step work", cmdWorkflow},
+		"mcp":        {"serve agentwork's MCP tools over stdio (for Claude Desktop and other MCP clients)", cmdMCP},
 		"config":     {"config check|schema", cmdConfig},
 		"version":    {"print the version", cmdVersion},
 	}
@@ -90,7 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: agentwork <command> [flags]\n\ncommands:")
-	for _, name := range []string{"serve", "task", "events", "heartbeat", "cron", "deliveries", "approvals", "usage", "tools", "memory", "workflow", "config", "version"} {
+	for _, name := range []string{"serve", "task", "events", "heartbeat", "cron", "deliveries", "approvals", "usage", "tools", "memory", "workflow", "mcp", "config", "version"} {
 		fmt.Fprintf(w, "  %-11s %s\n", name, commands()[name].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'agentwork <command> -h' for its flags.")

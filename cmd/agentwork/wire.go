@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync/atomic"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/config"
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/mcpserver"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/anthropic"
 	"github.com/agentwork/agentwork/model/openai"
@@ -220,12 +222,31 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 		}
 		if h, ok := t.(*webhook.Handler); ok {
 			deps.Callers = h.Authenticate
+			authn := mcpAuth(h)
+			deps.MCP = func(apiHandler http.Handler) http.Handler {
+				return mcpserver.New(apiHandler, mcpserver.WithLogger(log.Named("mcp"))).Handler(authn)
+			}
 		}
 	}
 	if !f.HTTP.Off() {
 		w.http = api.New(f.HTTP, deps, api.WithLogger(log.Named("http")), api.WithVersion(version)).Run
 	}
 	return w, nil
+}
+
+// mcpAuth finds the MCP caller of a webhook token with an mcp grant.
+func mcpAuth(h *webhook.Handler) mcpserver.Authenticate {
+	return func(tok string) (mcpserver.Caller, error) {
+		c, err := h.MCP(tok)
+		if errors.Is(err, webhook.ErrNoMCPGrant) {
+			return mcpserver.Caller{Name: c.Name}, fmt.Errorf("%w: %v", mcpserver.ErrNoGrant, err)
+		}
+		if err != nil {
+			return mcpserver.Caller{}, fmt.Errorf("%w: send the admin token or a webhook token with an mcp grant", mcpserver.ErrUnknownToken)
+		}
+		return mcpserver.Caller{Name: c.Name, Credential: c.Name, Field: c.Field, ReadOnly: c.MCP.ReadOnly, Kinds: c.MCP.Kinds,
+			Tools: c.MCP.Tools, AllowsTarget: c.Grant.AllowsTarget}, nil
+	}
 }
 
 // wiring is what serve runs.

@@ -132,7 +132,7 @@ func (c FetchConfig) withDefaults() FetchConfig {
 func (c FetchConfig) Validate() error { return errors.Join(c.validate("")...) }
 
 // reservedFetchHeaders are set by http_fetch or the HTTP client.
-var reservedFetchHeaders = []string{"Host", "Content-Length", "Content-Type", "Transfer-Encoding", "Connection", "Te", "Trailer", "Upgrade", "Accept-Encoding"}
+var reservedFetchHeaders = []string{tools.CallHeader, "Host", "Content-Length", "Content-Type", "Transfer-Encoding", "Connection", "Te", "Trailer", "Upgrade", "Accept-Encoding"}
 
 func (c FetchConfig) validate(p string) []error {
 	f := &failer{p: p}
@@ -505,6 +505,7 @@ func (f *fetcher) do(ctx context.Context, r *rule, method string, u *url.URL, bo
 		req.Header[k] = vs
 	}
 	req.Header.Set("User-Agent", "agentwork-http_fetch")
+	req.Header.Set(tools.CallHeader, "http_fetch")
 	if method == http.MethodPost {
 		req.Header.Set("Content-Type", ctype)
 	}

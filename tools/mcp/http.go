@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/agentwork/agentwork/internal/secret"
+	"github.com/agentwork/agentwork/tools"
 )
 
 // newHTTPClient returns the client of an HTTP server at rawURL and the
@@ -61,6 +62,8 @@ func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Header.Set(k, v)
 		}
 	}
+	r = r.Clone(r.Context())
+	r.Header.Set(tools.CallHeader, "mcp")
 	resp, err := h.base.RoundTrip(r)
 	if err == nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 		h.refused.Store(int32(resp.StatusCode))

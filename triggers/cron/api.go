@@ -3,6 +3,7 @@ package cron
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,10 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/tools/schedule"
 )
 
 // Error is an error of the jobs API: what the NATS service replies (see
@@ -191,6 +194,21 @@ func (s *Scheduler) Add(ctx context.Context, j Job) (Status, error) {
 	return s.create(ctx, j, OriginAPI, now)
 }
 
+// AddMCP creates a job through the MCP server for by: origin mcp, Creator
+// {Source: "mcp", Name: by.Name, Credential: by.Credential}. Its runs act
+// for the credential, and its targets are checked against the
+// credential's grant at every fire (WithGrants), like an agent's job that
+// a credential's task created.
+func (s *Scheduler) AddMCP(ctx context.Context, j Job, by schedule.Owner) (Status, error) {
+	now := s.clock.Now().UTC()
+	if err := s.check(&j, now); err != nil {
+		return Status{}, err
+	}
+	by.Source, by.RunID = OriginMCP, ""
+	j.Creator, j.IdempotencyKey = &by, ""
+	return s.create(ctx, j, OriginMCP, now)
+}
+
 // create writes the checked job j of origin as new.
 func (s *Scheduler) create(ctx context.Context, j Job, origin string, now time.Time) (Status, error) {
 	j.Origin, j.CreatedAt, j.UpdatedAt = origin, now, now
@@ -269,9 +287,9 @@ func (s *Scheduler) Update(ctx context.Context, id string, patch json.RawMessage
 			return Status{}, err
 		}
 		j.Origin, j.CreatedAt, j.UpdatedAt = OriginAPI, old.CreatedAt, now
-		if old.Origin == OriginAgent {
+		if old.Origin == OriginAgent || old.Origin == OriginMCP {
 			// An agent's job stays its creator's, whoever changes it.
-			j.Origin, j.Creator, j.IdempotencyKey = OriginAgent, old.Creator, old.IdempotencyKey
+			j.Origin, j.Creator, j.IdempotencyKey = old.Origin, old.Creator, old.IdempotencyKey
 		} else {
 			j.Creator, j.IdempotencyKey = nil, ""
 		}
@@ -399,12 +417,30 @@ type RunResult struct {
 	RequestID string    `json:"request_id"`
 	Job       string    `json:"job"`
 	At        time.Time `json:"at"`
+	// Duplicate: the idempotency key ran the job already; nothing new ran.
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// keyID is the request id of a manual run of job with idempotency key: a
+// UUID (version 8) of their digest.
+func keyID(job, key string) string {
+	sum := sha256.Sum256([]byte("cron.run\x00" + job + "\x00" + key))
+	sum[6] = sum[6]&0x0f | 0x80
+	sum[8] = sum[8]&0x3f | 0x80
+	return uuid.UUID(sum[:16]).String()
 }
 
 // RunNow fires the job now, as a manual run: its schedule does not move,
 // and it runs even when the job is paused or disabled (overlap still
 // applies).
 func (s *Scheduler) RunNow(ctx context.Context, id string) (RunResult, error) {
+	return s.RunNowKey(ctx, id, "")
+}
+
+// RunNowKey is RunNow with an idempotency key: the same key again (for
+// the same job, within the requests stream's duplicate window) runs
+// nothing more and answers the first run's request id. "" is RunNow.
+func (s *Scheduler) RunNowKey(ctx context.Context, id, key string) (RunResult, error) {
 	j, _, err := s.readJob(ctx, id)
 	if err != nil {
 		return RunResult{}, err
@@ -418,11 +454,17 @@ func (s *Scheduler) RunNow(ctx context.Context, id string) (RunResult, error) {
 		return RunResult{RequestID: run, Job: id, At: now}, nil
 	}
 	req := s.request(j, now, true)
-	p, err := agentwork.Publish(ctx, s.bus, req, agentwork.PublishOptions{Producer: Producer, Now: now})
+	opts := agentwork.PublishOptions{Producer: Producer, Now: now}
+	if key != "" {
+		// The request's id is the key's, so that a repeat publishes the
+		// same request, which the stream's duplicate window stores once.
+		opts.EventID, opts.MsgID = keyID(id, key), "cron.run."+id+"."+keyID(id, key)
+	}
+	p, err := agentwork.Publish(ctx, s.bus, req, opts)
 	if err != nil {
 		return RunResult{}, fmt.Errorf("cron: run %s: %w", id, err)
 	}
-	return RunResult{RequestID: p.ID, Job: id, At: now}, nil
+	return RunResult{RequestID: p.ID, Job: id, At: now, Duplicate: p.Duplicate}, nil
 }
 
 // mergePatch applies an RFC 7396 JSON merge patch to doc.

@@ -241,7 +241,7 @@ type Job struct {
 	// prompt (see WithWorkflows).
 	Workflow string `yaml:"-" json:"workflow,omitempty"`
 
-	// Origin is "config", "api", "agent" or "workflow" (set by the
+	// Origin is "config", "api", "agent", "workflow" or "mcp" (set by the
 	// scheduler).
 	Origin string `yaml:"-" json:"origin,omitempty"`
 	// CreatedAt and UpdatedAt are set by the scheduler.
@@ -258,6 +258,9 @@ const (
 	// OriginWorkflow: a workflow's cron trigger (WithWorkflows); like a
 	// config job, the config defines it.
 	OriginWorkflow = "workflow"
+	// OriginMCP: created through agentwork's MCP server; Creator names
+	// the credential (source mcp, name the token's name or admin).
+	OriginMCP = "mcp"
 )
 
 // Retry re-runs a job whose run ended in an error. This is on top of the

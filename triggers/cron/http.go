@@ -10,10 +10,13 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/api/problem"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/tools/schedule"
 )
 
 // maxBody bounds request bodies of the HTTP API.
@@ -25,11 +28,13 @@ const maxBody = 1 << 20
 //	GET    /v1/jobs                  list, a page of ?limit= (100, at most
 //	                                 1000) jobs ?after= an id; a Link
 //	                                 header (rel="next") names the next page
-//	POST   /v1/jobs                  add (a Job; 201)
+//	POST   /v1/jobs                  add (a Job; 201); through the MCP
+//	                                 server (api.Actor) of origin mcp
 //	GET    /v1/jobs/{id}             show
 //	PATCH  /v1/jobs/{id}             update (JSON merge patch)
 //	DELETE /v1/jobs/{id}             delete (204)
-//	POST   /v1/jobs/{id}/run         run now (202)
+//	POST   /v1/jobs/{id}/run         run now (202); an Idempotency-Key
+//	                                 header runs it once per key
 //	POST   /v1/jobs/{id}/pause       pause ({"reason": ...} optional)
 //	POST   /v1/jobs/{id}/resume      resume
 //	GET    /v1/jobs/{id}/history     events, newest first (?limit=20)
@@ -68,6 +73,9 @@ func (s *Scheduler) Routes(mux *http.ServeMux) {
 		if err := decodeStrict(body, &j); err != nil {
 			return nil, apiErr(ErrInvalid, "job: %v", err)
 		}
+		if a, ok := api.ActorFrom(r.Context()); ok && a.Via == OriginMCP {
+			return s.AddMCP(r.Context(), j, schedule.Owner{Name: a.Name, Credential: a.Credential})
+		}
 		return s.Add(r.Context(), j)
 	}))
 	mux.HandleFunc("GET /v1/jobs/{id}", s.httpFunc(http.StatusOK, func(r *http.Request) (any, error) {
@@ -84,7 +92,11 @@ func (s *Scheduler) Routes(mux *http.ServeMux) {
 		return nil, s.Delete(r.Context(), r.PathValue("id"))
 	}))
 	mux.HandleFunc("POST /v1/jobs/{id}/run", s.httpFunc(http.StatusAccepted, func(r *http.Request) (any, error) {
-		return s.RunNow(r.Context(), r.PathValue("id"))
+		key := strings.Trim(r.Header.Get("Idempotency-Key"), `"`)
+		if len(key) > 256 {
+			return nil, apiErr(ErrBadRequest, "Idempotency-Key: %d characters; at most 256", len(key))
+		}
+		return s.RunNowKey(r.Context(), r.PathValue("id"), key)
 	}))
 	mux.HandleFunc("POST /v1/jobs/{id}/pause", s.httpFunc(http.StatusOK, func(r *http.Request) (any, error) {
 		var in struct {

@@ -1,7 +1,10 @@
 package webhook
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/agentwork/agentwork/api"
@@ -35,4 +38,36 @@ func (h *Handler) Authenticate(r *http.Request, body []byte) (api.Caller, error)
 		return api.Caller{}, errors.New(detail)
 	}
 	return api.Caller{Name: c.Name, Allows: c.Grant.Allows}, nil
+}
+
+// MCPCaller is a token the MCP server accepts: its name and what it may
+// do there.
+type MCPCaller struct {
+	Name  string
+	Field string // webhook.tokens[i]
+	Grant Grant
+	MCP   MCPGrant
+}
+
+// ErrNoMCPGrant: the token is valid, but its grant has no mcp section.
+var ErrNoMCPGrant = errors.New("webhook: the token has no mcp grant")
+
+// MCP finds the token credential tok for the MCP server: ok false when no
+// configured token is tok; ErrNoMCPGrant when it is one without an mcp
+// grant. Tokens are compared in constant time.
+func (h *Handler) MCP(tok string) (MCPCaller, error) {
+	sum := sha256.Sum256([]byte(tok))
+	var found *namedToken
+	for i := range h.tokens { // compare against all: timing does not tell which matched
+		if subtle.ConstantTimeCompare(sum[:], h.tokens[i].sum[:]) == 1 && found == nil {
+			found = &h.tokens[i]
+		}
+	}
+	if found == nil {
+		return MCPCaller{}, errors.New("the bearer token is not valid")
+	}
+	if found.mcp == nil {
+		return MCPCaller{Name: found.name, Field: found.field}, fmt.Errorf("%w: credential %q may not use the MCP server; add `mcp: {}` (or mcp: {read_only: true}) to %s", ErrNoMCPGrant, found.name, found.field)
+	}
+	return MCPCaller{Name: found.name, Field: found.field, Grant: found.grant, MCP: *found.mcp}, nil
 }

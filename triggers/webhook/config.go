@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/internal/stdwebhook"
+	"github.com/agentwork/agentwork/tools"
 )
 
 // Defaults.
@@ -82,6 +84,34 @@ type Token struct {
 	// Token is the secret value, at least 16 characters (use ${ENV}).
 	Token string `yaml:"token" json:"token"`
 	Grant `yaml:",inline" json:",inline"`
+	// MCP, if set, lets the token use agentwork's MCP server (/mcp), within
+	// this grant: docs/mcp-server.md. Unset: the token cannot use it.
+	MCP *MCPGrant `yaml:"mcp" json:"mcp,omitempty"`
+}
+
+// MCPGrant is what a token may do through the MCP server. Tasks it sends
+// and workflows it starts are still limited by its sources and names, and
+// their targets (and those of the jobs it creates) by its targets.
+type MCPGrant struct {
+	// ReadOnly, if true, allows only the tools that change nothing
+	// (list_*, get_*, read_memory, heartbeat_status).
+	ReadOnly bool `yaml:"read_only" json:"read_only,omitempty"`
+	// Kinds are the kinds of work its tools may touch: jobs (cron jobs
+	// and the heartbeat), tasks, workflows, approvals, memory. Empty: all.
+	// The run history and the token usage are readable by every MCP grant.
+	Kinds []string `yaml:"kinds" json:"kinds,omitempty" jsonschema:"enum=jobs,enum=tasks,enum=workflows,enum=approvals,enum=memory"`
+	// Tools are the tools (names and globs, as runner.tools) that the jobs
+	// it creates or updates may name. Empty: none, so its jobs run with
+	// the default tools (runner.tools).
+	Tools []string `yaml:"tools" json:"tools,omitempty"`
+}
+
+// MCPKinds are the kinds of work an MCPGrant can name.
+var MCPKinds = []string{"jobs", "tasks", "workflows", "approvals", "memory"}
+
+// AllowsKind reports whether g lets the token's tools touch kind.
+func (g MCPGrant) AllowsKind(kind string) bool {
+	return len(g.Kinds) == 0 || slices.Contains(g.Kinds, kind)
 }
 
 // Secret is a named Standard Webhooks signing secret and its grant.
@@ -159,6 +189,14 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s.token: contains white space", f))
 		}
 		errs = append(errs, t.Grant.validate(f)...)
+		if t.MCP != nil {
+			for j, k := range t.MCP.Kinds {
+				if !slices.Contains(MCPKinds, k) {
+					errs = append(errs, fmt.Errorf("%s.mcp.kinds[%d]: %q: want one of %s", f, j, k, strings.Join(MCPKinds, ", ")))
+				}
+			}
+			errs = append(errs, tools.Scope(t.MCP.Tools).Check(f+".mcp.tools"))
+		}
 	}
 	for i, s := range c.Secrets {
 		f := fmt.Sprintf("webhook.secrets[%d]", i)

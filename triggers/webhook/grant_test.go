@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -138,6 +139,46 @@ func TestCheckTargets(t *testing.T) {
 		err := h.CheckTargets(tc.credential, tc.targets)
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("CheckTargets(%q, %q) = %v, want %q", tc.credential, tc.targets, err, tc.want)
+		}
+	}
+}
+
+func TestMCPGrant(t *testing.T) {
+	t.Parallel()
+	tok := func(mcp *webhook.MCPGrant) webhook.Config {
+		return webhook.Config{Tokens: []webhook.Token{{Name: "claude", Token: "0123456789abcdef0123", MCP: mcp}}}
+	}
+	if err := tok(&webhook.MCPGrant{Kinds: []string{"jobs", "cron"}}).Validate(); err == nil || !strings.Contains(err.Error(), `webhook.tokens[0].mcp.kinds[1]: "cron"`) {
+		t.Errorf("Validate(kinds [jobs cron]) = %v, want an error naming kinds[1]", err)
+	}
+	if err := tok(&webhook.MCPGrant{ReadOnly: true, Kinds: []string{"approvals"}, Tools: []string{"notify_user"}}).Validate(); err != nil {
+		t.Errorf("Validate(a good mcp grant) = %v", err)
+	}
+	for _, tc := range []struct {
+		mcp     *webhook.MCPGrant
+		token   string
+		wantErr error
+	}{
+		{&webhook.MCPGrant{ReadOnly: true}, "0123456789abcdef0123", nil},
+		{nil, "0123456789abcdef0123", webhook.ErrNoMCPGrant},
+		{&webhook.MCPGrant{}, "wrong-0123456789abcdef", nil},
+	} {
+		h, err := webhook.New(bustest.New(t), tok(tc.mcp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := h.MCP(tc.token)
+		switch {
+		case tc.token != "0123456789abcdef0123":
+			if err == nil || errors.Is(err, webhook.ErrNoMCPGrant) {
+				t.Errorf("MCP(wrong token) = %v, want an unknown token", err)
+			}
+		case tc.wantErr != nil:
+			if !errors.Is(err, tc.wantErr) || c.Name != "claude" {
+				t.Errorf("MCP(token without mcp) = %+v, %v, want ErrNoMCPGrant naming claude", c, err)
+			}
+		case err != nil || c.Name != "claude" || !c.MCP.ReadOnly:
+			t.Errorf("MCP(token) = %+v, %v, want claude, read-only", c, err)
 		}
 	}
 }
