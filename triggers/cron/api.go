@@ -171,6 +171,9 @@ func (s *Scheduler) readJob(ctx context.Context, id string) (Job, uint64, error)
 	if !bus.ValidToken(id) {
 		return j, 0, apiErr(ErrNotFound, "job %q not found (ids are 1-64 of a-z, 0-9, _ and -)", id)
 	}
+	if j, ok, err := s.definedJob(ctx, id); ok {
+		return j, 0, err
+	}
 	e, err := s.bus.Jobs.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return j, 0, apiErr(ErrNotFound, "job %q not found (agentwork cron list shows the jobs)", id)
@@ -211,6 +214,9 @@ func (s *Scheduler) AddMCP(ctx context.Context, j Job, by schedule.Owner) (Statu
 
 // create writes the checked job j of origin as new.
 func (s *Scheduler) create(ctx context.Context, j Job, origin string, now time.Time) (Status, error) {
+	if _, ok := s.defined[j.ID]; ok {
+		return Status{}, apiErr(ErrExists, "job %q exists: the config file defines it", j.ID)
+	}
 	j.Origin, j.CreatedAt, j.UpdatedAt = origin, now, now
 	data, err := json.Marshal(j)
 	if err != nil {

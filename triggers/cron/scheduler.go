@@ -95,8 +95,13 @@ type Scheduler struct {
 
 	models []string // the models jobs may name; nil: any (WithModels)
 
-	wfJobs  []Job   // the workflows' cron triggers (WithWorkflows)
-	starter Starter // starts their runs
+	wfJobs []Job // the workflows' cron triggers (WithWorkflows)
+
+	defined    map[string]Job // the config's and the workflows' jobs, by id (set in New, read-only after)
+	legacy     map[string]Job // bucket records of defined jobs, written by earlier versions
+	configured chan struct{}  // closed once the defined jobs are in entries
+	swept      chan struct{}  // closed once the start's missing timers are armed
+	starter    Starter        // starts their runs
 }
 
 // entry is one job as the watches last saw it.
@@ -161,11 +166,14 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Scheduler, error) {
 	if err := s.checkWorkflowJobs(); err != nil {
 		return nil, err
 	}
+	s.defined, s.legacy, s.configured, s.swept = s.definedJobs(), map[string]Job{}, make(chan struct{}), make(chan struct{})
 	return s, nil
 }
 
-// Started is closed once Run has loaded every job, written the config's
-// and made sure each active job has its timer.
+// Started is closed once Run has loaded every job (the config's
+// reconciled) and handles fires. The timers of jobs that have none (all of
+// them on the first start) are armed after, soonest tick first: a job
+// fires as soon as its timer is armed, without waiting for the others.
 func (s *Scheduler) Started() <-chan struct{} { return s.ready }
 
 // Stats returns this instance's counters.
@@ -224,11 +232,16 @@ func (s *Scheduler) Run(parent context.Context) error {
 		s.mu.Lock()
 		n := len(s.entries)
 		s.mu.Unlock()
-		if !s.sweep(ctx) {
-			return nil
-		}
+		// Ready: every job is loaded, the API answers and fires are
+		// handled. Timers missing still get armed (soonest tick first),
+		// each job firing as soon as its own is.
 		close(s.ready)
 		s.log.Info("cron scheduler started", zap.Int("jobs", n))
+		start := time.Now()
+		if armed, ok := s.sweep(ctx); ok {
+			s.log.Info("cron timers armed", zap.Int("armed", armed), zap.Duration("took", time.Since(start)))
+			close(s.swept)
+		}
 		return nil
 	})
 	err = g.Wait()
