@@ -2,9 +2,13 @@ package cron
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
@@ -70,5 +74,61 @@ func waitSwept(t *testing.T, s *Scheduler) {
 	case <-s.swept:
 	case <-time.After(waitFor):
 		t.Fatal("timers not armed")
+	}
+}
+
+// Config jobs live in the config, not the jobs bucket: a restart keeps
+// the times of an unchanged definition, gives a changed one a new
+// UpdatedAt (and re-arms its timer), removes the state and timer of a job
+// the config dropped, and the API cannot add a job of a config id.
+func TestConfigJobsAcrossRestarts(t *testing.T) {
+	b := bustest.New(t)
+	a := Job{ID: "a", Schedule: "0 3 * * *", Prompt: "p"}
+	gone := Job{ID: "gone", Schedule: "0 4 * * *", Prompt: "p"}
+	same := Job{ID: "same", Schedule: "0 5 * * *", Prompt: "p"}
+	s, stop := startScheduler(t, b, Config{Jobs: []Job{a, gone, same}}, make(chan TickResult, 16))
+	waitSwept(t, s)
+	first, err := s.Get(t.Context(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFirst, _ := s.Get(t.Context(), "same")
+	if _, err := s.Add(t.Context(), Job{ID: "a", Schedule: "@daily", Prompt: "x"}); !errors.Is(err, ErrExists) {
+		t.Errorf("Add(config id) = %v; want exists", err)
+	}
+	if _, err := s.Pause(t.Context(), "gone", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := b.Jobs.Keys(t.Context()); !errors.Is(err, jetstream.ErrNoKeysFound) {
+		t.Errorf("jobs bucket keys %v, %v; want none (config jobs are not written)", keys, err)
+	}
+	stop()
+
+	a.Schedule = "0 6 * * *"
+	s, _ = startScheduler(t, b, Config{Jobs: []Job{a, same}}, make(chan TickResult, 16))
+	waitSwept(t, s)
+	got, err := s.Get(t.Context(), "a")
+	if err != nil || got.Job.Schedule != a.Schedule || !got.Job.UpdatedAt.After(first.Job.UpdatedAt) || !got.Job.CreatedAt.Equal(first.Job.CreatedAt) {
+		t.Errorf("changed job: %+v, %v; want the new schedule, a later updated_at, created_at kept", got.Job, err)
+	}
+	if got, _ := s.Get(t.Context(), "same"); !got.Job.UpdatedAt.Equal(sameFirst.Job.UpdatedAt) {
+		t.Errorf("unchanged job updated_at %s; want %s kept", got.Job.UpdatedAt, sameFirst.Job.UpdatedAt)
+	}
+	p, err := s.timers.Pending(t.Context(), timerKey("a"))
+	var d timerData
+	if err == nil {
+		err = json.Unmarshal(p.Data, &d)
+	}
+	if err != nil || !d.UpdatedAt.Equal(got.Job.UpdatedAt) {
+		t.Errorf("timer of the changed job: %+v, %v; want armed for the new definition", d, err)
+	}
+	if _, err := s.Get(t.Context(), "gone"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get(dropped job) = %v; want not found", err)
+	}
+	if _, err := b.State.Get(t.Context(), stateKey("gone")); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("state of the dropped job: %v; want removed", err)
+	}
+	if _, err := s.timers.Pending(t.Context(), timerKey("gone")); !errors.Is(err, bus.ErrNoTimer) {
+		t.Errorf("timer of the dropped job: %v; want none", err)
 	}
 }
