@@ -69,7 +69,10 @@ func BenchmarkCron100k(b *testing.B) {
 		aw := benchAgentwork(b, specs)
 		rb := benchRobfig(b, specs)
 		b.ReportMetric(ms(aw.cold), "aw-cold-start-ms")
+		b.ReportMetric(ms(aw.coldArmed), "aw-cold-armed-ms")
+		b.ReportMetric(float64(aw.coldWrites)/cronJobs, "aw-cold-writes/job")
 		b.ReportMetric(ms(aw.start), "aw-restart-ms")
+		b.ReportMetric(ms(aw.startArmed), "aw-restart-armed-ms")
 		b.ReportMetric(float64(aw.heap)/cronJobs, "aw-heap-B/job")
 		b.ReportMetric(ms(percentile(aw.late, 0.50)), "aw-late-p50-ms")
 		b.ReportMetric(ms(percentile(aw.late, 0.99)), "aw-late-p99-ms")
@@ -87,9 +90,14 @@ func BenchmarkCron100k(b *testing.B) {
 
 type cronResult struct {
 	cold, start time.Duration
-	heap        uint64
-	late        []time.Duration
-	twice       int // ticks reported fired more than once
+	// Until every timer was armed (Scheduler.Armed).
+	coldArmed, startArmed time.Duration
+	// Stored writes of the cold start: the jobs and state buckets' and
+	// the timers stream's sequences.
+	coldWrites uint64
+	heap       uint64
+	late       []time.Duration
+	twice      int // ticks reported fired more than once
 	// Ticks due while the scheduler was stopped: fired (caught up) and
 	// recorded missed, after the restart.
 	caughtUp, missed int
@@ -107,10 +115,11 @@ func benchAgentwork(b *testing.B, specs []string) cronResult {
 	var res cronResult
 
 	// Cold start: the bucket is empty, the scheduler writes every job.
+	seq0 := streamSeqs(b, bb)
 	start := time.Now()
-	stop := runScheduler(b, bb, cfg, nil)
-	res.cold = time.Since(start)
+	stop := runScheduler(b, bb, cfg, nil, &res.cold, &res.coldArmed, start)
 	stop()
+	res.coldWrites = streamSeqs(b, bb) - seq0
 	// A few seconds' stop: the ticks due meanwhile are caught up per the
 	// jobs' policy (run_once: one run each, the rest recorded missed)
 	// while the ticks due after the restart are measured.
@@ -151,8 +160,7 @@ func benchAgentwork(b *testing.B, specs []string) cronResult {
 	before := heapInUse()
 	start = time.Now()
 	restarted = start
-	stop = runScheduler(b, bb, cfg, observe)
-	res.start = time.Since(start)
+	stop = runScheduler(b, bb, cfg, observe, &res.start, &res.startArmed, start)
 	if after := heapInUse(); after > before {
 		res.heap = after - before
 	}
@@ -167,7 +175,29 @@ func benchAgentwork(b *testing.B, specs []string) cronResult {
 	return res
 }
 
-func runScheduler(b *testing.B, bb *bus.Bus, cfg cron.Config, observe func(cron.TickResult)) (stop func()) {
+// streamSeqs sums the last sequences of the streams the scheduler writes
+// at start.
+func streamSeqs(b *testing.B, bb *bus.Bus) uint64 {
+	b.Helper()
+	var n uint64
+	for _, name := range []string{"KV_" + bus.BucketJobs, "KV_" + bus.BucketState, bus.StreamTimers} {
+		st, err := bb.JetStream().Stream(context.Background(), name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		info, err := st.Info(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += info.State.LastSeq
+	}
+	return n
+}
+
+// runScheduler runs a scheduler until it is started (ready: *ready is
+// how long since t0) and its timers are armed (*armed; the same where
+// the scheduler has no Armed).
+func runScheduler(b *testing.B, bb *bus.Bus, cfg cron.Config, observe func(cron.TickResult), ready, armed *time.Duration, t0 time.Time) (stop func()) {
 	b.Helper()
 	opts := []cron.Option{}
 	if observe != nil {
@@ -187,6 +217,15 @@ func runScheduler(b *testing.B, bb *bus.Bus, cfg cron.Config, observe func(cron.
 	case <-time.After(2 * time.Minute):
 		b.Fatal("scheduler not ready after 2m")
 	}
+	*ready = time.Since(t0)
+	select {
+	case <-s.Armed():
+	case err := <-done:
+		b.Fatalf("scheduler: %v", err)
+	case <-time.After(2 * time.Minute):
+		b.Fatal("timers not armed after 2m")
+	}
+	*armed = time.Since(t0)
 	return func() {
 		cancel()
 		if err := <-done; err != nil {

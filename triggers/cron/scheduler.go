@@ -176,6 +176,10 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Scheduler, error) {
 // fires as soon as its timer is armed, without waiting for the others.
 func (s *Scheduler) Started() <-chan struct{} { return s.ready }
 
+// Armed is closed once the timers that were missing at start (all of them
+// on the first start) are armed, after Started.
+func (s *Scheduler) Armed() <-chan struct{} { return s.swept }
+
 // Stats returns this instance's counters.
 func (s *Scheduler) Stats() Stats {
 	return Stats{Fired: s.stats.fired.Load(), Missed: s.stats.missed.Load(), Failed: s.stats.failed.Load()}
