@@ -51,6 +51,9 @@ func (s *Scheduler) firing(id string) (done func()) {
 			return
 		}
 		delete(s.inFire, id)
+		if s.fired != nil {
+			s.fired[id] = true // it armed its next timer: the sweep's listing is out of date
+		}
 		if s.putOff[id] {
 			delete(s.putOff, id)
 			s.markDirty(id)

@@ -97,11 +97,12 @@ type Scheduler struct {
 
 	wfJobs []Job // the workflows' cron triggers (WithWorkflows)
 
-	defined    map[string]Job // the config's and the workflows' jobs, by id (set in New, read-only after)
-	legacy     map[string]Job // bucket records of defined jobs, written by earlier versions
-	configured chan struct{}  // closed once the defined jobs are in entries
-	swept      chan struct{}  // closed once the start's missing timers are armed
-	starter    Starter        // starts their runs
+	defined    map[string]Job  // the config's and the workflows' jobs, by id (set in New, read-only after)
+	legacy     map[string]Job  // bucket records of defined jobs, written by earlier versions
+	configured chan struct{}   // closed once the defined jobs are in entries
+	swept      chan struct{}   // closed once the start's missing timers are armed
+	fired      map[string]bool // jobs whose fire was done here since the sweep listed the timers (nil: no sweep)
+	starter    Starter         // starts their runs
 }
 
 // entry is one job as the watches last saw it.

@@ -324,6 +324,14 @@ func (s *Scheduler) sweep(ctx context.Context) (int, bool) {
 const sweepParallel = 64
 
 func (s *Scheduler) sweepOnce(ctx context.Context) (int, error) {
+	s.mu.Lock()
+	s.fired = map[string]bool{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.fired = nil
+		s.mu.Unlock()
+	}()
 	pending, err := s.timers.PendingKeys(ctx, "cron")
 	if err != nil {
 		return 0, err
@@ -393,9 +401,15 @@ func (s *Scheduler) sweepOnce(ctx context.Context) (int, error) {
 
 // armMissing arms the timer of job id, which the listing found without
 // one (no read of it first), from the job as last seen; it defers to a
-// fire in hand, and checks a retry timer too.
+// fire in hand, and checks a retry timer too. A job whose fire was done
+// since the listing armed its next timer itself (its state as seen here
+// may not have the tick yet): it is checked instead.
 func (s *Scheduler) armMissing(ctx context.Context, id string) error {
 	s.mu.Lock()
+	if s.fired[id] {
+		s.mu.Unlock()
+		return s.checkOne(ctx, id)
+	}
 	e, ok := s.entries[id]
 	var cp entry
 	if ok {
