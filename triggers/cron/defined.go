@@ -83,6 +83,18 @@ func (s *Scheduler) definedJobs() map[string]Job {
 	return out
 }
 
+// definedIDs returns the ids of definedJobs.
+func (s *Scheduler) definedIDs() map[string]bool {
+	ids := make(map[string]bool, len(s.cfg.Jobs)+len(s.wfJobs))
+	for _, j := range s.cfg.Jobs {
+		ids[j.ID] = true
+	}
+	for _, j := range s.wfJobs {
+		ids[j.ID] = true
+	}
+	return ids
+}
+
 // readIndex reads every shard of the index: shard number -> content and
 // revision.
 func (s *Scheduler) readIndex(ctx context.Context) (map[int]indexShard, error) {

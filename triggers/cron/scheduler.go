@@ -97,7 +97,7 @@ type Scheduler struct {
 
 	wfJobs []Job // the workflows' cron triggers (WithWorkflows)
 
-	defined    map[string]Job  // the config's and the workflows' jobs, by id (set in New, read-only after)
+	defined    map[string]bool // the ids of the config's and the workflows' jobs (set in New, read-only after)
 	legacy     map[string]Job  // bucket records of defined jobs, written by earlier versions
 	configured chan struct{}   // closed once the defined jobs are in entries
 	swept      chan struct{}   // closed once the start's missing timers are armed
@@ -167,7 +167,7 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Scheduler, error) {
 	if err := s.checkWorkflowJobs(); err != nil {
 		return nil, err
 	}
-	s.defined, s.legacy, s.configured, s.swept = s.definedJobs(), map[string]Job{}, make(chan struct{}), make(chan struct{})
+	s.defined, s.legacy, s.configured, s.swept = s.definedIDs(), map[string]Job{}, make(chan struct{}), make(chan struct{})
 	return s, nil
 }
 

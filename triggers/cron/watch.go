@@ -459,7 +459,7 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	var override, staleRecords []string
 	changed := map[string]bool{} // jobs defined before under another definition
 	s.mu.Lock()
-	for id, j := range s.defined {
+	for id, j := range s.definedJobs() {
 		h := definitionHash(j)
 		n := shardOf(id, shards)
 		old, inIndex := known[id]
