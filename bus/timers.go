@@ -208,6 +208,28 @@ func (t *Timers) Pending(ctx context.Context, key string) (Timer, error) {
 	return t.decode(key, m.Data)
 }
 
+// Fired returns the newest fired copy of key the stream keeps (for
+// TimerFiredTTL), handled by its consumer or not, or ErrNoTimer. For a
+// start-up check: a timer that fired while no consumer was up is not
+// pending, and its fire is still to come.
+func (t *Timers) Fired(ctx context.Context, key string) (Timer, error) {
+	if err := CheckTimerKey(key); err != nil {
+		return Timer{}, err
+	}
+	st, err := t.streamHandle(ctx)
+	if err != nil {
+		return Timer{}, err
+	}
+	m, err := st.GetLastMsgForSubject(ctx, t.b.Subjects.TimerFired(key))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Timer{}, fmt.Errorf("bus: timer %s: %w", key, ErrNoTimer)
+	}
+	if err != nil {
+		return Timer{}, fmt.Errorf("bus: timer %s: %w", key, err)
+	}
+	return t.decode(key, m.Data)
+}
+
 // PendingKeys returns the keys with a pending timer among those under
 // prefix (a key's first tokens: "cron" covers "cron.a" and "cron.a.retry"),
 // read in one stream info request per page of subjects rather than one

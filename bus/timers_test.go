@@ -246,6 +246,34 @@ func TestTimerFiresOnce(t *testing.T) {
 	onlySentinel(t, b, tm, fired, time.Now().Add(time.Second), 4)
 }
 
+// Fired reads the newest fired copy of a key, whether a consumer took it
+// or not; a key that never fired has none.
+func TestTimerFired(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	tm := bus.NewTimers(b)
+	fired := watchFired(t, b, 8)
+	if _, err := tm.Fired(t.Context(), "cron.never"); !errors.Is(err, bus.ErrNoTimer) {
+		t.Errorf("Fired(never fired) = %v, want ErrNoTimer", err)
+	}
+	data := json.RawMessage(`{"tick":"x"}`)
+	if err := tm.Set(t.Context(), "cron.a", time.Now(), data); err != nil {
+		t.Fatal(err)
+	}
+	p, err := tm.Pending(t.Context(), "cron.a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFires(t, fired, 1, 10*time.Second)
+	f, err := tm.Fired(t.Context(), "cron.a")
+	if err != nil || f.ID != p.ID || string(f.Data) != string(data) {
+		t.Errorf("Fired(cron.a) = %+v, %v; want the timer %s with data %s", f, err, p.ID, data)
+	}
+	if _, err := tm.Fired(t.Context(), "cron.a.retry"); !errors.Is(err, bus.ErrNoTimer) {
+		t.Errorf("Fired(cron.a.retry) = %v, want ErrNoTimer (another key)", err)
+	}
+}
+
 // (a) One pending timer per key: a second Set replaces the first, also when
 // the first falls due before the second.
 func TestTimerSetReplaces(t *testing.T) {

@@ -126,7 +126,11 @@ func (s *Scheduler) handle(ctx context.Context, m jetstream.Msg) bus.Verdict {
 // many other jobs share the instant; what follows (the state, the next
 // timer) and any catch-up take a slot again.
 func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, attempt int) error {
-	defer s.firing(id)()
+	turnDone, err := s.firing(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer turnDone()
 	release, err := s.slot(ctx)
 	if err != nil {
 		return err

@@ -36,29 +36,80 @@ func (s *Scheduler) slot(ctx context.Context) (release func(), err error) {
 	return func() { once.Do(func() { <-s.slots }) }, nil
 }
 
-// firing notes that this instance handles a fire of job id until done is
-// called: the fire arms the job's next timer, so a check of its timers
-// meanwhile (which finds none pending) is put off until the fire is done,
-// instead of arming a second timer for the tick in hand.
-func (s *Scheduler) firing(id string) (done func()) {
+// fireTurn is the turn of one job's fires on this instance: one at a time
+// holds it (turn has a token), the others wait; refs counts them all.
+type fireTurn struct {
+	turn chan struct{}
+	refs int
+}
+
+// firing waits until no other fire of job id is in hand on this instance
+// and notes that this one is, until done is called. Two fires of a job
+// (the stored fire of a tick and a spare one a start armed for it) are so
+// handled one after the other: the second reads the state the first
+// recorded and does not publish and report the tick again. The fire arms
+// the job's next timer, so a check of its timers meanwhile (which finds
+// none pending) is put off until the fire is done, instead of arming a
+// second timer for the tick in hand.
+func (s *Scheduler) firing(ctx context.Context, id string) (done func(), err error) {
 	s.mu.Lock()
-	s.inFire[id]++
+	ft := s.inFire[id]
+	if ft == nil {
+		ft = &fireTurn{turn: make(chan struct{}, 1)}
+		s.inFire[id] = ft
+	}
+	ft.refs++
 	s.mu.Unlock()
+	select {
+	case ft.turn <- struct{}{}:
+	case <-ctx.Done():
+		s.mu.Lock()
+		s.leave(id, ft, false)
+		s.mu.Unlock()
+		return nil, ctx.Err()
+	}
 	return func() {
+		<-ft.turn
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.inFire[id]--; s.inFire[id] > 0 {
-			return
-		}
-		delete(s.inFire, id)
-		if s.fired != nil {
-			s.fired[id] = true // it armed its next timer: the sweep's listing is out of date
-		}
-		if s.putOff[id] {
-			delete(s.putOff, id)
-			s.markDirty(id)
-		}
+		s.leave(id, ft, true)
+	}, nil
+}
+
+// leave drops one fire of job id from ft; the last one out forgets ft
+// and has the timers checked that were put off meanwhile. s.mu held.
+func (s *Scheduler) leave(id string, ft *fireTurn, handled bool) {
+	if ft.refs--; ft.refs > 0 {
+		return
 	}
+	delete(s.inFire, id)
+	if handled && s.fired != nil {
+		s.fired[id] = true // it armed its next timer: the sweep's listing is out of date
+	}
+	if s.putOff[id] {
+		delete(s.putOff, id)
+		s.markDirty(id)
+	}
+}
+
+// tryTurn takes the turn of job id's fires if no fire of it is in hand
+// here; false: one is (and the job's timers are checked once it is
+// done). For the start's arming pass, which must not arm a tick a fire
+// is handling. s.mu held; release with done.
+func (s *Scheduler) tryTurn(id string) (done func(), ok bool) {
+	if s.inFire[id] != nil {
+		s.putOff[id] = true
+		return nil, false
+	}
+	ft := &fireTurn{turn: make(chan struct{}, 1), refs: 1}
+	ft.turn <- struct{}{}
+	s.inFire[id] = ft
+	return func() {
+		<-ft.turn
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.leave(id, ft, false)
+	}, true
 }
 
 // busy runs fn in a slot.

@@ -84,10 +84,10 @@ type Scheduler struct {
 	slots chan struct{} // cron.concurrency: the fires at work on the bus
 
 	mu      sync.Mutex
-	entries map[string]*entry // the jobs and states, as the watches last saw them
-	inFire  map[string]int    // jobs whose timer's fire is in hand here (see firing)
-	putOff  map[string]bool   // jobs whose timers to check once their fire is done
-	loaded  bool              // the watches' first values are in: changes check timers
+	entries map[string]*entry    // the jobs and states, as the watches last saw them
+	inFire  map[string]*fireTurn // jobs whose timer's fire is in hand here (see firing)
+	putOff  map[string]bool      // jobs whose timers to check once their fire is done
+	loaded  bool                 // the watches' first values are in: changes check timers
 	ready   chan struct{}
 	dirty   map[string]bool   // jobs whose timers to check
 	kick    chan struct{}     // dirty has work
@@ -158,7 +158,7 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Scheduler, error) {
 	s := &Scheduler{
 		bus: b, cfg: cfg.WithDefaults(), log: zap.NewNop(), clock: clock.Real{}, timers: bus.NewTimers(b),
 		queuePoll: 2 * time.Second, retryBase: defaultRetryBase, retryMax: defaultRetryMax,
-		entries: map[string]*entry{}, inFire: map[string]int{}, putOff: map[string]bool{}, ready: make(chan struct{}), slots: make(chan struct{}, cfg.WithDefaults().Concurrency),
+		entries: map[string]*entry{}, inFire: map[string]*fireTurn{}, putOff: map[string]bool{}, ready: make(chan struct{}), slots: make(chan struct{}, cfg.WithDefaults().Concurrency),
 		dirty: map[string]bool{}, kick: make(chan struct{}, 1), lastErr: map[string]string{},
 	}
 	for _, o := range opts {

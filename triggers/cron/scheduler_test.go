@@ -436,7 +436,7 @@ func TestOneShotMovedWhileItsFireWaits(t *testing.T) {
 	eventually(t, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.inFire["once"] > 0
+		return s.inFire["once"] != nil
 	})
 	moved := at.Add(2 * time.Second)
 	if _, err := s.Update(ctx, "once", []byte(`{"at":"`+moved.Format(time.RFC3339)+`"}`)); err != nil {

@@ -232,13 +232,12 @@ func (s *Scheduler) checkOne(ctx context.Context, id string) error {
 	if ok {
 		cp = *e
 	}
-	if s.inFire[id] > 0 {
-		// A fire here is at work on it: check once it is done.
-		s.putOff[id] = true
-		s.mu.Unlock()
-		return nil
-	}
+	done, free := s.tryTurn(id)
 	s.mu.Unlock()
+	if !free {
+		return nil // a fire here is at work on it: checked once it is done
+	}
+	defer done()
 	if !ok || cp.job.ID == "" {
 		// Deleted: its timers go too (a fire that comes anyway finds no job).
 		return errors.Join(s.timers.Cancel(ctx, timerKey(id)), s.timers.Cancel(ctx, retryKey(id)))
@@ -323,6 +322,10 @@ func (s *Scheduler) sweep(ctx context.Context) (int, bool) {
 // keep the disk busy with fsync on every write.
 const sweepParallel = 64
 
+// sweepYield is how many timers the sweep arms at once while fires work
+// on the bus: the pass's writes wait behind theirs.
+const sweepYield = 4
+
 func (s *Scheduler) sweepOnce(ctx context.Context) (int, error) {
 	s.mu.Lock()
 	s.fired = map[string]bool{}
@@ -375,8 +378,23 @@ func (s *Scheduler) sweepOnce(ctx context.Context) (int, error) {
 	failed := 0
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(sweepParallel)
+	// Fires come first: while any fire works on the bus (holds a slot),
+	// the pass starts an arm only when fewer than sweepYield of its own
+	// are at work.
+	yield := make(chan struct{}, sweepYield)
 	for _, a := range todo {
+		held := false
+		if len(s.slots) > 0 {
+			select {
+			case yield <- struct{}{}:
+				held = true
+			case <-ctx.Done():
+			}
+		}
 		g.Go(func() error {
+			if held {
+				defer func() { <-yield }()
+			}
 			var err error
 			if a.next.IsZero() {
 				err = s.checkOne(gctx, a.id)
@@ -400,10 +418,14 @@ func (s *Scheduler) sweepOnce(ctx context.Context) (int, error) {
 }
 
 // armMissing arms the timer of job id, which the listing found without
-// one (no read of it first), from the job as last seen; it defers to a
-// fire in hand, and checks a retry timer too. A job whose fire was done
-// since the listing armed its next timer itself (its state as seen here
-// may not have the tick yet): it is checked instead.
+// one (no read of it first), from the job as last seen, and checks a
+// retry timer too. It never arms a tick a fire has in hand or has done:
+// it defers to a fire at work here (the job is checked once it is done);
+// a job whose fire was done since the listing armed its next timer
+// itself (its state as seen here may not have the tick yet), so it is
+// checked instead; and a tick already due whose timer fired while no
+// instance handled it (its fire waits in the consumer, and arms the next
+// tick) is left to that fire.
 func (s *Scheduler) armMissing(ctx context.Context, id string) error {
 	s.mu.Lock()
 	if s.fired[id] {
@@ -415,18 +437,30 @@ func (s *Scheduler) armMissing(ctx context.Context, id string) error {
 	if ok {
 		cp = *e
 	}
-	if s.inFire[id] > 0 {
-		s.putOff[id] = true
-		s.mu.Unlock()
+	done, free := s.tryTurn(id)
+	s.mu.Unlock()
+	if !free {
 		return nil
 	}
-	s.mu.Unlock()
+	defer done()
 	if !ok || cp.job.ID == "" {
 		return nil // deleted meanwhile: its watch event cancels
 	}
 	sched, err := cp.job.Sched()
 	if err != nil {
 		return nil
+	}
+	if tick := nextTick(cp.job, sched, cp.state); !tick.IsZero() {
+		due := tick.Add(jitter(id, tick, time.Duration(cp.job.Jitter))).Add(-fireLead)
+		if !due.After(s.clock.Now().Add(fireLead)) {
+			waiting, err := s.firedFor(ctx, cp.job, tick)
+			if err != nil {
+				return err
+			}
+			if waiting {
+				return nil
+			}
+		}
 	}
 	if err := s.arm(ctx, cp.job, sched, cp.state); err != nil {
 		return err
@@ -435,6 +469,25 @@ func (s *Scheduler) armMissing(ctx context.Context, id string) error {
 		return s.ensureRetry(ctx, id, r)
 	}
 	return nil
+}
+
+// firedFor reports whether the job's timer fired for tick (and its
+// definition): the newest fired copy the time engine keeps is that
+// timer's. The tick is then the fire's to handle (it is in the consumer,
+// or handled, which recorded the tick and armed the next).
+func (s *Scheduler) firedFor(ctx context.Context, j Job, tick time.Time) (bool, error) {
+	f, err := s.timers.Fired(ctx, timerKey(j.ID))
+	if errors.Is(err, bus.ErrNoTimer) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var d timerData
+	if json.Unmarshal(f.Data, &d) != nil {
+		return false, nil
+	}
+	return d.Tick.Equal(tick) && d.UpdatedAt.Equal(j.UpdatedAt), nil
 }
 
 // reconcileConfig puts the config's jobs and the workflows' cron jobs into
