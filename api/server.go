@@ -86,6 +86,8 @@ type Deps struct {
 	// the server unready, such as MCP servers ("mcp.fs": "up"). It must
 	// answer at once and name no secret (the route is open).
 	Details func() map[string]string
+	// Console, if set, serves the web console at "/" and below.
+	Console Console
 }
 
 // Server is agentwork's HTTP API. Safe for concurrent use.
@@ -97,6 +99,7 @@ type Server struct {
 	version string
 
 	handler http.Handler
+	local   http.Handler                      // the API in-process, without the admin check (Local)
 	admin   atomic.Pointer[[sha256.Size]byte] // sha256 of the admin token
 	metrics *metrics
 
@@ -306,10 +309,12 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 //	                         credentials, or the admin token)
 //	/v1/...                  admin: events, runs, usage, failed deliveries, tools,
 //	                         and the mounted Routes
+//	/ and below              the Console, if any (its own login)
 func (s *Server) routes() http.Handler {
 	admin := http.NewServeMux()
 	admin.HandleFunc("GET /v1/events", s.events)
 	admin.HandleFunc("GET /v1/runs", s.runs)
+	admin.HandleFunc("GET /v1/runs/{id}", s.run)
 	admin.HandleFunc("GET /v1/usage", s.usage)
 	s.deliveryRoutes(admin)
 	s.toolRoutes(admin)
@@ -327,6 +332,14 @@ func (s *Server) routes() http.Handler {
 	s.workflowPublicRoutes(root)
 	for _, r := range s.deps.PublicRoutes {
 		r.PublicRoutes(root)
+	}
+	local := http.NewServeMux()
+	local.HandleFunc("GET /healthz", s.healthz)
+	local.HandleFunc("GET /readyz", s.readyz)
+	local.Handle("/v1/", problemMux(admin))
+	s.local = s.withServer(problemMux(local))
+	if s.deps.Console != nil {
+		root.Handle("/", s.deps.Console.Handler(s))
 	}
 	return s.middleware(problemMux(root))
 }
@@ -394,6 +407,16 @@ func (s *statusOnly) WriteHeader(code int)        { s.status = code }
 type routeKey struct{}
 
 type routeInfo struct{ pattern string }
+
+// withServer puts s in the request's context (IsAdmin), and a route
+// record of its own, so that an in-process call does not rename the
+// route of the request that made it in the metrics.
+func (s *Server) withServer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := context.WithValue(r.Context(), serverKey{}, s)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, routeKey{}, &routeInfo{})))
+	})
+}
 
 // middleware counts requests by route and status, recovers panics as 500
 // problems and sets headers every response gets.
