@@ -13,14 +13,14 @@ const module = "github.com/agentwork/agentwork"
 
 // layers are the module's layers, lowest first: a package may import its
 // own layer and those below, never one above (cmd → config → triggers →
-// api → workflow → agentwork → connectors/tools/model → bus). internal/ is plumbing
+// api/console → workflow → agentwork → connectors/tools/model → bus). internal/ is plumbing
 // any layer may use.
 var layers = [][]string{
 	{"bus"},
 	{"connectors", "tools", "model"},
 	{"agentwork"},
 	{"workflow"},
-	{"api"},
+	{"api", "console"},
 	{"triggers"},
 	{"config"},
 	{"cmd"},

@@ -14,6 +14,7 @@ import (
 	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/config"
+	webconsole "github.com/agentwork/agentwork/console"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/anthropic"
 	"github.com/agentwork/agentwork/model/openai"
@@ -184,7 +185,7 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	w.services = append(w.services, toolAdmin.Service(), mem.Service(), w.workflows.Service())
 
 	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner, api.ReadyFunc(w.workflowsReady)}, Tools: toolAdmin, Details: mcpStates(w.mcp),
-		Memory: mem, Workflows: w.workflows}
+		Memory: mem, Workflows: w.workflows, Console: webconsole.New(webconsole.WithLogger(log.Named("console")))}
 	for _, t := range w.triggers {
 		if s, ok := t.(triggers.Servicer); ok {
 			w.services = append(w.services, s.Service())
