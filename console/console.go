@@ -177,13 +177,15 @@ func (h *handler) forbidden(w http.ResponseWriter, ss *session, msg string) {
 	h.render(w, http.StatusForbidden, "error", v)
 }
 
-// sameOrigin refuses a request a browser marked as from another site, or
-// whose Origin names another host.
+// sameOrigin refuses a request a browser marked as from another site
+// (Sec-Fetch-Site), or, from a browser that does not send that header,
+// whose Origin names another host. (With Referrer-Policy: no-referrer a
+// browser sends Origin: null on a form's POST; that says nothing.)
 func sameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-		return false
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin" || site == "none"
 	}
-	if o := r.Header.Get("Origin"); o != "" {
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
 		u, err := url.Parse(o)
 		if err != nil || u.Host != r.Host {
 			return false

@@ -223,14 +223,12 @@ func (h *handler) runs(w http.ResponseWriter, r *http.Request, v *view) {
 		p.Older = "/runs?" + older.Encode()
 	}
 	v.Title, v.Nav, v.Data = "Runs", "runs", p
-	status := http.StatusOK
-	if err != nil && statusOf(err) == http.StatusBadRequest {
-		status = http.StatusBadRequest
+	code := http.StatusOK
+	if status(err) == http.StatusBadRequest {
+		code = http.StatusBadRequest
 	}
-	h.render(w, status, "runs", v)
+	h.render(w, code, "runs", v)
 }
-
-func statusOf(err error) int { return status(err) }
 
 // runPage is the data of one run's page.
 type runPage struct {

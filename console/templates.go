@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/connectors"
 )
 
 // pageNames are the templates that extend base.html.
@@ -31,7 +32,16 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
-	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	// inzone shows t in the IANA zone tz (a job's), else in UTC.
+	"inzone": func(t *time.Time, tz string) string {
+		if t == nil || t.IsZero() {
+			return "—"
+		}
+		if loc, err := time.LoadLocation(tz); err == nil && tz != "" {
+			return t.In(loc).Format("2006-01-02 15:04 MST")
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
 	"ms":  func(ms int64) string { return formatMS(float64(ms)) },
 	"msf": formatMS,
 	"cut": cut,
@@ -55,7 +65,19 @@ var funcs = template.FuncMap{
 		return s
 	},
 	"join": strings.Join,
-	"add":  func(a, b int) int { return a + b },
+	"receipt": func(r connectors.Receipt) string {
+		var parts []string
+		if len(r.MessageIDs) > 0 {
+			parts = append(parts, "message ids "+strings.Join(r.MessageIDs, ", "))
+		}
+		switch {
+		case r.Parts == 1:
+			parts = append(parts, "1 part")
+		case r.Parts > 1:
+			parts = append(parts, fmt.Sprintf("%d parts", r.Parts))
+		}
+		return strings.Join(parts, " · ")
+	},
 	"nav": func() []navItem {
 		return []navItem{{"overview", "/", "Overview"}, {"runs", "/runs", "Runs"}, {"jobs", "/jobs", "Jobs"},
 			{"heartbeat", "/heartbeat", "Heartbeat"}, {"deliveries", "/deliveries", "Deliveries"}}
