@@ -51,6 +51,7 @@ type eventQuery struct {
 	outcomes []string
 	names    []string // path.Match globs on the event subject attribute
 	since    time.Time
+	before   time.Time // runs only
 	limit    int
 }
 
@@ -83,13 +84,13 @@ func parseQuery(q url.Values, now time.Time, allowLimit bool, outcomes []string)
 	for k := range q {
 		switch k {
 		case "source", "outcome", "name", "since":
-		case "limit":
+		case "limit", "before":
 			if allowLimit {
 				continue
 			}
 			fallthrough
 		default:
-			add(k, "unknown parameter; want source, outcome, name, since%s", map[bool]string{true: " or limit", false: ""}[allowLimit])
+			add(k, "unknown parameter; want source, outcome, name, since%s", map[bool]string{true: ", before or limit", false: ""}[allowLimit])
 		}
 	}
 	eq.sources = list("source")
@@ -118,6 +119,13 @@ func parseQuery(q url.Values, now time.Time, allowLimit bool, outcomes []string)
 		} else {
 			add("since", "%q: want a duration such as 1h or 30m, or an RFC 3339 time such as 2026-05-04T09:00:00Z", v)
 		}
+	}
+	if v := q.Get("before"); v != "" && allowLimit {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			add("before", "%q: want an RFC 3339 time, such as the time of the last run of a page", v)
+		}
+		eq.before = t
 	}
 	if allowLimit {
 		eq.limit = DefaultRunsLimit
@@ -364,7 +372,7 @@ func (s *Server) runs(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
 	recs, err := agentwork.History(ctx, s.deps.Bus, agentwork.HistoryQuery{
-		Sources: q.sources, Outcomes: q.outcomes, Names: q.names, Since: q.since, Limit: q.limit,
+		Sources: q.sources, Outcomes: q.outcomes, Names: q.names, Since: q.since, Before: q.before, Limit: q.limit,
 	})
 	if err != nil {
 		problem.Unavailable(w, 5*time.Second, "cannot read the events stream: "+err.Error())
@@ -407,8 +415,9 @@ type RunReply struct {
 	Deliveries []json.RawMessage `json:"deliveries"`
 }
 
-// run answers one run by its run id or the id of the request that caused
-// it (both UUIDv7, whose time bounds the search): GET /v1/runs/{id}.
+// run answers one run by the id of its event (as GET /v1/runs lists
+// them), its run id or the id of the request that caused it (UUIDv7s,
+// whose time bounds the search): GET /v1/runs/{id}.
 func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !bus.ValidToken(strings.ToLower(id)) {
@@ -431,7 +440,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	}
 	var found *agentwork.Record
 	for i := range recs { // the newest first: a request's latest run
-		if recs[i].RunID == id || recs[i].RequestID == id {
+		if recs[i].ID == id || recs[i].RunID == id || recs[i].RequestID == id {
 			found = &recs[i]
 			break
 		}

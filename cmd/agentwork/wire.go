@@ -17,6 +17,7 @@ import (
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/config"
 	"github.com/agentwork/agentwork/connectors"
+	webconsole "github.com/agentwork/agentwork/console"
 	"github.com/agentwork/agentwork/mcpserver"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/anthropic"
@@ -206,7 +207,7 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	w.services = append(w.services, toolAdmin.Service(), mem.Service(), w.workflows.Service())
 
 	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner, api.ReadyFunc(w.workflowsReady)}, Tools: toolAdmin, Details: mcpStates(w.mcp),
-		Memory: mem, Workflows: w.workflows, Approvals: w.approvals}
+		Memory: mem, Workflows: w.workflows, Approvals: w.approvals, Console: webconsole.New(webconsole.WithLogger(log.Named("console")))}
 	for _, t := range w.triggers {
 		if s, ok := t.(triggers.Servicer); ok {
 			w.services = append(w.services, s.Service())

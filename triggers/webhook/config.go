@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/internal/stdwebhook"
@@ -61,6 +62,11 @@ type Config struct {
 // through POST /v1/workflows/{name}/runs; it is never a task's source. The reserved sources heartbeat,
 // cron and delivery are never granted, whatever the patterns say.
 //
+// The source console, spelled out (a glob such as "*" never grants it),
+// lets the credential's token log in to the web console: to see
+// everything, and change nothing unless Console is write. It is never a
+// task's source.
+//
 // Targets are where a task of the credential may send its result: each a
 // connector (a name, or a path.Match glob of names) alone, which allows
 // naming that connector alone (its configured destination), or followed by
@@ -74,6 +80,11 @@ type Grant struct {
 	Sources []string `yaml:"sources" json:"sources,omitempty"`
 	Names   []string `yaml:"names" json:"names,omitempty"`
 	Targets []string `yaml:"targets" json:"targets,omitempty"`
+	// Console is what a credential with sources: [console] may do in the
+	// web console: read (the default: see everything, change nothing) or
+	// write (also run, pause, resume and delete jobs, wake and pause the
+	// heartbeat, retry deliveries).
+	Console string `yaml:"console" json:"console,omitempty" jsonschema:"enum=read,enum=write"`
 }
 
 // Token is a named bearer token and its grant.
@@ -223,6 +234,12 @@ func (g Grant) validate(field string) []error {
 			errs = append(errs, fmt.Errorf("%s: %q: want a source name of a-z, 0-9, _ and - or a glob such as \"deploy-*\"", f, s))
 		}
 	}
+	switch {
+	case g.Console != "" && !slices.Contains(g.Sources, api.KindConsole):
+		errs = append(errs, fmt.Errorf("%s.console: %q needs sources: [console] (the console grant is spelled out, never a glob)", field, g.Console))
+	case g.Console != "" && g.Console != api.ConsoleRead && g.Console != api.ConsoleWrite:
+		errs = append(errs, fmt.Errorf("%s.console: %q: want read or write", field, g.Console))
+	}
 	for j, n := range g.Names {
 		if !validPattern(n) {
 			errs = append(errs, fmt.Errorf("%s.names[%d]: %q: want a name of a-z, 0-9, _ and - or a glob such as \"report-*\"", field, j, n))
@@ -300,9 +317,17 @@ func (g Grant) AllowsTarget(target string) bool {
 
 // Allows reports whether g permits requesting source/name. Reserved
 // sources are never allowed.
+//
+// Source console is the web console (api.KindConsole): name read is
+// allowed when the sources list console itself, name write when Console
+// is write too.
 func (g Grant) Allows(source, name string) bool {
 	if reserved(source) {
 		return false
+	}
+	if source == api.KindConsole {
+		return slices.Contains(g.Sources, api.KindConsole) &&
+			(name == api.ConsoleRead || name == api.ConsoleWrite && g.Console == api.ConsoleWrite)
 	}
 	return matchAny(g.sources(), source) && (len(g.Names) == 0 || matchAny(g.Names, name))
 }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/api/problem"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
@@ -251,6 +252,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 	if task.Source == bus.SourceWorkflow {
 		problem.Write(w, problem.Details{Type: problem.TypeForbidden, Status: http.StatusForbidden, Title: "Forbidden",
 			Detail: "source \"workflow\" is not a task source: start a workflow with POST /v1/workflows/{name}/runs"})
+		return
+	}
+	if task.Source == api.KindConsole {
+		problem.Write(w, problem.Details{Type: problem.TypeForbidden, Status: http.StatusForbidden, Title: "Forbidden",
+			Detail: "source \"console\" is not a task source: it grants logging in to the web console"})
 		return
 	}
 	if !cred.Grant.Allows(task.Source, task.Name) {

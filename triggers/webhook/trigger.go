@@ -25,14 +25,15 @@ func admin() Credential {
 }
 
 // Sources are task and every source a credential is granted (patterns
-// aside: a runtime needs each source spelled out to run it), but workflow:
-// that grant lets a credential start workflows (POST
-// /v1/workflows/{name}/runs), not send tasks.
+// aside: a runtime needs each source spelled out to run it), but workflow
+// and console: those grants let a credential start workflows (POST
+// /v1/workflows/{name}/runs) and log in to the web console, not send
+// tasks.
 func (h *Handler) Sources() []string {
 	out := []string{bus.SourceTask}
 	for _, g := range h.grants() {
 		for _, s := range g.sources() {
-			if !strings.ContainsAny(s, "*?[") && s != bus.SourceWorkflow && !slices.Contains(out, s) {
+			if !strings.ContainsAny(s, "*?[") && s != bus.SourceWorkflow && s != api.KindConsole && !slices.Contains(out, s) {
 				out = append(out, s)
 			}
 		}

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/agentwork/agentwork/api"
+)
+
+// chromium finds Debian's chromium on PATH ("" when it is not there).
+func chromium() string {
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// screenshots is where the browser suite keeps its screenshots: the
+// AGENTWORK_ARTIFACTS directory, else .artifacts/console at the module's
+// root (ignored by git). They are kept after the test.
+func screenshots(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("AGENTWORK_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join("..", "..", ".artifacts", "console")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(dir)
+	t.Logf("screenshots in %s", abs)
+	return dir
+}
+
+// The console in a real browser (Debian's chromium, driven by chromedp)
+// against the real binary with the script model: a wrong token is
+// refused; the admin token logs in; a task sent with the CLI appears in
+// the runs list without a reload; its page shows the notify_user text and
+// its delivery; a job runs now, pauses and resumes; a POST without the
+// CSRF token is refused; the overview fits a 375 px wide screen.
+func TestConsoleInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and a browser")
+	}
+	chrome := chromium()
+	if chrome == "" {
+		t.Skip("console browser suite skipped: no chromium on PATH; install it: apt-get install chromium")
+	}
+	addr := freeAddr(t)
+	srv := startCrashServer(t, `
+bus:
+  listen: 127.0.0.1:0
+http:
+  listen: `+addr+`
+model:
+  script:
+    rules:
+      - match: {source: task, prompt: "(?i)disk"}
+        text: "Checked the disks."
+        notify: "Disk /var is 93% full: clean up the old logs."
+      - match: {source: cron}
+        text: "Digest: all green."
+cron:
+  jobs:
+    - id: digest
+      name: Team digest
+      schedule: "0 0 1 1 *"
+      timezone: Europe/Berlin
+      prompt: "Summarise the day."
+`)
+	base := "http://" + addr
+	waitFor(t, 30*time.Second, "a ready HTTP server", func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, srv.child)
+	admin, err := api.ReadAdminToken(srv.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shots := screenshots(t)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("%s: %v\nserver stderr:\n%s", what, err, srv.stderr.String())
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("the text of %s: %v", sel, err)
+		}
+		return strings.TrimSpace(s)
+	}
+	eval := func(js string) bool {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[bool](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return v
+	}
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			buf, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(shots, name+".png"), buf, 0o644)
+		})
+	}
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+
+	// A wrong token is refused; the admin token logs in.
+	do("a wrong token", chromedp.Navigate(base+"/"), chromedp.WaitVisible(css("#token")), shot("login"),
+		chromedp.SendKeys(css("#token"), "not-the-token-0123456789"), chromedp.Submit(css("#token")),
+		chromedp.WaitVisible(css("p.error")))
+	if msg := text("p.error"); !strings.Contains(msg, "not accepted") {
+		t.Errorf("after a wrong token the login page says %q, want that it is not accepted", msg)
+	}
+	do("log in", chromedp.SendKeys(css("#token"), admin), chromedp.Submit(css("#token")),
+		chromedp.WaitVisible(css(".counts")), shot("overview"))
+	if h1 := text("h1"); h1 != "Overview" {
+		t.Fatalf("after login the page is %q, want the overview", h1)
+	}
+
+	// A task sent with the CLI appears in the runs list without a reload.
+	do("the runs list, live", chromedp.Navigate(base+"/runs"), chromedp.WaitVisible(css("#live")))
+	var out, errOut strings.Builder
+	if err := run(ctx, []string{"task", "send", "check the disk", "--name", "diskcheck", "--data-dir", srv.dataDir}, &out, &errOut); err != nil {
+		t.Fatalf("task send: %v\n%s", err, errOut.String())
+	}
+	do("the new run's row", chromedp.WaitVisible(css("#runs tbody tr.new")), shot("runs"))
+	if row := text("#runs tbody tr.new"); !strings.Contains(row, "diskcheck") || !strings.Contains(row, "Disk /var is 93% full") {
+		t.Errorf("the new row reads %q, want the task diskcheck and its text", row)
+	}
+
+	// Its page: the notify_user text and where it was delivered.
+	attr, err := chromedp.Run(bctx, chromedp.AttributeValue(css("#runs tbody tr.new a"), "href"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	href := attr.Value
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		// The delivery event follows the run's: the page is read again
+		// until it has it.
+		do("the run's page", chromedp.Navigate(base+href), chromedp.WaitVisible(css("#notify-text")))
+		if eval(`document.querySelector("#deliveries") !== null`) {
+			do("screenshot", shot("run"))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run's page never showed its delivery\nserver stderr:\n%s", srv.stderr.String())
+		}
+		do("wait", chromedp.Sleep(200*time.Millisecond))
+	}
+	if got := text("#notify-text"); got != "Disk /var is 93% full: clean up the old logs." {
+		t.Errorf("notify_user text on the run's page = %q", got)
+	}
+	if got := text("#deliveries tbody"); !strings.Contains(got, "console") || !strings.Contains(got, "delivered") {
+		t.Errorf("deliveries on the run's page = %q, want delivered to console", got)
+	}
+
+	// Run a job now, pause it, resume it.
+	do("run the job now", chromedp.Navigate(base+"/jobs"), chromedp.WaitVisible(css("#job-digest")), shot("jobs"),
+		chromedp.Click(css(`form[action="/jobs/digest/run"] button`)), chromedp.WaitVisible(css(".flash")))
+	if flash := text(".flash"); flash != "Job digest started." {
+		t.Errorf("after Run now the page says %q", flash)
+	}
+	do("the job's runs", chromedp.Navigate(base+"/runs?source=cron&name=digest"), chromedp.WaitVisible(css("#runs")))
+	deadline = time.Now().Add(20 * time.Second)
+	for !eval(`document.querySelectorAll("#runs tbody tr").length > 0`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the job's run never appeared in its runs list\nserver stderr:\n%s", srv.stderr.String())
+		}
+		do("wait for a live row", chromedp.Sleep(200*time.Millisecond))
+	}
+	do("pause the job", chromedp.Navigate(base+"/jobs"), chromedp.Click(css(`form[action="/jobs/digest/pause"] button`)),
+		chromedp.WaitVisible(css(`form[action="/jobs/digest/resume"] button`)), shot("jobs-paused"))
+	if st := text("#job-digest .status"); st != "paused" || jobStatus(t, base, admin) != "paused" {
+		t.Errorf("after Pause the job is %q (API: %s), want paused", st, jobStatus(t, base, admin))
+	}
+	do("resume the job", chromedp.Click(css(`form[action="/jobs/digest/resume"] button`)),
+		chromedp.WaitVisible(css(`form[action="/jobs/digest/pause"] button`)))
+	if st := text("#job-digest .status"); st != "active" || jobStatus(t, base, admin) != "active" {
+		t.Errorf("after Resume the job is %q (API: %s), want active", st, jobStatus(t, base, admin))
+	}
+
+	// A POST with the session's cookie but without its CSRF token is
+	// refused, and changes nothing.
+	cookies, err := chromedp.Run(bctx, chromedp.Action[network.GetCookiesResult](func(ctx context.Context, tg *chromedp.Target) (network.GetCookiesResult, error) {
+		return cdp.Call(ctx, tg, network.GetCookies, network.GetCookiesParams{URLs: []string{base}})
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/jobs/digest/pause", strings.NewReader(url.Values{"back": {"/jobs"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for _, c := range cookies.Cookies {
+		req.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(cookies.Cookies) == 0 || resp.StatusCode != http.StatusForbidden || jobStatus(t, base, admin) != "active" {
+		t.Errorf("POST with the session cookie (%d cookies) without the CSRF token = %d, job %s; want 403 and the job still active",
+			len(cookies.Cookies), resp.StatusCode, jobStatus(t, base, admin))
+	}
+
+	// 375 px wide: the pages scroll only down.
+	for _, p := range []string{"/", "/runs", "/jobs", href} {
+		name := "phone" + strings.ReplaceAll(strings.TrimSuffix(p, "/"), "/", "-")
+		if p == href {
+			name = "phone-run"
+		}
+		do("375 px "+p, chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile), chromedp.Navigate(base+p), chromedp.WaitVisible(css("h1")), shot(name))
+		if !eval(`document.documentElement.scrollWidth <= window.innerWidth`) {
+			t.Errorf("%s at 375 px scrolls sideways: the page is wider than the window", p)
+		}
+	}
+}
+
+// jobStatus is the job digest's status, as the API answers it.
+func jobStatus(t *testing.T, base, admin string) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/v1/jobs/digest", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Status string `json:"status"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(fmt.Errorf("GET /v1/jobs/digest: %w", err))
+	}
+	return st.Status
+}
