@@ -33,7 +33,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/bus"
@@ -95,42 +94,17 @@ type slotHold struct {
 // hold takes the lease of workflow name, waiting while another start or
 // release holds it.
 func (e *Engine) hold(ctx context.Context, name, run string) (*slotHold, error) {
-	ctx, cancel := context.WithTimeout(ctx, concurrencyWait)
-	defer cancel()
 	key := concurrencyKey(name)
-	// Watch the key from before the first try, so that a release between
-	// the try and the wait is not missed.
-	w, err := e.bus.Locks.Watch(ctx, key, jetstream.UpdatesOnly(), jetstream.MetaOnly())
-	if err != nil {
+	h := &slotHold{e: e, key: key, rec: slotRecord{Workflow: name, Run: run}}
+	rev, err := bus.AcquireWait(ctx, e.bus, e.bus.Locks, key, concurrencyLease, concurrencyWait, &h.rec, nil)
+	switch {
+	case errors.As(err, new(*bus.HeldError)):
+		return nil, fmt.Errorf("workflow %s: other starts kept its concurrency lease for %s (runs are counted one start at a time): try again later", name, concurrencyWait)
+	case err != nil:
 		return nil, fmt.Errorf("workflow %s: the runs in flight cannot be counted now (%w); try again later", name, err)
 	}
-	defer func() { _ = w.Stop() }()
-	for {
-		h := &slotHold{e: e, key: key, rec: slotRecord{Workflow: name, Run: run}, taken: time.Now()}
-		rev, err := bus.Acquire(ctx, e.bus, e.bus.Locks, key, concurrencyLease, &h.rec, nil)
-		if err == nil {
-			h.rev = rev
-			return h, nil
-		}
-		var held *bus.HeldError
-		if !errors.As(err, &held) {
-			return nil, fmt.Errorf("workflow %s: the runs in flight cannot be counted now (%w); try again later", name, err)
-		}
-		expired := time.NewTimer(time.Until(held.Holder.Expires))
-		open := true
-		select {
-		case _, open = <-w.Updates(): // released, or taken by another: try again
-		case <-expired.C:
-		case <-ctx.Done():
-		}
-		expired.Stop()
-		if !open && ctx.Err() == nil {
-			return nil, fmt.Errorf("workflow %s: the runs in flight cannot be counted now (the watch of its lease ended); try again later", name)
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("workflow %s: other starts kept its concurrency lease for %s (runs are counted one start at a time): try again later", name, concurrencyWait)
-		}
-	}
+	h.rev, h.taken = rev, h.rec.Expires.Add(-concurrencyLease) // when the take was written
+	return h, nil
 }
 
 // check reports whether the lease is still safely held: work that took

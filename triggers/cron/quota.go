@@ -64,41 +64,16 @@ type quotaHold struct {
 // holdQuota takes the quota lease for owner's create of job id, waiting
 // while another create holds it.
 func (s *Scheduler) holdQuota(ctx context.Context, o schedule.Owner, id string) (*quotaHold, error) {
-	ctx, cancel := context.WithTimeout(ctx, quotaWait)
-	defer cancel()
-	// Watch the key from before the first try, so that a release between
-	// the try and the wait is not missed.
-	w, err := s.bus.Locks.Watch(ctx, QuotaLeaseKey, jetstream.UpdatesOnly(), jetstream.MetaOnly())
-	if err != nil {
+	h := &quotaHold{s: s, rec: quotaRecord{Job: id, Owner: o.String()}}
+	rev, err := bus.AcquireWait(ctx, s.bus, s.bus.Locks, QuotaLeaseKey, quotaLease, quotaWait, &h.rec, nil)
+	switch {
+	case errors.As(err, new(*bus.HeldError)):
+		return nil, fmt.Errorf("other runs kept creating jobs for %s (the jobs are counted one create at a time): try again later", quotaWait)
+	case err != nil:
 		return nil, fmt.Errorf("the jobs cannot be counted now (%w); try again later", err)
 	}
-	defer func() { _ = w.Stop() }()
-	for {
-		h := &quotaHold{s: s, rec: quotaRecord{Job: id, Owner: o.String()}, taken: time.Now()}
-		rev, err := bus.Acquire(ctx, s.bus, s.bus.Locks, QuotaLeaseKey, quotaLease, &h.rec, nil)
-		if err == nil {
-			h.rev = rev
-			return h, nil
-		}
-		var held *bus.HeldError
-		if !errors.As(err, &held) {
-			return nil, fmt.Errorf("the jobs cannot be counted now (%w); try again later", err)
-		}
-		expired := time.NewTimer(time.Until(held.Holder.Expires))
-		open := true
-		select {
-		case _, open = <-w.Updates(): // released, or taken by another: try again
-		case <-expired.C:
-		case <-ctx.Done():
-		}
-		expired.Stop()
-		if !open && ctx.Err() == nil {
-			return nil, errors.New("the jobs cannot be counted now (the watch of the quota lease ended); try again later")
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("other runs kept creating jobs for %s (the jobs are counted one create at a time): try again later", quotaWait)
-		}
-	}
+	h.rev, h.taken = rev, h.rec.Expires.Add(-quotaLease) // when the take was written
+	return h, nil
 }
 
 // check reports whether the lease is still safely held: a create that
