@@ -33,7 +33,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/bus"
@@ -85,61 +84,46 @@ type slotRecord struct {
 
 // slotHold is a held lease of a workflow.
 type slotHold struct {
-	e     *Engine
-	key   string
-	rec   slotRecord
-	rev   uint64
-	taken time.Time
+	e   *Engine
+	key string
+	rec slotRecord
+	rev uint64
 }
 
 // hold takes the lease of workflow name, waiting while another start or
 // release holds it.
 func (e *Engine) hold(ctx context.Context, name, run string) (*slotHold, error) {
-	ctx, cancel := context.WithTimeout(ctx, concurrencyWait)
-	defer cancel()
 	key := concurrencyKey(name)
-	// Watch the key from before the first try, so that a release between
-	// the try and the wait is not missed.
-	w, err := e.bus.Locks.Watch(ctx, key, jetstream.UpdatesOnly(), jetstream.MetaOnly())
-	if err != nil {
+	h := &slotHold{e: e, key: key, rec: slotRecord{Workflow: name, Run: run}}
+	rev, err := bus.AcquireWait(ctx, e.bus, e.bus.Locks, key, concurrencyLease, concurrencyWait, &h.rec, nil)
+	switch {
+	case errors.As(err, new(*bus.HeldError)):
+		return nil, fmt.Errorf("workflow %s: other starts kept its concurrency lease for %s (runs are counted one start at a time): try again later", name, concurrencyWait)
+	case err != nil:
 		return nil, fmt.Errorf("workflow %s: the runs in flight cannot be counted now (%w); try again later", name, err)
 	}
-	defer func() { _ = w.Stop() }()
-	for {
-		h := &slotHold{e: e, key: key, rec: slotRecord{Workflow: name, Run: run}, taken: time.Now()}
-		rev, err := bus.Acquire(ctx, e.bus, e.bus.Locks, key, concurrencyLease, &h.rec, nil)
-		if err == nil {
-			h.rev = rev
-			return h, nil
-		}
-		var held *bus.HeldError
-		if !errors.As(err, &held) {
-			return nil, fmt.Errorf("workflow %s: the runs in flight cannot be counted now (%w); try again later", name, err)
-		}
-		expired := time.NewTimer(time.Until(held.Holder.Expires))
-		open := true
-		select {
-		case _, open = <-w.Updates(): // released, or taken by another: try again
-		case <-expired.C:
-		case <-ctx.Done():
-		}
-		expired.Stop()
-		if !open && ctx.Err() == nil {
-			return nil, fmt.Errorf("workflow %s: the runs in flight cannot be counted now (the watch of its lease ended); try again later", name)
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("workflow %s: other starts kept its concurrency lease for %s (runs are counted one start at a time): try again later", name, concurrencyWait)
-		}
-	}
+	h.rev = rev
+	return h, nil
 }
 
-// check reports whether the lease is still safely held: work that took
-// more than half the lease to count (a stalled process) does not write,
-// since its lease may lapse before it does.
-func (h *slotHold) check() error {
-	if time.Since(h.taken) > concurrencyLease/2 {
-		return fmt.Errorf("workflow %s: the runs in flight could not be counted in time; try again later", h.rec.Workflow)
+// check fences a write made under the lease: it renews the lease by
+// compare-and-set at the revision it was taken (or last renewed) at, right
+// before the write. When another start or release took the lease over
+// meanwhile (this one stalled past its lease), the count may be stale and
+// the renewal fails: nothing is written. A lease that lapsed with nobody
+// taking it over is renewed: nobody counted in between. The window left:
+// the runs are another bucket, so their write cannot be conditional on
+// the lease's revision; only a stall of longer than concurrencyLease
+// between the renewal and the write landing lets another count without it.
+func (h *slotHold) check(ctx context.Context) error {
+	rev, err := bus.Renew(ctx, h.e.bus.Locks, h.key, &h.rec, h.rev, concurrencyLease)
+	switch {
+	case errors.As(err, new(*bus.HeldError)):
+		return fmt.Errorf("workflow %s: the runs in flight could not be counted in time (another start took the count over); try again later", h.rec.Workflow)
+	case err != nil:
+		return fmt.Errorf("workflow %s: the runs in flight cannot be counted now (%w); try again later", h.rec.Workflow, err)
 	}
+	h.rev = rev
 	return nil
 }
 
@@ -215,7 +199,7 @@ func (e *Engine) admit(ctx context.Context, run Run) (Run, bool, error) {
 	if err != nil {
 		return Run{}, false, err
 	}
-	if err := h.check(); err != nil {
+	if err := h.check(ctx); err != nil {
 		return Run{}, false, err
 	}
 	if n := len(cen.inFlight); n >= c.Limit {
@@ -310,7 +294,7 @@ func (e *Engine) releaseQueued(ctx context.Context, name string, c Concurrency) 
 		free = min(free, c.Limit-len(cen.inFlight))
 	}
 	for _, r := range cen.queued[:max(free, 0)] {
-		if err := h.check(); err != nil {
+		if err := h.check(ctx); err != nil {
 			return err
 		}
 		rec := r

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/approval"
@@ -84,13 +83,8 @@ func (p *poller) run(ctx context.Context) {
 	key := answerLeaseKey(p.name)
 	for ctx.Err() == nil {
 		rec := &answerRecord{Connector: p.name}
-		rev, err := bus.Acquire(ctx, p.bus, p.bus.Locks, key, p.ttl, rec, nil)
-		var held *bus.HeldError
-		switch {
-		case errors.As(err, &held):
-			p.waitFree(ctx, key, held.Holder.Expires)
-			continue
-		case err != nil:
+		rev, err := bus.AcquireWait(ctx, p.bus, p.bus.Locks, key, p.ttl, 0, rec, nil)
+		if err != nil {
 			if ctx.Err() == nil {
 				p.log.Warn("the lease of the button presses could not be taken; trying again", zap.Error(err))
 			}
@@ -101,29 +95,6 @@ func (p *poller) run(ctx context.Context) {
 		if fatal := p.hold(ctx, key, rec, rev); fatal {
 			sleepCtx(ctx, answerRetry)
 		}
-	}
-}
-
-// waitFree waits until the lease at key is released or taken by another
-// (a watch), or until it expires.
-func (p *poller) waitFree(ctx context.Context, key string, expires time.Time) {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	t := time.NewTimer(max(time.Until(expires), 10*time.Millisecond))
-	defer t.Stop()
-	w, err := p.bus.Locks.Watch(wctx, key, jetstream.UpdatesOnly(), jetstream.MetaOnly())
-	if err != nil {
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		return
-	}
-	defer func() { _ = w.Stop() }()
-	select {
-	case <-w.Updates():
-	case <-t.C:
-	case <-ctx.Done():
 	}
 }
 
