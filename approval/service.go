@@ -139,7 +139,8 @@ func (s *Service) Ask(ctx context.Context, r Request) (a Approval, created bool,
 // decision (no error, whoever gave it); another verdict after a decision
 // is a *ConflictError naming who decided what and when; an expired or
 // cancelled approval is ErrExpired or ErrCancelled (wrapped, with the
-// approval); a by the approval does not allow is ErrNotAllowed; an
+// approval), and a pending one whose deadline has passed expires then
+// (as its timer would) and is ErrExpired; a by the approval does not allow is ErrNotAllowed; an
 // unknown id ErrNoApproval.
 func (s *Service) Decide(ctx context.Context, id string, v Verdict, by, comment string) (Approval, error) {
 	return s.decide(ctx, id, Decision{Verdict: v, By: by, Comment: comment})
