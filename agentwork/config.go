@@ -99,7 +99,9 @@ type Config struct {
 // ApprovalConfig is how a gated tool call asks (runner.approvals).
 type ApprovalConfig struct {
 	// Targets are the connector targets the question goes to. Default:
-	// the run's targets.
+	// the source's default targets, else runner.targets, else every
+	// connector; never the targets a request names (its sender would be
+	// sent the means to approve its own call).
 	Targets []string `yaml:"targets" json:"targets,omitempty"`
 	// Approvers, if set, are who may decide ("telegram:123456789",
 	// "slack:U024BE7LH", "link" for whoever holds the question's signed

@@ -88,10 +88,7 @@ func (g approvalGate) Check(ctx context.Context, tc model.ToolCall, index int) (
 		return tools.Decision{Refused: "not run: calls of " + tc.Name + " need a person's approval (runner.approval), and this runtime has no approvals to ask with"}, nil
 	}
 	cfg := r.cfg.Approvals
-	targets := cfg.Targets
-	if len(targets) == 0 {
-		targets = r.knownTargets(run)
-	}
+	targets := r.questionTargets(run.Request.Source)
 	again := run.Request
 	again.Resumes, again.Approval = run.Request.ID, nil
 	data, err := json.Marshal(again)
@@ -127,6 +124,20 @@ func (g approvalGate) Check(ctx context.Context, tc model.ToolCall, index int) (
 		run.approvals = append(run.approvals, ca)
 	}
 	return refusal(a, tc.Name)
+}
+
+// questionTargets are where the question of a gated call of a run of
+// source goes: runner.approvals.targets, else the source's default
+// targets, else runner.targets, else every connector. Never the
+// request's own targets: whoever sent the request (a webhook caller
+// names its targets) would be sent the means to approve its own call —
+// the buttons and signed links anyone holding them may press.
+func (r *Runner) questionTargets(source string) []string {
+	if t := r.cfg.Approvals.Targets; len(t) > 0 {
+		return t
+	}
+	pol, _ := r.policy(source)
+	return r.targetsFor(Request{}, pol)
 }
 
 // refusal is what the decided (or cancelled) approval a makes of its call.

@@ -207,6 +207,7 @@ func (f *File) Validate() error {
 	add(f.validateModels())
 	add(f.validateWorkflows())
 	add(f.validateApprovalWait())
+	add(f.validateApprovalReach())
 	return errors.Join(errs...)
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/tools"
@@ -251,4 +252,62 @@ func (f *File) validateApprovalWait() error {
 		return nil
 	}
 	return fmt.Errorf("approvals.timeout: %s: a gated tool call's run waits at most %s; set runner.approvals.timeout to %s or less", f.Approvals.Timeout, agentwork.MaxParked, agentwork.MaxParked)
+}
+
+// validateApprovalReach refuses a webhook credential whose grant lets it
+// deliver to where the question of a gated tool call of its runs goes,
+// when whoever the question reaches may decide (runner.approvals.approvers
+// empty, or naming link): its holder would read the question, with its
+// buttons and signed links, and could approve its own calls. The question
+// of a webhook's run goes to runner.approvals.targets, else
+// runner.targets, else every connector; a grant target reaches one when it
+// names its connector with a destination pattern that matches the
+// target's destination, or any destination pattern where the target names
+// the connector alone (its configured destination is not known here).
+// Naming a connector alone in a grant reaches only the operator's
+// configured destination, as the question does: that is not refused.
+func (f *File) validateApprovalReach() error {
+	gated := len(f.Runner.Approval) > 0
+	for _, tc := range f.Tasks {
+		gated = gated || len(tc.Approval) > 0
+	}
+	ap := f.Runner.Approvals.Approvers
+	if !gated || (len(ap) > 0 && !slices.Contains(ap, approval.ByLink)) {
+		return nil
+	}
+	question := f.Runner.Approvals.Targets
+	if len(question) == 0 {
+		question = f.Runner.Targets
+	}
+	if len(question) == 0 {
+		question = slices.Sorted(maps.Keys(f.Connectors))
+	}
+	var errs []error
+	check := func(field, name string, g []string) {
+		for _, gt := range g {
+			gn, gd, has := strings.Cut(gt, ":")
+			if !has {
+				continue
+			}
+			for _, q := range question {
+				qn, qd := connectors.SplitTarget(q)
+				if ok, _ := path.Match(gn, qn); !ok {
+					continue
+				}
+				if (qd == "" && !strings.ContainsAny(gd, "*?")) || (qd != "" && !connectors.MatchDestination(gd, qd)) {
+					continue
+				}
+				errs = append(errs, fmt.Errorf("%s (%s): its grant's target %q reaches %q, where the question of a gated tool call goes (runner.approvals.targets, else runner.targets, else every connector), and anyone it reaches may decide: whoever holds the credential could approve its own calls. Set runner.approvals.approvers to the people who may decide (not link), or runner.approvals.targets to a target the grant does not reach",
+					field, name, gt, q))
+				return
+			}
+		}
+	}
+	for i, t := range f.Webhook.Tokens {
+		check(fmt.Sprintf("webhook.tokens[%d]", i), t.Name, t.Targets)
+	}
+	for i, s := range f.Webhook.Secrets {
+		check(fmt.Sprintf("webhook.secrets[%d]", i), s.Name, s.Targets)
+	}
+	return errors.Join(errs...)
 }
