@@ -104,9 +104,11 @@ func (g approvalGate) Check(ctx context.Context, tc model.ToolCall, index int) (
 		Targets: targets, Approvers: cfg.Approvers, Timeout: cfg.Timeout, OnTimeout: approval.Verdict(cfg.OnTimeout),
 		Resume: &approval.Resume{Subject: r.bus.Subjects.Request(src, name), Type: bus.TypeOf(src, resumedOutcome), Data: data},
 	})
-	if errors.Is(err, approval.ErrInvalid) {
-		// Asking can never work as configured (no targets, say): the call
-		// is not made, and the model is told why.
+	if errors.Is(err, approval.ErrInvalid) || errors.Is(err, approval.ErrMismatch) {
+		// Asking can never work as configured (no targets, say), or the
+		// call cannot be shown whole (its arguments are too long), or the
+		// approval of this index is another call's: the call is not
+		// made, and the model is told why.
 		return tools.Decision{Refused: fmt.Sprintf("not run: calls of %s need a person's approval, and the question could not be asked: %v", tc.Name, err)}, nil
 	}
 	if err != nil {

@@ -16,6 +16,10 @@ import (
 // timeout.
 const DefaultTimeout = 24 * time.Hour
 
+// DefaultArgsMax is the longest a tool call's arguments may be to be
+// asked about: 64 KiB.
+const DefaultArgsMax = 64 << 10
+
 // Config configures a Service: the approvals section of agentwork.yaml
 // (public_url, timeout) and what cmd/agentwork wires in. Zero fields take
 // the documented defaults.
@@ -38,8 +42,9 @@ type Config struct {
 	Connectors []string `yaml:"-" json:"-"`
 	// Secrets are cut out of the question and the tool's arguments.
 	Secrets []string `yaml:"-" json:"-"`
-	// ArgsMax bounds the tool arguments the record keeps (bytes, cut with
-	// a note). Default 2048.
+	// ArgsMax bounds a tool call's arguments (bytes, secrets cut out):
+	// longer ones are not asked about (Ask refuses them), since the
+	// approver must see them whole. Default DefaultArgsMax.
 	ArgsMax int `yaml:"-" json:"-"`
 	// Concurrency is how many fired timers the consumer handles at once.
 	// Default 4.
@@ -71,7 +76,7 @@ func (c Config) withDefaults() Config {
 		c.Timeout = DefaultTimeout
 	}
 	if c.ArgsMax <= 0 {
-		c.ArgsMax = 2048
+		c.ArgsMax = DefaultArgsMax
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = 4
