@@ -131,8 +131,8 @@ func (c ApprovalConfig) Validate() error {
 		}
 	}
 	for i, ap := range c.Approvers {
-		if c, id, ok := strings.Cut(ap, ":"); ap != approval.ByLink && (!ok || c == "" || id == "") {
-			errs = append(errs, fmt.Errorf("runner.approvals.approvers[%d]: %q: want connector:user-id (telegram:123456789, slack:U024BE7LH) or link", i, ap))
+		if c, id, ok := strings.Cut(ap, ":"); ap != approval.ByLink && ap != approval.ByAdmin && (!ok || c == "" || id == "") {
+			errs = append(errs, fmt.Errorf("runner.approvals.approvers[%d]: %q: want telegram:<user id> (telegram:123456789), link or admin", i, ap))
 		}
 	}
 	if c.Timeout < 0 || c.Timeout > MaxParked {

@@ -87,11 +87,11 @@ func (s *Service) newApproval(r Request) (Approval, error) {
 		}
 	}
 	for i, ap := range r.Approvers {
-		if ap == ByLink {
+		if ap == ByLink || ap == ByAdmin {
 			continue
 		}
 		if c, id, ok := strings.Cut(ap, ":"); !ok || c == "" || id == "" {
-			bad("approvers[%d]: %q: want connector:user-id (telegram:123456789, slack:U024BE7LH) or link", i, ap)
+			bad("approvers[%d]: %q: want platform:user-id (telegram:123456789), link or admin", i, ap)
 		}
 	}
 	timeout := r.Timeout

@@ -208,6 +208,7 @@ func (f *File) Validate() error {
 	add(f.validateWorkflows())
 	add(f.validateApprovalWait())
 	add(f.validateApprovalReach())
+	add(f.validateApprovers())
 	return errors.Join(errs...)
 }
 

@@ -311,3 +311,45 @@ func (f *File) validateApprovalReach() error {
 	}
 	return errors.Join(errs...)
 }
+
+// validateApprovers refuses runner.approvals.approvers that no channel can
+// record (see approverProblem).
+func (f *File) validateApprovers() error {
+	var errs []error
+	for i, ap := range f.Runner.Approvals.Approvers {
+		if msg := f.approverProblem(ap); msg != "" {
+			errs = append(errs, fmt.Errorf("runner.approvals.approvers[%d]: %q: %s", i, ap, msg))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// approverProblem says why the approver ap could never decide ("" when it
+// can): an approver is link (whoever holds the question's signed links),
+// admin (the HTTP API and the CLI, who may always decide), or a person
+// of a platform a configured connector receives answers from
+// (connectors.AnswersConfig: telegram:<user id>). Anyone else would wait
+// for ever, and naming approvers without link drops the links.
+func (f *File) approverProblem(ap string) string {
+	if ap == approval.ByLink || ap == approval.ByAdmin {
+		return ""
+	}
+	var as []string
+	for _, name := range slices.Sorted(maps.Keys(f.Connectors)) {
+		if a, ok := f.Connectors[name].(connectors.AnswersConfig); ok && !slices.Contains(as, a.AnswersAs()) {
+			as = append(as, a.AnswersAs())
+		}
+	}
+	platform, id, ok := strings.Cut(ap, ":")
+	if ok && id != "" && slices.Contains(as, platform) {
+		return ""
+	}
+	these := "none of the configured connectors does"
+	if len(as) > 0 {
+		these = "these do: " + strings.Join(as, ", ")
+	}
+	if !ok || id == "" {
+		return fmt.Sprintf("want platform:user-id (telegram:123456789), link or admin (%s)", these)
+	}
+	return fmt.Sprintf("no connector receives the answers of %s users (%s), so this approver could never decide. Write link to let whoever holds the question's signed links decide, a telegram:<user id> of a Telegram connector's chat, or leave the approvers out and decide as admin (agentwork approvals approve|reject)", platform, these)
+}

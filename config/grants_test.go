@@ -120,7 +120,7 @@ func TestGrantReachesTheApprovalQuestion(t *testing.T) {
 		cfg(gated, "[console, alerts]"), // the connectors alone: their configured destination only
 		cfg("", "['alerts:*']"),         // no gated calls
 		cfg(gated+"  approvals: {targets: ['alerts:ops.approvals']}\n", "['alerts:team.*']"), // the grant misses the question
-		cfg(gated+"  approvals: {approvers: ['console:me']}\n", "['alerts:*']"),              // only named people decide
+		cfg(gated+"  approvals: {approvers: [admin]}\n", "['alerts:*']"),                     // only the admin decides
 	} {
 		f, err := config.Parse("agentwork.yaml", []byte(ok), env(nil), types)
 		if err == nil {
