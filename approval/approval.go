@@ -143,10 +143,13 @@ type Approval struct {
 	// Question is what the people asked read.
 	Question string `json:"question"`
 	// Tool and Args are the tool call waiting (KindToolCall): the tool's
-	// name and its arguments as JSON text, secrets cut out, cut to
-	// Config.ArgsMax.
-	Tool string `json:"tool,omitempty"`
-	Args string `json:"args,omitempty"`
+	// name and its arguments as JSON text, whole, secrets cut out (a
+	// call whose arguments are longer than Config.ArgsMax is not asked
+	// about). CallHash binds the approval to that call: the hex
+	// SHA-256 of the tool and the arguments as asked.
+	Tool     string `json:"tool,omitempty"`
+	Args     string `json:"args,omitempty"`
+	CallHash string `json:"call_hash,omitempty"`
 	// Targets are where the question went (connector targets).
 	Targets []string `json:"targets"`
 	// Approvers, if set, are who may decide ("telegram:123456789",
@@ -213,7 +216,10 @@ type Request struct {
 	// Question is the text people read. Required.
 	Question string `json:"question"`
 	// Tool and Args (JSON) are the tool call that waits (KindToolCall);
-	// the record keeps Args with secrets cut out, cut to Config.ArgsMax.
+	// the record keeps Args whole with secrets cut out. Args longer than
+	// Config.ArgsMax (secrets cut out) are refused (ErrInvalid): a
+	// person could not be shown what they approve. Asking again with the
+	// same ID and another Tool or Args is ErrMismatch.
 	Tool string `json:"tool,omitempty"`
 	Args string `json:"args,omitempty"`
 	// Targets are the connector targets the question goes to (at least
@@ -271,6 +277,10 @@ var (
 	// ErrInvalid: a request or an answer is malformed (the error says
 	// what is wrong).
 	ErrInvalid = errors.New("approval: invalid")
+	// ErrMismatch: Ask with the id of an approval of another call (its
+	// tool or its arguments differ): the approval is bound to the call
+	// it asked about, and its decision is never one for another.
+	ErrMismatch = errors.New("approval: the id is that of another call")
 )
 
 // ConflictError is the answer to a verdict that differs from the one

@@ -14,7 +14,9 @@ import (
 
 	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/config"
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/workflow"
 )
 
 // The button presses of the connectors that receive them (Telegram's
@@ -259,4 +261,57 @@ func summary(v approval.Verdict, by string, at time.Time) string {
 		mark = "✅"
 	}
 	return fmt.Sprintf("%s %s by %s at %s", mark, pastTense(v), by, clockOf(at))
+}
+
+// askedOn returns the answerers of as on which an approval can be asked,
+// the only ones polled: a bot that is polled is read by agentwork alone
+// (other programs reading it get 409), and one with a webhook set fails
+// every poll. An approval is asked on a connector when a gated tool call
+// may send its question there (any approval list set, and the connector
+// among runner.approvals.targets or, when those are unset, among the
+// sources' default targets: heartbeat.targets, cron.targets,
+// runner.targets, else every connector), or a workflow's approval step
+// may (its targets, else its workflow's; templated targets: any).
+func askedOn(f *config.File, as map[string]connectors.Answers) map[string]connectors.Answers {
+	every := false
+	var targets []string
+	gated := len(f.Runner.Approval) > 0 || len(f.Heartbeat.Approval) > 0
+	for _, j := range f.Cron.Jobs {
+		gated = gated || len(j.Approval) > 0
+	}
+	for _, tc := range f.Tasks {
+		gated = gated || len(tc.Approval) > 0
+	}
+	if gated {
+		if t := f.Runner.Approvals.Targets; len(t) > 0 {
+			targets = append(targets, t...)
+		} else {
+			targets = append(targets, f.Heartbeat.Targets...)
+			targets = append(targets, f.Cron.Targets...)
+			targets = append(targets, f.Runner.Targets...)
+			every = len(f.Runner.Targets) == 0
+		}
+	}
+	for _, w := range f.Workflows {
+		w.Walk(func(_ string, s *workflow.Step) {
+			if s.Approval == nil {
+				return
+			}
+			t := s.Approval.Targets
+			if len(t) == 0 {
+				t = w.Targets
+			}
+			targets = append(targets, t...)
+		})
+	}
+	out := map[string]connectors.Answers{}
+	for name, a := range as {
+		if every || slices.ContainsFunc(targets, func(t string) bool {
+			n, _ := connectors.SplitTarget(t)
+			return n == name || strings.Contains(t, "${{")
+		}) {
+			out[name] = a
+		}
+	}
+	return out
 }

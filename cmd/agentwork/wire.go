@@ -130,7 +130,9 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 		return nil, err
 	}
 	// The presses of the approvals' buttons (Telegram): one instance
-	// polls each bot, under its lease.
+	// polls each bot, under its lease; only the bots approvals can be
+	// asked on (polling takes the bot from any other reader).
+	w.answerers = askedOn(f, w.answerers)
 	if len(w.answerers) > 0 {
 		w.consumers = append(w.consumers, pollAnswers(b, w.approvals, w.answerers, log.Named("answers")))
 	}
