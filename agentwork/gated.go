@@ -101,7 +101,7 @@ func (g approvalGate) Check(ctx context.Context, tc model.ToolCall, index int) (
 		Run: run.ID, Source: src, Name: name,
 		Question: fmt.Sprintf("The %s run %q wants to call the tool %s. Allow this call?", src, name, tc.Name),
 		Tool:     tc.Name, Args: r.redact(tc.Arguments),
-		Targets: targets, Approvers: cfg.Approvers, Timeout: cfg.Timeout, OnTimeout: approval.Verdict(cfg.OnTimeout),
+		Targets: targets, Approvers: cfg.Approvers, Requester: run.Request.Credential, Timeout: cfg.Timeout, OnTimeout: approval.Verdict(cfg.OnTimeout),
 		Resume: &approval.Resume{Subject: r.bus.Subjects.Request(src, name), Type: bus.TypeOf(src, resumedOutcome), Data: data},
 	})
 	if errors.Is(err, approval.ErrInvalid) || errors.Is(err, approval.ErrMismatch) {
@@ -168,9 +168,6 @@ func refusal(a approval.Approval, tool string) (tools.Decision, error) {
 	}
 	return tools.Decision{Refused: why + "; it was not made. Do not try it again in this run unless asked"}, nil
 }
-
-// errNotParked: a resume names an approval its run is not parked on.
-var errNotParked = errors.New("not parked on this approval")
 
 // resumedRequest returns the request of the run that the approval id
 // resumes, as the run asked it to be published again (from the approval's

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/agentwork/agentwork/approval"
+
 	"github.com/agentwork/agentwork/tools"
 )
 
@@ -30,7 +32,7 @@ func (a Actor) Decider() string {
 	if a.Credential == "" {
 		return "admin"
 	}
-	return "token:" + a.Credential
+	return approval.ByCredential(a.Credential)
 }
 
 // ViaHeader, "mcp" on a request with the admin token, makes its Actor

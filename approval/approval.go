@@ -158,6 +158,9 @@ type Approval struct {
 	// token, the CLI) may always decide. Empty: anyone who can reach a
 	// target, and the links.
 	Approvers []string `json:"approvers,omitempty"`
+	// Requester, if set, is the credential (a webhook or MCP token's
+	// name) whose work asked: it may never decide the approval itself.
+	Requester string `json:"requester,omitempty"`
 	// Deadline is when it expires unless decided.
 	Deadline time.Time `json:"deadline"`
 	// OnTimeout is the verdict at the deadline: reject (default),
@@ -188,9 +191,18 @@ type Approval struct {
 	Receipts map[string]connectors.Receipt `json:"receipts,omitempty"`
 }
 
-// Allowed reports whether by may decide a: Approvers is empty, names by,
-// or by is ByAdmin.
+// ByCredential is how a decision made with a credential (a webhook or
+// MCP token named name, through the API or the MCP server) names its
+// decider: "token:<name>".
+func ByCredential(name string) string { return "token:" + name }
+
+// Allowed reports whether by may decide a: never the credential whose
+// work asked (nobody approves their own request); else Approvers is
+// empty, names by, or by is ByAdmin.
 func (a Approval) Allowed(by string) bool {
+	if a.Requester != "" && by == ByCredential(a.Requester) {
+		return false
+	}
 	if len(a.Approvers) == 0 || by == ByAdmin {
 		return true
 	}
@@ -227,6 +239,8 @@ type Request struct {
 	Targets []string `json:"targets"`
 	// Approvers: see Approval.
 	Approvers []string `json:"approvers,omitempty"`
+	// Requester: see Approval (the request's credential, if any).
+	Requester string `json:"requester,omitempty"`
 	// Timeout is how long it waits from now. Default Config.Timeout.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// OnTimeout is the verdict at the deadline. Default reject.

@@ -147,7 +147,7 @@ func (s *Service) newApproval(r Request) (Approval, error) {
 	a := Approval{
 		ID: r.ID, Kind: r.Kind, Run: r.Run, Step: r.Step, Source: r.Source, Name: r.Name,
 		Question: s.cut(r.Question, maxQuestion), Tool: r.Tool, Args: args,
-		Targets: slices.Clone(r.Targets), Approvers: slices.Clone(r.Approvers),
+		Targets: slices.Clone(r.Targets), Approvers: slices.Clone(r.Approvers), Requester: r.Requester,
 		Deadline: now.Add(timeout), OnTimeout: onTimeout, State: Pending, Resume: resume, CreatedAt: now,
 	}
 	if r.Tool != "" || r.Args != "" {

@@ -20,6 +20,9 @@ import (
 func check(a Approval, d Decision) error {
 	switch a.State {
 	case Pending:
+		if a.Requester != "" && d.By == ByCredential(a.Requester) {
+			return fmt.Errorf("%w: %s asked for approval %s, and nobody approves their own request", ErrNotAllowed, d.By, a.ID)
+		}
 		if !a.Allowed(d.By) {
 			return fmt.Errorf("%w: %s may not decide approval %s (it names its approvers)", ErrNotAllowed, d.By, a.ID)
 		}

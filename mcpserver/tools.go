@@ -506,7 +506,7 @@ func api0(c Caller) string {
 	if c.admin() {
 		return approval.ByAdmin
 	}
-	return "token:" + c.Credential
+	return approval.ByCredential(c.Credential)
 }
 
 func (s *Server) readMemory(ctx context.Context, c Caller, in MemoryIn) (MemoryOut, error) {

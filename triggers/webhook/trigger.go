@@ -2,12 +2,14 @@ package webhook
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/api"
+	"github.com/agentwork/agentwork/api/problem"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/triggers"
 )
@@ -71,6 +73,18 @@ func (h *Handler) Run(ctx context.Context) error {
 // reserved ones.
 func (h *Handler) PublicRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/tasks", func(w http.ResponseWriter, r *http.Request) {
+		if a, ok := api.ActorFrom(r.Context()); ok && a.Credential != "" {
+			// A credential acting through an in-process surface (the
+			// MCP server): its own grant applies, and the runs act for
+			// it (an approval they ask is not its to decide).
+			c, found := h.byName(a.Credential)
+			if !found {
+				problem.Error(w, http.StatusForbidden, fmt.Sprintf("credential %q is no longer configured", a.Credential))
+				return
+			}
+			h.ServeAs(w, r, c)
+			return
+		}
 		if api.IsAdmin(r) {
 			h.ServeAs(w, r, admin())
 			return
