@@ -148,8 +148,11 @@ func (e *Engine) Definitions() Set { return e.cfg.Definitions }
 
 // StartOptions adjust Start.
 type StartOptions struct {
-	// IdempotencyKey, if set, makes the run id a function of the workflow
-	// and the key: a repeated Start is the same run (created false).
+	// IdempotencyKey, if set, makes the run id a function of the workflow,
+	// the cause's kind and credential, and the key: a repeated Start with
+	// the same cause is the same run (created false). Keys of different
+	// causes (a cron tick, an event, the admin, each credential) never
+	// name the same run, so no caller can take another's run id.
 	IdempotencyKey string
 	// Cause says what started the run. Default: manual.
 	Cause Cause
@@ -175,12 +178,12 @@ func (e *Engine) Start(ctx context.Context, name string, inputs map[string]any, 
 	if o.Depth > MaxDepth {
 		return Run{}, false, fmt.Errorf("%w: a run of %s would be %d deep, over the limit of %d (a chain of triggers that starts itself?)", ErrDepth, name, o.Depth, MaxDepth)
 	}
-	id := bus.Token(strings.ReplaceAll(bus.NewID(), "-", ""))
-	if o.IdempotencyKey != "" {
-		id = derivedID("key", name, o.IdempotencyKey)
-	}
 	if o.Cause.Kind == "" {
 		o.Cause.Kind = CauseManual
+	}
+	id := bus.Token(strings.ReplaceAll(bus.NewID(), "-", ""))
+	if o.IdempotencyKey != "" {
+		id = derivedID("key", name, o.Cause.Kind, o.Cause.Credential, o.IdempotencyKey)
 	}
 	run, err := NewRun(def, id, inputs, o.Cause, e.now())
 	if err != nil {
