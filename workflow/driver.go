@@ -760,6 +760,28 @@ func argsJSON(args map[string]any) string {
 	return string(b)
 }
 
+// checkArgs says why args do not meet the schema of tool name ("" when
+// they do, or when the tool or its schema is unknown to it: the call
+// then says for itself).
+func checkArgs(reg *tools.Registry, name, args string) string {
+	spec, ok := reg.Lookup(name)
+	if !ok || len(spec.Schema) == 0 {
+		return ""
+	}
+	r, err := resolveRaw(spec.Schema)
+	if err != nil {
+		return ""
+	}
+	var v any
+	if err := json.Unmarshal([]byte(args), &v); err != nil {
+		return ""
+	}
+	if err := r.Validate(v); err != nil {
+		return fmt.Sprintf("the arguments do not meet the tool's schema (%v), so it did not run; fix the step's args", err)
+	}
+	return ""
+}
+
 // registry returns the tools tool steps may call now.
 func (e *Engine) registry() *tools.Registry {
 	reg, errs := tools.Collect(e.cfg.Tools...)
@@ -798,7 +820,15 @@ func (e *Engine) inline(ctx context.Context, run Run, s stored) result {
 	}
 	callCtx, cancel := context.WithCancel(tools.WithRun(ctx, tools.RunInfo{ID: run.ID, Source: bus.SourceWorkflow, Name: run.Workflow}))
 	e.inflight.Store(key, cancel)
-	call := e.registry().Call(callCtx, key, t.Name, argsJSON(t.Args))
+	reg, args := e.registry(), argsJSON(t.Args)
+	var call tools.Call
+	if msg := checkArgs(reg, t.Name, args); msg != "" {
+		// Refused before it runs: the same arguments fail every time, so
+		// the step fails as permanent and is not retried.
+		call = tools.Call{ID: key, Name: t.Name, Arguments: args, ArgumentsBytes: len(args), Outcome: tools.OutcomeRefused, Error: msg, ResultBytes: len(msg)}
+	} else {
+		call = reg.Call(callCtx, key, t.Name, args)
+	}
 	e.inflight.Delete(key)
 	cancel()
 	if err := ctx.Err(); err != nil {
