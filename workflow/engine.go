@@ -60,6 +60,15 @@ type Config struct {
 	// approval.Service of the process, which signs the links). Nil: an
 	// approval step fails, saying so.
 	Approvals Approvals
+	// Grants checks targets against the grant of the webhook credential
+	// called credential, as it is now: nil when it allows them all, else
+	// an error naming the first target refused and the grant's field (the
+	// webhook handler's CheckTargets). The notify and approval targets of
+	// a run a credential started (Cause.Credential; its child runs too)
+	// are checked before anything is sent; without Grants such a run's
+	// steps that send fail. Runs of the operator (admin token, cron,
+	// event triggers) are not checked.
+	Grants func(credential string, targets []string) error
 	// Concurrency is how many messages each of the engine's three
 	// consumers (commands, timers, agent steps' outcomes) handles at once.
 	// Default 8.
