@@ -248,6 +248,9 @@ func (e *Engine) stored(ctx context.Context, run Run) (Run, bool, error) {
 	case RunPending:
 		return run, false, e.command(ctx, "start", run.Workflow, command{Run: run.ID}, run.ID)
 	case RunSkipped:
+		if run.Error != nil && run.Error.Kind == ErrMissed {
+			return run, false, nil // a missed tick's (Forgo): the scheduler said so
+		}
 		return run, false, e.emitSkipped(ctx, run)
 	}
 	return run, false, nil
