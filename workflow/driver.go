@@ -987,8 +987,15 @@ func (e *Engine) startChild(ctx context.Context, run Run, sc StartChild) error {
 	}
 	child.Depth = sc.Depth
 	child.Parent = &Parent{Run: run.ID, Step: sc.Step, Item: sc.Item, Attempt: sc.Attempt}
-	_, _, err = e.create(ctx, child)
-	return err
+	if _, _, err = e.create(ctx, child); err != nil {
+		return err
+	}
+	if limited(def.Concurrency) {
+		// Not held back by the limit, but counted by it (after it is
+		// stored: a count drops an id whose run is not stored yet).
+		return e.track(ctx, def.Name, []string{id}, nil)
+	}
+	return nil
 }
 
 // cancelStep stops in-flight work where it can: a tool call this process
