@@ -267,7 +267,7 @@ func (s *Server) startWorkflowRun(w http.ResponseWriter, r *http.Request) {
 	}
 	cause := workflow.Cause{Kind: workflow.CauseManual, ID: key}
 	if caller.Allows != nil {
-		cause = workflow.Cause{Kind: workflow.CauseWebhook, ID: caller.Name}
+		cause = workflow.Cause{Kind: workflow.CauseWebhook, ID: caller.Name, Credential: caller.Name}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()

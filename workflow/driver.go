@@ -760,6 +760,28 @@ func argsJSON(args map[string]any) string {
 	return string(b)
 }
 
+// checkArgs says why args do not meet the schema of tool name ("" when
+// they do, or when the tool or its schema is unknown to it: the call
+// then says for itself).
+func checkArgs(reg *tools.Registry, name, args string) string {
+	spec, ok := reg.Lookup(name)
+	if !ok || len(spec.Schema) == 0 {
+		return ""
+	}
+	r, err := resolveRaw(spec.Schema)
+	if err != nil {
+		return ""
+	}
+	var v any
+	if err := json.Unmarshal([]byte(args), &v); err != nil {
+		return ""
+	}
+	if err := r.Validate(v); err != nil {
+		return fmt.Sprintf("the arguments do not meet the tool's schema (%v), so it did not run; fix the step's args", err)
+	}
+	return ""
+}
+
 // registry returns the tools tool steps may call now.
 func (e *Engine) registry() *tools.Registry {
 	reg, errs := tools.Collect(e.cfg.Tools...)
@@ -798,7 +820,15 @@ func (e *Engine) inline(ctx context.Context, run Run, s stored) result {
 	}
 	callCtx, cancel := context.WithCancel(tools.WithRun(ctx, tools.RunInfo{ID: run.ID, Source: bus.SourceWorkflow, Name: run.Workflow}))
 	e.inflight.Store(key, cancel)
-	call := e.registry().Call(callCtx, key, t.Name, argsJSON(t.Args))
+	reg, args := e.registry(), argsJSON(t.Args)
+	var call tools.Call
+	if msg := checkArgs(reg, t.Name, args); msg != "" {
+		// Refused before it runs: the same arguments fail every time, so
+		// the step fails as permanent and is not retried.
+		call = tools.Call{ID: key, Name: t.Name, Arguments: args, ArgumentsBytes: len(args), Outcome: tools.OutcomeRefused, Error: msg, ResultBytes: len(msg)}
+	} else {
+		call = reg.Call(callCtx, key, t.Name, args)
+	}
 	e.inflight.Delete(key)
 	cancel()
 	if err := ctx.Err(); err != nil {
@@ -928,6 +958,9 @@ func (e *Engine) runAgent(ctx context.Context, run Run, a RunAgent) error {
 	}
 	req := agentwork.Request{
 		Source: StepSource, Name: run.Workflow, Prompt: prompt, Targets: run.Def.Targets,
+		// The runner holds what the run does (the jobs it creates) to the
+		// grant of the credential that started the workflow run.
+		Credential: run.Cause.Credential,
 		Metadata: map[string]string{
 			"workflow_run": run.ID, "workflow_step": a.Step,
 			"workflow_item": strconv.Itoa(a.Item), "workflow_attempt": strconv.Itoa(a.Attempt),
@@ -948,14 +981,21 @@ func (e *Engine) startChild(ctx context.Context, run Run, sc StartChild) error {
 	if def == nil {
 		return fail(fmt.Sprintf("no workflow named %q to start as a child run", sc.Workflow))
 	}
-	child, err := NewRun(def, id, sc.Inputs, Cause{Kind: CauseChild, ID: run.ID}, e.now())
+	child, err := NewRun(def, id, sc.Inputs, Cause{Kind: CauseChild, ID: run.ID, Credential: run.Cause.Credential}, e.now())
 	if err != nil {
 		return fail(fmt.Sprintf("the child run of %s: %v", sc.Workflow, err))
 	}
 	child.Depth = sc.Depth
 	child.Parent = &Parent{Run: run.ID, Step: sc.Step, Item: sc.Item, Attempt: sc.Attempt}
-	_, _, err = e.create(ctx, child)
-	return err
+	if _, _, err = e.create(ctx, child); err != nil {
+		return err
+	}
+	if limited(def.Concurrency) {
+		// Not held back by the limit, but counted by it (after it is
+		// stored: a count drops an id whose run is not stored yet).
+		return e.track(ctx, def.Name, []string{id}, nil)
+	}
+	return nil
 }
 
 // cancelStep stops in-flight work where it can: a tool call this process
@@ -989,6 +1029,9 @@ func (e *Engine) notify(ctx context.Context, run Run, n SendNotification) (any, 
 			return nil, &StepError{Kind: ErrPermanent, Message: fmt.Sprintf("notify.targets[%d]: no connector named %q (connectors: %s)", i, name, strings.Join(e.cfg.Connectors, ", "))}, nil
 		}
 	}
+	if msg := e.checkGrant(run, n.Step, "notify.targets", n.Targets); msg != "" {
+		return nil, &StepError{Kind: ErrPermanent, Message: msg}, nil
+	}
 	urgency := tools.UrgencyInfo
 	if n.Urgency == UrgencyHigh {
 		urgency = tools.UrgencyImportant
@@ -998,6 +1041,46 @@ func (e *Engine) notify(ctx context.Context, run Run, n SendNotification) (any, 
 		return nil, nil, err
 	}
 	return map[string]any{"targets": n.Targets, "notification_ids": ids}, nil, nil
+}
+
+// checkGrant says why run may not send to targets, the rendered targets
+// of its step (field: their field, for the message); "" when it may. A
+// run a webhook credential started (and its child runs) may send to the
+// targets the credential's grant allows now, and to those the operator
+// wrote literally in the workflow (its targets, the step's targets
+// without templates); what an expression made of the run's inputs is the
+// caller's and is checked.
+func (e *Engine) checkGrant(run Run, step, field string, targets []string) string {
+	cred := run.Cause.Credential
+	if cred == "" {
+		return ""
+	}
+	own := slices.Clone(run.Def.Targets)
+	if ref, ok := indexSteps(run.Def)[step]; ok {
+		var lits []string
+		switch s := ref.step; {
+		case s.Notify != nil:
+			lits = s.Notify.Targets
+		case s.Approval != nil:
+			lits = s.Approval.Targets
+		}
+		for _, t := range lits {
+			if !strings.Contains(t, "${{") {
+				own = append(own, t)
+			}
+		}
+	}
+	check := slices.DeleteFunc(slices.Clone(targets), func(t string) bool { return slices.Contains(own, t) })
+	if len(check) == 0 {
+		return ""
+	}
+	if e.cfg.Grants == nil {
+		return fmt.Sprintf("%s: nothing sent: the run was started by webhook credential %q, and this engine cannot check its grant (no workflow.Config.Grants)", field, cred)
+	}
+	if err := e.cfg.Grants(cred, check); err != nil {
+		return fmt.Sprintf("%s: nothing sent: the run was started by webhook credential %q, and %v; widen the credential's grant, or start the run with the admin token", field, cred, err)
+	}
+	return ""
 }
 
 // enqueue queues text for each target under ids derived from key, stored
@@ -1036,6 +1119,9 @@ func (e *Engine) askApproval(ctx context.Context, run Run, a AskApproval) error 
 	ref := &askRef{Step: a.Step, Item: a.Item, Attempt: a.Attempt, Gen: a.Gen, ID: a.ID}
 	failStep := func(msg string) error {
 		return e.command(ctx, "approval", run.ID, command{Run: run.ID, Ask: ref, AskError: msg}, "approval."+a.ID+".resume")
+	}
+	if msg := e.checkGrant(run, a.Step, "approval.targets", a.Targets); msg != "" {
+		return failStep(msg)
 	}
 	if e.cfg.Approvals == nil {
 		return failStep("approval steps need the approvals service, and this engine has none (workflow.Config.Approvals)")

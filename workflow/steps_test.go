@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -286,5 +287,39 @@ repair:
 	}
 	if _, err := e.Retry(t.Context(), repair, "", "k3"); !errors.Is(err, workflow.ErrNotRetryable) {
 		t.Errorf("Retry of a done run = %v, want ErrNotRetryable", err)
+	}
+}
+
+// TestToolInvalidArgsPermanent: a tool step whose arguments do not meet
+// the tool's schema fails at once as permanent, and is not retried: the
+// same arguments fail every time. The tool does not run.
+func TestToolInvalidArgsPermanent(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	w := watchEvents(t, b)
+	var calls atomic.Int32
+	count := tools.Func("count", "takes a number", func(context.Context, struct {
+		N int `json:"n"`
+	}) (string, error) {
+		calls.Add(1)
+		return "ok", nil
+	})
+	set := defs(t, `
+bad:
+  inputs: {n: {type: string, default: "many"}}
+  steps:
+    - {id: c, tool: count, args: {n: "${{ inputs.n }}"}, retry: {attempts: 3, backoff: 50ms}}
+`)
+	e := startEngine(t, b, testConfig(set, mustRegistry(t, count)), nil)
+	got := waitEnd(t, w, e, start(t, e, "bad", nil))
+	c := got.Steps["c"]
+	if got.Status != workflow.RunFailed || c.Error == nil || c.Error.Kind != workflow.ErrPermanent || c.Attempt != 1 {
+		t.Fatalf("run %s, step %s attempt %d error %+v; want failed, permanent on attempt 1", got.Status, c.Status, c.Attempt, c.Error)
+	}
+	if !strings.Contains(c.Error.Message, "count") || !strings.Contains(c.Error.Message, "args") {
+		t.Errorf("error %q; want it to name the tool and the step's args", c.Error.Message)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("the tool ran %d times with arguments that do not meet its schema, want 0", n)
 	}
 }

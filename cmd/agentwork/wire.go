@@ -137,12 +137,22 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 		w.consumers = append(w.consumers, pollAnswers(b, w.approvals, w.answerers, log.Named("answers")))
 	}
 	var regTools, mcpTools lateTools
+	// The webhook handler, built with the triggers below, checks the
+	// targets of runs its credentials start against their grants.
+	var tasks *webhook.Handler
+	grants := func(credential string, targets []string) error {
+		if tasks == nil {
+			return fmt.Errorf("credential %q cannot be checked: no webhook handler", credential)
+		}
+		return tasks.CheckTargets(credential, targets)
+	}
 	w.workflows = workflow.NewEngine(b, workflow.Config{
 		Definitions: f.Workflows,
 		Tools:       []tools.Source{&regTools, &mcpTools},
 		Secrets:     f.Secrets(),
 		Connectors:  w.connectorNames,
 		Approvals:   w.approvals,
+		Grants:      grants,
 		// The runner's redelivery deadline and shutdown grace are the
 		// engine's too: how soon a dead instance's work is taken over,
 		// and how long work in flight may finish at shutdown.
@@ -151,6 +161,11 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	}, workflow.WithLogger(log.Named("workflow")))
 	if w.triggers, err = newTriggers(f, b, mem, w.connectorNames, w.workflows, log); err != nil {
 		return nil, err
+	}
+	for _, t := range w.triggers {
+		if h, ok := t.(*webhook.Handler); ok {
+			tasks = h
+		}
 	}
 	policies, err := triggers.Policies(w.triggers...)
 	if err != nil {
