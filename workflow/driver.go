@@ -1133,7 +1133,8 @@ func (e *Engine) askApproval(ctx context.Context, run Run, a AskApproval) error 
 	_, _, err = e.cfg.Approvals.Ask(ctx, approval.Request{
 		ID: a.ID, Kind: approval.KindWorkflowStep, Run: run.ID, Step: a.Step, Source: bus.SourceWorkflow, Name: run.Workflow,
 		Question: secret.Redact(a.Message, e.cfg.Secrets), Targets: a.Targets, Approvers: a.Approvers,
-		Timeout: a.Timeout, OnTimeout: approval.Verdict(a.OnTimeout), Reminder: a.Reminder,
+		Requester: run.Cause.Credential, // the credential that started the run may not decide it
+		Timeout:   a.Timeout, OnTimeout: approval.Verdict(a.OnTimeout), Reminder: a.Reminder,
 		Resume: &approval.Resume{Subject: e.bus.Subjects.Workflow("approval", run.ID), Type: bus.TypeOf(bus.SourceWorkflow, "approval_requested"), Data: data},
 	})
 	if errors.Is(err, approval.ErrInvalid) {
