@@ -210,12 +210,28 @@ func back(w http.ResponseWriter, r *http.Request, fallback string) {
 }
 
 // localPath is p when it is a path of this site, else fallback: a
-// redirect never leaves the console.
+// redirect never leaves the console. Browsers strip tabs and newlines
+// from a Location and read a backslash as a slash, so "/\t/evil.example"
+// would reach //evil.example: any control byte is refused, and the path
+// may not start with // or /\. What is kept is re-encoded from its parse.
 func localPath(p, fallback string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\\r\n") {
+	for i := 0; i < len(p); i++ {
+		if p[i] < 0x20 || p[i] == 0x7f {
+			return fallback
+		}
+	}
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.Contains(p, "\\") {
 		return fallback
 	}
-	return p
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return fallback
+	}
+	out := u.RequestURI()
+	if !strings.HasPrefix(out, "/") || strings.HasPrefix(out, "//") || strings.HasPrefix(out, "/\\") {
+		return fallback
+	}
+	return out
 }
 
 func (h *handler) render(w http.ResponseWriter, status int, name string, v *view) {
