@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/api"
+	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/internal/stdwebhook"
@@ -138,6 +139,11 @@ type Secret struct {
 // runtime's own triggers and the delivery results.
 var Reserved = []string{bus.SourceHeartbeat, bus.SourceCron, bus.SourceDelivery}
 
+// ReservedNames are the names no credential can have: approval records
+// name who decided with them (the admin token, a signed link, the
+// deadline), so a token of one of these names would pass for it.
+var ReservedNames = []string{approval.ByAdmin, approval.ByLink, approval.ByTimeout}
+
 func reserved(source string) bool {
 	for _, r := range Reserved {
 		if source == r {
@@ -177,6 +183,10 @@ func (c Config) Validate() error {
 	names := map[string]string{}
 	seen := func(field, name string) {
 		if name == "" {
+			return
+		}
+		if slices.Contains(ReservedNames, name) {
+			errs = append(errs, fmt.Errorf("%s.name: %q is reserved (%s name who decided an approval: the admin token, a signed link, a deadline); choose another name", field, name, strings.Join(ReservedNames, ", ")))
 			return
 		}
 		if prev, dup := names[name]; dup {
