@@ -58,7 +58,8 @@ type Config struct {
 
 // Grant is what a credential may request: sources and names, each a list of
 // exact values or path.Match globs ("deploy-*"). Sources default to
-// ["task"]; empty Names allow every name. The source workflow lets the
+// ["task"] (none for a token with an mcp or console section: list task
+// to let it send tasks); empty Names allow every name. The source workflow lets the
 // credential start the workflows of Names (that have a webhook trigger)
 // through POST /v1/workflows/{name}/runs; it is never a task's source. The reserved sources heartbeat,
 // cron and delivery are never granted, whatever the patterns say.
@@ -86,6 +87,10 @@ type Grant struct {
 	// write (also run, pause, resume and delete jobs, wake and pause the
 	// heartbeat, retry deliveries).
 	Console string `yaml:"console" json:"console,omitempty" jsonschema:"enum=read,enum=write"`
+
+	// noTasks: a token with an mcp or console section, which sends no
+	// tasks unless Sources lists them (Token.grant).
+	noTasks bool
 }
 
 // Token is a named bearer token and its grant.
@@ -298,12 +303,22 @@ func validPattern(p string) bool {
 	return true
 }
 
-// sources are the effective source patterns (default ["task"]).
+// sources are the effective source patterns (default ["task"], but none
+// for a token with an mcp or console section).
 func (g Grant) sources() []string {
-	if len(g.Sources) == 0 {
+	if len(g.Sources) == 0 && !g.noTasks {
 		return []string{bus.SourceTask}
 	}
 	return g.Sources
+}
+
+// grant is t's effective grant: a token made for the MCP server or the
+// console (a dashboard's read-only token, an approver's) gets no task
+// source by default; its sources must list task to send tasks.
+func (t Token) grant() Grant {
+	g := t.Grant
+	g.noTasks = t.MCP != nil || g.Console != ""
+	return g
 }
 
 // AllowsTarget reports whether g permits a task to name target (see
