@@ -54,7 +54,11 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	// A session of its own for every login (no fixation): an old cookie's
 	// session ends.
 	h.sessions.end(r)
-	id, _ := h.sessions.create(c.Name, c.Allows(api.KindConsole, api.ConsoleWrite))
+	cred := c.Name
+	if c.Admin {
+		cred = ""
+	}
+	id, _ := h.sessions.create(c.Name, cred, c.Allows(api.KindConsole, api.ConsoleWrite))
 	setCookie(w, r, id, 0)
 	h.log.Info("console login", zap.String("who", c.Name), zap.String("remote", r.RemoteAddr))
 	http.Redirect(w, r, next, http.StatusSeeOther)

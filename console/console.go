@@ -168,6 +168,9 @@ func (h *handler) post(write bool, change func(w http.ResponseWriter, r *http.Re
 			h.forbidden(w, ss, fmt.Sprintf("Read-only: %q may look but not change anything. Log in with the admin token, or a token whose grant has console: write.", ss.who))
 			return
 		}
+		// The API records the change as the session's user, and the
+		// rules of who may decide what (an approval's approvers) apply.
+		r = r.WithContext(api.WithActor(r.Context(), api.Actor{Via: "console", Name: ss.who, Credential: ss.cred}))
 		change(w, r, ss)
 	}
 }
