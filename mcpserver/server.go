@@ -253,6 +253,10 @@ func allow(c Caller, tool string, sp spec) error {
 	return nil
 }
 
+// kinded is an input that names the kind of work it touches itself (a
+// memory tool's doc: the checklist is the heartbeat's, kind jobs).
+type kinded interface{ kind() string }
+
 // add registers a typed tool with the grant check and the log line every
 // call gets.
 func add[In, Out any](s *Server, t *mcp.Tool, sp spec, h func(ctx context.Context, c Caller, in In) (Out, error)) {
@@ -266,6 +270,10 @@ func add[In, Out any](s *Server, t *mcp.Tool, sp spec, h func(ctx context.Contex
 		start := s.now()
 		c, err := s.caller(req.Extra)
 		if err == nil {
+			sp := sp
+			if k, ok := any(in).(kinded); ok {
+				sp.kind = k.kind()
+			}
 			err = allow(c, t.Name, sp)
 		}
 		var out Out
