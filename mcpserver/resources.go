@@ -3,9 +3,11 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
 )
 
 // addResources offers the reads clients like to attach as resources:
@@ -27,17 +29,23 @@ func (s *Server) addResources() {
 					}
 					err = allow(c, name, sp)
 				}
+				text := ""
+				if err == nil {
+					text, err = read(ctx, c, id)
+				}
+				log := s.log.With(zap.String("resource", name), zap.String("uri", uri), zap.String("credential", c.Name))
 				if err != nil {
+					code := CodeInternal
+					if e, ok := errors.AsType[*Error](err); ok {
+						code = e.Code
+					}
+					log.Info("mcp resource read failed", zap.String("code", code))
+					if code == CodeNotFound {
+						return nil, mcp.ResourceNotFoundError(uri)
+					}
 					return nil, err
 				}
-				text, err := read(ctx, c, id)
-				if e, ok := err.(*Error); ok && e.Code == CodeNotFound {
-					return nil, mcp.ResourceNotFoundError(uri)
-				}
-				if err != nil {
-					return nil, err
-				}
-				s.log.Debug("mcp resource read")
+				log.Info("mcp resource read")
 				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: mime, Text: text}}}, nil
 			})
 	}

@@ -133,7 +133,7 @@ func newServer(b backend, local *Caller, opts []Option) *Server {
 		Instructions: "agentwork runs an AI agent's scheduled and requested work: cron jobs, the heartbeat, tasks, workflows and the approvals they wait on. " +
 			"Use the list_* and get_* tools to look, the others to change things. Errors are JSON {code, message}; the message says what to do.",
 	})
-	s.mcp.AddReceivingMiddleware(inputErrors)
+	s.mcp.AddReceivingMiddleware(s.inputErrors)
 	s.addTools()
 	s.addResources()
 	return s
@@ -141,14 +141,31 @@ func newServer(b backend, local *Caller, opts []Option) *Server {
 
 // inputErrors gives the SDK's own tool errors (arguments that do not
 // match the input schema: an unknown field, a wrong type) the shape of
-// the tools' errors, {"code", "message"}.
-func inputErrors(next mcp.MethodHandler) mcp.MethodHandler {
+// the tools' errors, {"code", "message"}, and logs the calls the SDK
+// refuses (those never reach add's log line) with the caller's name.
+func (s *Server) inputErrors(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
+		if method != "tools/call" {
+			return res, err
+		}
+		refused := ""
+		if err != nil {
+			refused = "protocol_error"
+		}
 		if r, ok := res.(*mcp.CallToolResult); ok && err == nil && r.IsError && len(r.Content) == 1 {
 			if tc, ok := r.Content[0].(*mcp.TextContent); ok && !strings.HasPrefix(tc.Text, "{") {
 				tc.Text = (&Error{Code: CodeInvalid, Message: tc.Text + "; call it with the arguments its input schema allows (tools/list shows it)"}).Error()
+				refused = CodeInvalid
 			}
+		}
+		if refused != "" {
+			tool := ""
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
+				tool = p.Name
+			}
+			c, _ := s.caller(req.GetExtra())
+			s.log.Info("mcp tool call refused", zap.String("tool", tool), zap.String("credential", c.Name), zap.String("code", refused))
 		}
 		return res, err
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agentwork/agentwork/api"
 )
 
@@ -105,5 +107,70 @@ model:
 	}
 	if e := sched("append_memory", map[string]any{"doc": "checklist", "text": "- [ ] check the backups"}, nil); e != nil {
 		t.Errorf("append_memory to the checklist as a jobs token: %+v", e)
+	}
+}
+
+// TestMCPLogsEveryCaller: resource reads and the calls the SDK refuses
+// (an unknown field, an unknown tool) are logged with the credential's
+// name, as tool calls are; never with a token.
+func TestMCPLogsEveryCaller(t *testing.T) {
+	url, dataDir, log := mcpServe(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cs, err := connectMCP(ctx, url, viewerToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "agentwork://memory/long"}); err == nil {
+		t.Errorf("read of a memory document that does not exist: no error")
+	}
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "agentwork://runs/no-such-run"}); err == nil {
+		t.Errorf("read of a run that does not exist: no error")
+	}
+	if e := call(t, ctx, cs, "list_jobs", map[string]any{"colour": "red"}, nil); e == nil || e.Code != "invalid_input" {
+		t.Errorf("list_jobs with an unknown field: %+v, want invalid_input", e)
+	}
+	_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "no_such_tool"})
+	lineWith := func(parts ...string) { t.Helper(); log.waitLine(t, 5*time.Second, parts...) }
+	lineWith("mcp resource read", `"credential":"viewer"`, "agentwork://runs/no-such-run")
+	lineWith("mcp resource read", `"credential":"viewer"`, "agentwork://memory/long")
+	lineWith("mcp tool call refused", `"credential":"viewer"`, `"tool":"list_jobs"`)
+	lineWith("mcp tool call refused", `"credential":"viewer"`, `"tool":"no_such_tool"`)
+	admin, _ := api.ReadAdminToken(dataDir)
+	for _, tok := range []string{viewerToken, opsToken, admin} {
+		if strings.Contains(log.String(), tok) {
+			t.Errorf("the log holds a token")
+		}
+	}
+}
+
+// waitLine waits until a line of s holds every one of parts.
+func (s *syncBuffer) waitLine(t *testing.T, timeout time.Duration, parts ...string) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		s.mu.Lock()
+		for _, l := range strings.Split(s.b.String(), "\n") {
+			ok := true
+			for _, p := range parts {
+				ok = ok && strings.Contains(l, p)
+			}
+			if ok {
+				s.mu.Unlock()
+				return
+			}
+		}
+		if s.written == nil {
+			s.written = make(chan struct{})
+		}
+		ch := s.written
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Errorf("no log line with %q:\n%s", parts, s.String())
+			return
+		}
 	}
 }
