@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -96,6 +97,31 @@ type Server struct {
 	local *Caller // the caller of a transport without tokens (stdio)
 	mcp   *mcp.Server
 	poll  time.Duration
+
+	waitMu sync.Mutex
+	waits  map[string]int // the tool calls waiting for outcomes, by credential
+}
+
+// MaxWaits is how many tool calls of one credential may wait for an
+// outcome (wait_seconds) at once: each polls the API until it ends.
+const MaxWaits = 4
+
+// acquireWait takes one of c's waits, or says to try again later; the
+// caller calls release when its wait ends.
+func (s *Server) acquireWait(c Caller) (release func(), err error) {
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	if s.waits[c.Name] >= MaxWaits {
+		return nil, errorf(CodeUnavailable, "credential %q already has %d calls waiting for outcomes, so nothing was started; call again when one ended, or with wait_seconds 0 and poll get_run", c.Name, MaxWaits)
+	}
+	s.waits[c.Name]++
+	return func() {
+		s.waitMu.Lock()
+		defer s.waitMu.Unlock()
+		if s.waits[c.Name]--; s.waits[c.Name] <= 0 {
+			delete(s.waits, c.Name)
+		}
+	}, nil
 }
 
 // Option configures a Server.
@@ -125,7 +151,7 @@ func NewRemote(base, adminToken string, hc *http.Client, opts ...Option) *Server
 }
 
 func newServer(b backend, local *Caller, opts []Option) *Server {
-	s := &Server{api: b, log: zap.NewNop(), now: time.Now, local: local, poll: 250 * time.Millisecond}
+	s := &Server{api: b, log: zap.NewNop(), now: time.Now, local: local, poll: 250 * time.Millisecond, waits: map[string]int{}}
 	for _, o := range opts {
 		o(s)
 	}
