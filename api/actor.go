@@ -17,7 +17,8 @@ import (
 // it: an approval is decided by Actor.Decider, a job created through MCP
 // has origin mcp and the actor's name, memory is written by "mcp:<name>".
 type Actor struct {
-	// Via is the surface: "mcp".
+	// Via is the surface: "mcp", or "console" (the web console's
+	// changes, as the logged-in user).
 	Via string
 	// Name is the credential's name ("admin" for the admin token).
 	Name string

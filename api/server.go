@@ -298,6 +298,13 @@ const adminRealm = "agentwork admin"
 
 func (s *Server) requireAdmin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if FromTool(r) {
+			// A run's own tool (http_fetch, an HTTP MCP server): a run
+			// that found the admin token acts as nobody here.
+			s.log.Warn("admin request of a run's tool refused", zap.String("path", r.URL.Path))
+			problem.Error(w, http.StatusForbidden, "a run's tools may not use agentwork's admin API (the request carries "+ToolHeader+")")
+			return
+		}
 		_, isActor := ActorFrom(r.Context())
 		if !isActor && s.isAdmin(r) && r.Header.Get(ViaHeader) == "mcp" {
 			// `agentwork mcp` (over stdio) calls with the admin token.

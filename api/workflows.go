@@ -23,6 +23,8 @@ import (
 type Caller struct {
 	// Name names the credential (in logs and the run's cause).
 	Name string
+	// Admin is set for the admin token (Server.Authenticate).
+	Admin bool
 	// Allows reports whether the credential may request kind (a source,
 	// "workflow" here) under name.
 	Allows func(kind, name string) bool

@@ -37,6 +37,13 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		h.render(w, http.StatusForbidden, "login", &view{Title: "Log in", Error: "This login form is not from this console.", Data: loginData{Next: next}})
 		return
 	}
+	if api.FromTool(r) {
+		// A run's own tool (http_fetch, an HTTP MCP server) that found a
+		// token gets no session.
+		h.log.Warn("console login of a run's tool refused", zap.String("remote", r.RemoteAddr))
+		h.render(w, http.StatusForbidden, "login", &view{Title: "Log in", Error: "A run's tools may not log in to the console.", Data: loginData{Next: next}})
+		return
+	}
 	tok := strings.TrimSpace(r.PostFormValue("token"))
 	c, err := h.api.Authenticate(r, tok)
 	if err != nil || c.Allows == nil || !c.Allows(api.KindConsole, api.ConsoleRead) {
@@ -47,7 +54,11 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	// A session of its own for every login (no fixation): an old cookie's
 	// session ends.
 	h.sessions.end(r)
-	id, _ := h.sessions.create(c.Name, c.Allows(api.KindConsole, api.ConsoleWrite))
+	cred := c.Name
+	if c.Admin {
+		cred = ""
+	}
+	id, _ := h.sessions.create(c.Name, cred, c.Allows(api.KindConsole, api.ConsoleWrite))
 	setCookie(w, r, id, 0)
 	h.log.Info("console login", zap.String("who", c.Name), zap.String("remote", r.RemoteAddr))
 	http.Redirect(w, r, next, http.StatusSeeOther)

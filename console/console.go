@@ -168,6 +168,9 @@ func (h *handler) post(write bool, change func(w http.ResponseWriter, r *http.Re
 			h.forbidden(w, ss, fmt.Sprintf("Read-only: %q may look but not change anything. Log in with the admin token, or a token whose grant has console: write.", ss.who))
 			return
 		}
+		// The API records the change as the session's user, and the
+		// rules of who may decide what (an approval's approvers) apply.
+		r = r.WithContext(api.WithActor(r.Context(), api.Actor{Via: "console", Name: ss.who, Credential: ss.cred}))
 		change(w, r, ss)
 	}
 }
@@ -210,12 +213,28 @@ func back(w http.ResponseWriter, r *http.Request, fallback string) {
 }
 
 // localPath is p when it is a path of this site, else fallback: a
-// redirect never leaves the console.
+// redirect never leaves the console. Browsers strip tabs and newlines
+// from a Location and read a backslash as a slash, so "/\t/evil.example"
+// would reach //evil.example: any control byte is refused, and the path
+// may not start with // or /\. What is kept is re-encoded from its parse.
 func localPath(p, fallback string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\\r\n") {
+	for i := 0; i < len(p); i++ {
+		if p[i] < 0x20 || p[i] == 0x7f {
+			return fallback
+		}
+	}
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.Contains(p, "\\") {
 		return fallback
 	}
-	return p
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return fallback
+	}
+	out := u.RequestURI()
+	if !strings.HasPrefix(out, "/") || strings.HasPrefix(out, "//") || strings.HasPrefix(out, "/\\") {
+		return fallback
+	}
+	return out
 }
 
 func (h *handler) render(w http.ResponseWriter, status int, name string, v *view) {

@@ -50,8 +50,9 @@ func callers(r *http.Request, _ []byte) (api.Caller, error) {
 // routes answers the cron and heartbeat routes as their triggers do, and
 // records the state changes that reach it.
 type routes struct {
-	mu    sync.Mutex
-	calls []string
+	mu     sync.Mutex
+	calls  []string
+	actors []api.Actor // who made each call (api.ActorFrom), if anyone
 }
 
 func (f *routes) Routes(mux *http.ServeMux) {
@@ -64,6 +65,8 @@ func (f *routes) Routes(mux *http.ServeMux) {
 	record := func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.calls = append(f.calls, r.Method+" "+r.URL.Path)
+		a, _ := api.ActorFrom(r.Context())
+		f.actors = append(f.actors, a)
 		f.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, "{}")

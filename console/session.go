@@ -18,6 +18,7 @@ const CookieName = "agentwork_session"
 // a restart logs everyone out.
 type session struct {
 	who     string // the credential's name: admin, or a webhook token's
+	cred    string // the webhook credential's name; "" for the admin token
 	write   bool   // may change state
 	csrf    string // the synchronizer token of its forms
 	created time.Time
@@ -48,7 +49,7 @@ func randomToken() string {
 
 // create starts a session and returns its cookie value. Expired sessions
 // are dropped first; at the limit, the least recently seen one goes.
-func (s *sessions) create(who string, write bool) (string, *session) {
+func (s *sessions) create(who, cred string, write bool) (string, *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -67,7 +68,7 @@ func (s *sessions) create(who string, write bool) (string, *session) {
 		delete(s.byHash, oldest)
 	}
 	id := randomToken()
-	ss := &session{who: who, write: write, csrf: randomToken(), created: now, seen: now}
+	ss := &session{who: who, cred: cred, write: write, csrf: randomToken(), created: now, seen: now}
 	s.byHash[sha256.Sum256([]byte(id))] = ss
 	return id, ss
 }

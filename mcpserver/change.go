@@ -201,6 +201,13 @@ func (s *Server) runJob(ctx context.Context, c Caller, in RunJobIn) (StartedOut,
 	if err != nil {
 		return StartedOut{}, err
 	}
+	if wait > 0 {
+		release, err := s.acquireWait(c)
+		if err != nil {
+			return StartedOut{}, err
+		}
+		defer release()
+	}
 	var r struct {
 		RequestID string `json:"request_id"`
 		Duplicate bool   `json:"duplicate"`
@@ -215,6 +222,13 @@ func (s *Server) sendTask(ctx context.Context, c Caller, in SendTaskIn) (Started
 	wait, err := checkWait(in.WaitSeconds)
 	if err != nil {
 		return StartedOut{}, err
+	}
+	if wait > 0 {
+		release, err := s.acquireWait(c)
+		if err != nil {
+			return StartedOut{}, err
+		}
+		defer release()
 	}
 	task := map[string]any{"prompt": in.Prompt}
 	for k, v := range map[string]string{"name": in.Name, "source": in.Source, "deliver": in.Deliver} {
@@ -294,6 +308,13 @@ func (s *Server) startWorkflow(ctx context.Context, c Caller, in StartWorkflowIn
 	wait, err := checkWait(in.WaitSeconds)
 	if err != nil {
 		return WorkflowStartedOut{}, err
+	}
+	if wait > 0 {
+		release, err := s.acquireWait(c)
+		if err != nil {
+			return WorkflowStartedOut{}, err
+		}
+		defer release()
 	}
 	body := map[string]any{}
 	if in.Inputs != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/tools/schedule"
 )
@@ -33,7 +34,26 @@ var (
 	ErrInvalid    = &Error{Status: 400, Code: "invalid", Detail: "invalid job"}
 	ErrNotReady   = &Error{Status: 503, Code: "not_ready", Detail: "the scheduler is still loading"}
 	ErrBadRequest = &Error{Status: 400, Code: "bad_request", Detail: "bad request"}
+	ErrForbidden  = &Error{Status: 403, Code: "forbidden", Detail: "the job is not the caller's"}
 )
+
+// mayChange checks that the caller of ctx may change or run j. A webhook
+// credential acting through the MCP server (an api.Actor via mcp with a
+// credential) changes and runs only the jobs it created (Creator's
+// credential is its own): a token whose grant allows its jobs only some
+// tools and targets could otherwise patch or run a job that has others.
+// The admin (also through MCP), the console and the CLI may change any
+// job.
+func mayChange(ctx context.Context, j Job) error {
+	a, ok := api.ActorFrom(ctx)
+	if !ok || a.Via != OriginMCP || a.Credential == "" {
+		return nil
+	}
+	if j.Creator != nil && j.Creator.Credential == a.Credential {
+		return nil
+	}
+	return apiErr(ErrForbidden, "job %q was not created by credential %q: an MCP token changes and runs only its own jobs, so nothing changed; create a job of your own, or ask the operator", j.ID, a.Credential)
+}
 
 func apiErr(base *Error, format string, args ...any) *Error {
 	return &Error{Status: base.Status, Code: base.Code, Detail: fmt.Sprintf(format, args...)}
@@ -268,6 +288,9 @@ func (s *Scheduler) Update(ctx context.Context, id string, patch json.RawMessage
 		if old.Origin == OriginWorkflow {
 			return Status{}, apiErr(ErrConfigJob, "job %q is a cron trigger of workflow %s: change the workflow's `on` in the config (pause and resume work here)", id, old.Workflow)
 		}
+		if err := mayChange(ctx, old); err != nil {
+			return Status{}, err
+		}
 		cur, _ := json.Marshal(old)
 		merged, err := mergePatch(cur, patch)
 		if err != nil {
@@ -316,6 +339,9 @@ func (s *Scheduler) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	if err := mayChange(ctx, j); err != nil {
+		return err
+	}
 	if j.Origin == OriginConfig {
 		return apiErr(ErrConfigJob, "job %q is defined in the config file: remove it there, or pause it", id)
 	}
@@ -351,6 +377,9 @@ func (s *Scheduler) pause(ctx context.Context, id, reason, by string) (Status, e
 	if err != nil {
 		return Status{}, err
 	}
+	if err := mayChange(ctx, j); err != nil {
+		return Status{}, err
+	}
 	now := s.clock.Now().UTC()
 	var refused error
 	st, err := updateState(ctx, s.bus.State, id, func(st *State) bool {
@@ -383,6 +412,9 @@ func (s *Scheduler) Resume(ctx context.Context, id string) (Status, error) {
 func (s *Scheduler) resume(ctx context.Context, id, by string) (Status, error) {
 	j, _, err := s.readJob(ctx, id)
 	if err != nil {
+		return Status{}, err
+	}
+	if err := mayChange(ctx, j); err != nil {
 		return Status{}, err
 	}
 	now := s.clock.Now().UTC()
@@ -443,6 +475,9 @@ func (s *Scheduler) RunNow(ctx context.Context, id string) (RunResult, error) {
 func (s *Scheduler) RunNowKey(ctx context.Context, id, key string) (RunResult, error) {
 	j, _, err := s.readJob(ctx, id)
 	if err != nil {
+		return RunResult{}, err
+	}
+	if err := mayChange(ctx, j); err != nil {
 		return RunResult{}, err
 	}
 	now := s.clock.Now().UTC()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/api"
+	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/internal/stdwebhook"
@@ -57,7 +58,8 @@ type Config struct {
 
 // Grant is what a credential may request: sources and names, each a list of
 // exact values or path.Match globs ("deploy-*"). Sources default to
-// ["task"]; empty Names allow every name. The source workflow lets the
+// ["task"] (none for a token with an mcp or console section: list task
+// to let it send tasks); empty Names allow every name. The source workflow lets the
 // credential start the workflows of Names (that have a webhook trigger)
 // through POST /v1/workflows/{name}/runs; it is never a task's source. The reserved sources heartbeat,
 // cron and delivery are never granted, whatever the patterns say.
@@ -85,6 +87,10 @@ type Grant struct {
 	// write (also run, pause, resume and delete jobs, wake and pause the
 	// heartbeat, retry deliveries).
 	Console string `yaml:"console" json:"console,omitempty" jsonschema:"enum=read,enum=write"`
+
+	// noTasks: a token with an mcp or console section, which sends no
+	// tasks unless Sources lists them (Token.grant).
+	noTasks bool
 }
 
 // Token is a named bearer token and its grant.
@@ -138,6 +144,11 @@ type Secret struct {
 // runtime's own triggers and the delivery results.
 var Reserved = []string{bus.SourceHeartbeat, bus.SourceCron, bus.SourceDelivery}
 
+// ReservedNames are the names no credential can have: approval records
+// name who decided with them (the admin token, a signed link, the
+// deadline), so a token of one of these names would pass for it.
+var ReservedNames = []string{approval.ByAdmin, approval.ByLink, approval.ByTimeout}
+
 func reserved(source string) bool {
 	for _, r := range Reserved {
 		if source == r {
@@ -177,6 +188,10 @@ func (c Config) Validate() error {
 	names := map[string]string{}
 	seen := func(field, name string) {
 		if name == "" {
+			return
+		}
+		if slices.Contains(ReservedNames, name) {
+			errs = append(errs, fmt.Errorf("%s.name: %q is reserved (%s name who decided an approval: the admin token, a signed link, a deadline); choose another name", field, name, strings.Join(ReservedNames, ", ")))
 			return
 		}
 		if prev, dup := names[name]; dup {
@@ -288,12 +303,22 @@ func validPattern(p string) bool {
 	return true
 }
 
-// sources are the effective source patterns (default ["task"]).
+// sources are the effective source patterns (default ["task"], but none
+// for a token with an mcp or console section).
 func (g Grant) sources() []string {
-	if len(g.Sources) == 0 {
+	if len(g.Sources) == 0 && !g.noTasks {
 		return []string{bus.SourceTask}
 	}
 	return g.Sources
+}
+
+// grant is t's effective grant: a token made for the MCP server or the
+// console (a dashboard's read-only token, an approver's) gets no task
+// source by default; its sources must list task to send tasks.
+func (t Token) grant() Grant {
+	g := t.Grant
+	g.noTasks = t.MCP != nil || g.Console != ""
+	return g
 }
 
 // AllowsTarget reports whether g permits a task to name target (see

@@ -108,7 +108,7 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Handler, error) {
 	h := &Handler{bus: b, cfg: cfg, log: zap.NewNop(), now: time.Now, timeout: 10 * time.Second, inflight: semaphore.NewWeighted(cfg.MaxInflight),
 		unverified: semaphore.NewWeighted(max(cfg.MaxInflight/2, cfg.MaxBody))}
 	for i, t := range cfg.Tokens {
-		h.tokens = append(h.tokens, namedToken{name: t.Name, field: fmt.Sprintf("webhook.tokens[%d]", i), sum: sha256.Sum256([]byte(t.Token)), grant: t.Grant, mcp: t.MCP})
+		h.tokens = append(h.tokens, namedToken{name: t.Name, field: fmt.Sprintf("webhook.tokens[%d]", i), sum: sha256.Sum256([]byte(t.Token)), grant: t.grant(), mcp: t.MCP})
 	}
 	h.verifier.tolerance = cfg.Tolerance
 	for i, s := range cfg.Secrets {

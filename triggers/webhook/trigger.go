@@ -46,7 +46,7 @@ func (h *Handler) Sources() []string {
 func (h *Handler) grants() []Grant {
 	var out []Grant
 	for _, t := range h.cfg.Tokens {
-		out = append(out, t.Grant)
+		out = append(out, t.grant())
 	}
 	for _, s := range h.cfg.Secrets {
 		out = append(out, s.Grant)
