@@ -98,6 +98,9 @@ func (c *Console) Handler(s *api.Server) http.Handler {
 	mux.HandleFunc("GET /deliveries", h.get(h.deliveries))
 	mux.HandleFunc("POST /deliveries/{id}/retry", h.post(true, h.retryDelivery))
 	mux.HandleFunc("POST /deliveries-retry-all", h.post(true, h.retryAll))
+	mux.HandleFunc("GET /approvals", h.get(h.approvals))
+	mux.HandleFunc("GET /approvals/{id}", h.get(h.approval))
+	mux.HandleFunc("POST /approvals/{id}", h.post(true, h.decide))
 	mux.HandleFunc("/", h.get(h.notFound))
 	return headers(mux)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/agentwork/agentwork/api"
+	"github.com/agentwork/agentwork/approval"
 )
 
 // chromium finds Debian's chromium on PATH ("" when it is not there).
@@ -82,6 +84,12 @@ cron:
       schedule: "0 0 1 1 *"
       timezone: Europe/Berlin
       prompt: "Summarise the day."
+workflows:
+  ship:
+    targets: [console]
+    steps:
+      - id: ask
+        approval: {message: "Ship the release?"}
 `)
 	base := "http://" + addr
 	waitFor(t, 30*time.Second, "a ready HTTP server", func() bool {
@@ -249,6 +257,62 @@ cron:
 			t.Errorf("%s at 375 px scrolls sideways: the page is wider than the window", p)
 		}
 	}
+
+	// A workflow's approval step waits; on a 375 px viewport, with the
+	// keyboard alone, it is approved with a comment, and the run goes on.
+	wfRun := apiJSON[struct{ ID string }](t, http.MethodPost, base+"/v1/workflows/ship/runs", admin).ID
+	var pending string
+	waitFor(t, 20*time.Second, "the workflow's approval", func() bool {
+		list := apiJSON[struct{ Approvals []approval.Approval }](t, http.MethodGet, base+"/v1/approvals?state=pending", admin)
+		for _, a := range list.Approvals {
+			if a.Run == wfRun {
+				pending = a.ID
+			}
+		}
+		return pending != ""
+	}, srv.child)
+	do("the approvals inbox at 375 px", chromedp.Navigate(base+"/"), chromedp.WaitVisible(css(`nav a[href="/approvals"]`)),
+		chromedp.Click(css(`nav a[href="/approvals"]`)), chromedp.WaitVisible(css("#approval-"+pending)), shot("phone-approvals"))
+	if card := text("#approval-" + pending); !strings.Contains(card, "Ship the release?") || !strings.Contains(card, "ship") || !strings.Contains(card, "Deadline") {
+		t.Errorf("the pending approval's card reads %q, want the question, the workflow and the deadline", card)
+	}
+	if !eval(`document.documentElement.scrollWidth <= window.innerWidth`) {
+		t.Error("/approvals at 375 px scrolls sideways: the page is wider than the window")
+	}
+	do("approve with the keyboard", chromedp.Focus(css("#comment-"+pending)), chromedp.SendKeys(css("#comment-"+pending), "go ahead"),
+		chromedp.KeyEvent("\t"), chromedp.KeyEvent("\r"), chromedp.WaitVisible(css(".flash")), shot("phone-approved"))
+	if flash := text(".flash"); flash != "Approved: "+pending+"." {
+		t.Errorf("after Approve the page says %q", flash)
+	}
+	a := apiJSON[approval.Approval](t, http.MethodGet, base+"/v1/approvals/"+pending, admin)
+	if a.State != approval.Approved || a.Decision == nil || a.Decision.By != "admin" || a.Decision.Comment != "go ahead" {
+		t.Errorf("after the console's Approve the approval is %s %+v, want approved by admin with the comment", a.State, a.Decision)
+	}
+	waitFor(t, 20*time.Second, "the workflow run to go on and end", func() bool {
+		return apiJSON[struct{ Status string }](t, http.MethodGet, base+"/v1/workflow-runs/"+wfRun, admin).Status == "done"
+	}, srv.child)
+}
+
+// apiJSON calls the HTTP API with the admin token and decodes its 2xx
+// answer.
+func apiJSON[T any](t *testing.T, method, u, admin string) T {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), method, u, nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out T
+	if resp.StatusCode/100 != 2 {
+		raw, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s %s = %d %s", method, u, resp.StatusCode, raw)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	return out
 }
 
 // jobStatus is the job digest's status, as the API answers it.
