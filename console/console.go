@@ -101,6 +101,9 @@ func (c *Console) Handler(s *api.Server) http.Handler {
 	mux.HandleFunc("GET /approvals", h.get(h.approvals))
 	mux.HandleFunc("GET /approvals/{id}", h.get(h.approval))
 	mux.HandleFunc("POST /approvals/{id}", h.post(true, h.decide))
+	mux.HandleFunc("GET /workflows", h.get(h.workflows))
+	mux.HandleFunc("GET /workflow-runs/{id}", h.get(h.workflowRun))
+	mux.HandleFunc("POST /workflow-runs/{id}/{action}", h.post(true, h.workflowRunAction))
 	mux.HandleFunc("/", h.get(h.notFound))
 	return headers(mux)
 }

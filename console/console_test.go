@@ -108,12 +108,16 @@ func (c *clock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, opts ...func(*api.Deps)) *fixture {
 	t.Helper()
 	b := bustest.New(t)
 	f := &fixture{b: b, routes: &routes{}, now: &clock{t: time.Now()}, approvals: approval.New(b, approval.Config{})}
-	s := api.New(api.Config{AdminToken: adminToken, KeepAlive: time.Hour}, api.Deps{Bus: b, Routes: []api.Router{f.routes}, Callers: callers,
-		Approvals: f.approvals, Console: console.New(console.WithClock(f.now.Now))})
+	deps := api.Deps{Bus: b, Routes: []api.Router{f.routes}, Callers: callers,
+		Approvals: f.approvals, Console: console.New(console.WithClock(f.now.Now))}
+	for _, o := range opts {
+		o(&deps)
+	}
+	s := api.New(api.Config{AdminToken: adminToken, KeepAlive: time.Hour}, deps)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	f.url = srv.URL

@@ -291,6 +291,20 @@ workflows:
 	waitFor(t, 20*time.Second, "the workflow run to go on and end", func() bool {
 		return apiJSON[struct{ Status string }](t, http.MethodGet, base+"/v1/workflow-runs/"+wfRun, admin).Status == "done"
 	}, srv.child)
+
+	// The workflow run's page: its step timeline says the approval step
+	// is done and links to the approval.
+	do("the workflow run", chromedp.Navigate(base+"/workflows"), chromedp.WaitVisible(css("#workflow-runs")), shot("phone-workflows"),
+		chromedp.Click(css(`#workflow-runs a[href="/workflow-runs/`+wfRun+`"]`)), chromedp.WaitVisible(css("#step-ask")), shot("phone-workflow-run"))
+	if step := text("#step-ask"); !strings.Contains(step, "done") || !strings.Contains(step, "Its approval") {
+		t.Errorf("the step ask reads %q, want done with a link to its approval", step)
+	}
+	if st := text("#run-status"); st != "done" {
+		t.Errorf("the workflow run's page says %q, want done", st)
+	}
+	if !eval(`document.documentElement.scrollWidth <= window.innerWidth`) {
+		t.Error("a workflow run's page at 375 px scrolls sideways")
+	}
 }
 
 // apiJSON calls the HTTP API with the admin token and decodes its 2xx
