@@ -15,7 +15,7 @@ import (
 )
 
 // pageNames are the templates that extend base.html.
-var pageNames = []string{"login", "error", "overview", "runs", "run", "jobs", "heartbeat", "deliveries", "approvals", "approval", "workflows", "workflow_run"}
+var pageNames = []string{"login", "error", "overview", "runs", "run", "jobs", "heartbeat", "deliveries", "approvals", "approval", "workflows", "workflow_run", "memory", "memory_doc"}
 
 // funcs are the templates' helpers. None returns template.HTML: what a
 // model or a web page wrote is always escaped.
@@ -82,7 +82,7 @@ var funcs = template.FuncMap{
 	},
 	"nav": func() []navItem {
 		return []navItem{{"overview", "/", "Overview"}, {"runs", "/runs", "Runs"}, {"jobs", "/jobs", "Jobs"},
-			{"heartbeat", "/heartbeat", "Heartbeat"}, {"workflows", "/workflows", "Workflows"}, {"approvals", "/approvals", "Approvals"}, {"deliveries", "/deliveries", "Deliveries"}}
+			{"heartbeat", "/heartbeat", "Heartbeat"}, {"workflows", "/workflows", "Workflows"}, {"approvals", "/approvals", "Approvals"}, {"memory", "/memory", "Memory"}, {"deliveries", "/deliveries", "Deliveries"}}
 	},
 }
 

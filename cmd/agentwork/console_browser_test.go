@@ -305,6 +305,41 @@ workflows:
 	if !eval(`document.documentElement.scrollWidth <= window.innerWidth`) {
 		t.Error("a workflow run's page at 375 px scrolls sideways")
 	}
+
+	// Memory: edit while someone else saved; the conflict is shown, both
+	// texts are there, and nothing is lost.
+	putMemory := func(text string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, base+"/v1/memory/long", strings.NewReader(text))
+		req.Header.Set("Authorization", "Bearer "+admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("PUT /v1/memory/long = %d", resp.StatusCode)
+		}
+	}
+	putMemory("# Notes\n- the first line\n")
+	do("edit memory", chromedp.EmulateViewport(1280, 900), chromedp.Navigate(base+"/memory"), chromedp.WaitVisible(css(`#memory-docs a[href="/memory/long"]`)), shot("memory"),
+		chromedp.Click(css(`#memory-docs a[href="/memory/long"]`)), chromedp.WaitVisible(css("#edit")),
+		chromedp.Click(css("#edit")), chromedp.WaitVisible(css("#text")), chromedp.SendKeys(css("#text"), "- mine, typed in the console\n"))
+	putMemory("# Notes\n- theirs, saved meanwhile\n")
+	do("save over theirs", chromedp.Click(css(".editor button[type=submit]")), chromedp.WaitVisible(css("#theirs")), shot("memory-conflict"))
+	if theirs := text("#theirs"); !strings.Contains(theirs, "theirs, saved meanwhile") {
+		t.Errorf("the conflict shows theirs as %q", theirs)
+	}
+	mine, err := chromedp.Run(bctx, chromedp.Value(css("#text")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(mine, "mine, typed in the console") || !strings.Contains(mine, "the first line") {
+		t.Errorf("after the conflict the editor holds %q, want the text typed kept", mine)
+	}
+	if msg := text("p.error"); !strings.Contains(msg, "someone else saved") {
+		t.Errorf("the conflict says %q", msg)
+	}
 }
 
 // apiJSON calls the HTTP API with the admin token and decodes its 2xx
