@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/api"
+	"github.com/agentwork/agentwork/tools/memory"
 )
 
 // Defaults.
@@ -40,6 +41,10 @@ var templateFS embed.FS
 
 //go:embed static
 var staticFS embed.FS
+
+// maxForm bounds a form's body: a memory document (memory.MaxDoc) sent
+// as a URL-encoded form, each byte at worst three.
+const maxForm = 3*memory.MaxDoc + 64<<10
 
 // Console is the web console. Safe for concurrent use.
 type Console struct {
@@ -98,6 +103,15 @@ func (c *Console) Handler(s *api.Server) http.Handler {
 	mux.HandleFunc("GET /deliveries", h.get(h.deliveries))
 	mux.HandleFunc("POST /deliveries/{id}/retry", h.post(true, h.retryDelivery))
 	mux.HandleFunc("POST /deliveries-retry-all", h.post(true, h.retryAll))
+	mux.HandleFunc("GET /approvals", h.get(h.approvals))
+	mux.HandleFunc("GET /approvals/{id}", h.get(h.approval))
+	mux.HandleFunc("POST /approvals/{id}", h.post(true, h.decide))
+	mux.HandleFunc("GET /workflows", h.get(h.workflows))
+	mux.HandleFunc("GET /workflow-runs/{id}", h.get(h.workflowRun))
+	mux.HandleFunc("POST /workflow-runs/{id}/{action}", h.post(true, h.workflowRunAction))
+	mux.HandleFunc("GET /memory", h.get(h.memoryList))
+	mux.HandleFunc("GET /memory/{doc}", h.get(h.memoryDoc))
+	mux.HandleFunc("POST /memory/{doc}", h.post(true, h.saveMemory))
 	mux.HandleFunc("/", h.get(h.notFound))
 	return headers(mux)
 }
@@ -154,7 +168,7 @@ func (h *handler) get(page func(w http.ResponseWriter, r *http.Request, v *view)
 // change, which answers with a redirect.
 func (h *handler) post(write bool, change func(w http.ResponseWriter, r *http.Request, ss *session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 		ss := h.sessions.get(r, false)
 		if ss == nil {
 			toLogin(w, r)
@@ -283,6 +297,12 @@ func (h *handler) call(ctx context.Context, method, path string, body any, out a
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return h.send(req, out, header)
+}
+
+// send makes the request req of the API in-process and answers as call.
+func (h *handler) send(req *http.Request, out any, header *http.Header) error {
+	method, path := req.Method, req.URL.Path
 	rec := &recorder{header: http.Header{}}
 	h.api.Local().ServeHTTP(rec, req)
 	if header != nil {

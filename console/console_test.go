@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/api"
+	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/console"
@@ -88,10 +89,11 @@ func (f *routes) got() []string {
 }
 
 type fixture struct {
-	b      *bus.Bus
-	url    string
-	routes *routes
-	now    *clock
+	b         *bus.Bus
+	approvals *approval.Service
+	url       string
+	routes    *routes
+	now       *clock
 }
 
 type clock struct {
@@ -106,12 +108,16 @@ func (c *clock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, opts ...func(*api.Deps)) *fixture {
 	t.Helper()
 	b := bustest.New(t)
-	f := &fixture{b: b, routes: &routes{}, now: &clock{t: time.Now()}}
-	s := api.New(api.Config{AdminToken: adminToken, KeepAlive: time.Hour}, api.Deps{Bus: b, Routes: []api.Router{f.routes}, Callers: callers,
-		Console: console.New(console.WithClock(f.now.Now))})
+	f := &fixture{b: b, routes: &routes{}, now: &clock{t: time.Now()}, approvals: approval.New(b, approval.Config{})}
+	deps := api.Deps{Bus: b, Routes: []api.Router{f.routes}, Callers: callers,
+		Approvals: f.approvals, Console: console.New(console.WithClock(f.now.Now))}
+	for _, o := range opts {
+		o(&deps)
+	}
+	s := api.New(api.Config{AdminToken: adminToken, KeepAlive: time.Hour}, deps)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
@@ -177,7 +183,7 @@ func (b *browser) login(tok string) *browser {
 }
 
 var (
-	pages = []string{"/", "/runs", "/runs/0196a7c3-1f2e-7c4d-9a8b-5e6f7a8b9c0d", "/jobs", "/heartbeat", "/deliveries", "/no-such-page"}
+	pages = []string{"/", "/runs", "/runs/0196a7c3-1f2e-7c4d-9a8b-5e6f7a8b9c0d", "/jobs", "/heartbeat", "/deliveries", "/approvals", "/approvals?decided=1", "/workflows", "/memory", "/approvals/0123456789abcdef0123456789abcdef", "/no-such-page"}
 	// changes are the forms that change state, and the API calls they make.
 	changes = []struct{ path, call string }{
 		{"/jobs/digest/run", "POST /v1/jobs/digest/run"},
@@ -189,6 +195,10 @@ var (
 		{"/heartbeat/resume", "POST /v1/heartbeat/resume"},
 		{"/deliveries/n-1/retry", ""},
 		{"/deliveries-retry-all", ""},
+		{"/approvals/0123456789abcdef0123456789abcdef", ""},
+		{"/workflow-runs/r1/cancel", ""},
+		{"/workflow-runs/r1/retry", ""},
+		{"/memory/long", ""},
 	}
 )
 
@@ -218,7 +228,7 @@ func TestAuth(t *testing.T) {
 	viewer := f.browser(t).login(viewerToken)
 	for _, p := range pages {
 		want := http.StatusOK
-		if p == "/no-such-page" || strings.HasPrefix(p, "/runs/") {
+		if p == "/no-such-page" || strings.HasPrefix(p, "/runs/") || strings.HasPrefix(p, "/approvals/") {
 			want = http.StatusNotFound
 		}
 		if got := viewer.do("GET", p, nil); got.status != want {
@@ -403,7 +413,7 @@ func TestEscaping(t *testing.T) {
 		t.Errorf("a job's error is not escaped:\n%s", got.body)
 	}
 	// No inline script or style anywhere.
-	for _, p := range append([]string{"/runs/" + ev.ID}, pages[:6]...) {
+	for _, p := range append([]string{"/runs/" + ev.ID}, pages[:10]...) {
 		body := b.do("GET", p, nil).body
 		if regexp.MustCompile(`<script>|<style|\sstyle="|\son[a-z]+="`).MatchString(body) {
 			t.Errorf("GET %s has inline script or style:\n%s", p, body)

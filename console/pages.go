@@ -116,6 +116,7 @@ type overview struct {
 	RunsErr     string
 	Failed      int
 	FailedErr   string
+	Waiting     int // approvals pending; -1 when the server runs none
 }
 
 type part struct{ Name, State string }
@@ -171,6 +172,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request, v *view) {
 		o.FailedErr = err.Error()
 	}
 	o.Failed = len(dl.Deliveries)
+	o.Waiting = h.pendingCount(r)
 	v.Title, v.Nav, v.Data = "Overview", "overview", o
 	h.render(w, http.StatusOK, "overview", v)
 }

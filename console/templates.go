@@ -15,7 +15,7 @@ import (
 )
 
 // pageNames are the templates that extend base.html.
-var pageNames = []string{"login", "error", "overview", "runs", "run", "jobs", "heartbeat", "deliveries"}
+var pageNames = []string{"login", "error", "overview", "runs", "run", "jobs", "heartbeat", "deliveries", "approvals", "approval", "workflows", "workflow_run", "memory", "memory_doc"}
 
 // funcs are the templates' helpers. None returns template.HTML: what a
 // model or a web page wrote is always escaped.
@@ -65,6 +65,8 @@ var funcs = template.FuncMap{
 		return s
 	},
 	"join": strings.Join,
+	// decideArgs is what the decide-form template needs.
+	"decideArgs": func(v *view, id, back string) decideArgs { return decideArgs{ID: id, CSRF: v.CSRF, Back: back} },
 	"receipt": func(r connectors.Receipt) string {
 		var parts []string
 		if len(r.MessageIDs) > 0 {
@@ -80,11 +82,13 @@ var funcs = template.FuncMap{
 	},
 	"nav": func() []navItem {
 		return []navItem{{"overview", "/", "Overview"}, {"runs", "/runs", "Runs"}, {"jobs", "/jobs", "Jobs"},
-			{"heartbeat", "/heartbeat", "Heartbeat"}, {"deliveries", "/deliveries", "Deliveries"}}
+			{"heartbeat", "/heartbeat", "Heartbeat"}, {"workflows", "/workflows", "Workflows"}, {"approvals", "/approvals", "Approvals"}, {"memory", "/memory", "Memory"}, {"deliveries", "/deliveries", "Deliveries"}}
 	},
 }
 
 type navItem struct{ Key, Href, Label string }
+
+type decideArgs struct{ ID, CSRF, Back string }
 
 func formatMS(ms float64) string {
 	switch {
@@ -106,9 +110,10 @@ func cut(s string, n int) string {
 	return string(r[:n]) + "…"
 }
 
-// parsePages parses base.html with each page.
+// parsePages parses base.html and the parts (parts_*.html: templates
+// more than one page uses) with each page.
 func parsePages() map[string]*template.Template {
-	base := template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/base.html"))
+	base := template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/base.html", "templates/parts_*.html"))
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {
 		out[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFS, "templates/"+name+".html"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/agentwork/agentwork/api"
+	"github.com/agentwork/agentwork/approval"
 )
 
 // chromium finds Debian's chromium on PATH ("" when it is not there).
@@ -82,6 +84,12 @@ cron:
       schedule: "0 0 1 1 *"
       timezone: Europe/Berlin
       prompt: "Summarise the day."
+workflows:
+  ship:
+    targets: [console]
+    steps:
+      - id: ask
+        approval: {message: "Ship the release?"}
 `)
 	base := "http://" + addr
 	waitFor(t, 30*time.Second, "a ready HTTP server", func() bool {
@@ -249,6 +257,111 @@ cron:
 			t.Errorf("%s at 375 px scrolls sideways: the page is wider than the window", p)
 		}
 	}
+
+	// A workflow's approval step waits; on a 375 px viewport, with the
+	// keyboard alone, it is approved with a comment, and the run goes on.
+	wfRun := apiJSON[struct{ ID string }](t, http.MethodPost, base+"/v1/workflows/ship/runs", admin).ID
+	var pending string
+	waitFor(t, 20*time.Second, "the workflow's approval", func() bool {
+		list := apiJSON[struct{ Approvals []approval.Approval }](t, http.MethodGet, base+"/v1/approvals?state=pending", admin)
+		for _, a := range list.Approvals {
+			if a.Run == wfRun {
+				pending = a.ID
+			}
+		}
+		return pending != ""
+	}, srv.child)
+	do("the approvals inbox at 375 px", chromedp.Navigate(base+"/"), chromedp.WaitVisible(css(`nav a[href="/approvals"]`)),
+		chromedp.Click(css(`nav a[href="/approvals"]`)), chromedp.WaitVisible(css("#approval-"+pending)), shot("phone-approvals"))
+	if card := text("#approval-" + pending); !strings.Contains(card, "Ship the release?") || !strings.Contains(card, "ship") || !strings.Contains(card, "Deadline") {
+		t.Errorf("the pending approval's card reads %q, want the question, the workflow and the deadline", card)
+	}
+	if !eval(`document.documentElement.scrollWidth <= window.innerWidth`) {
+		t.Error("/approvals at 375 px scrolls sideways: the page is wider than the window")
+	}
+	do("approve with the keyboard", chromedp.Focus(css("#comment-"+pending)), chromedp.SendKeys(css("#comment-"+pending), "go ahead"),
+		chromedp.KeyEvent("\t"), chromedp.KeyEvent("\r"), chromedp.WaitVisible(css(".flash")), shot("phone-approved"))
+	if flash := text(".flash"); flash != "Approved: "+pending+"." {
+		t.Errorf("after Approve the page says %q", flash)
+	}
+	a := apiJSON[approval.Approval](t, http.MethodGet, base+"/v1/approvals/"+pending, admin)
+	if a.State != approval.Approved || a.Decision == nil || a.Decision.By != "admin" || a.Decision.Comment != "go ahead" {
+		t.Errorf("after the console's Approve the approval is %s %+v, want approved by admin with the comment", a.State, a.Decision)
+	}
+	waitFor(t, 20*time.Second, "the workflow run to go on and end", func() bool {
+		return apiJSON[struct{ Status string }](t, http.MethodGet, base+"/v1/workflow-runs/"+wfRun, admin).Status == "done"
+	}, srv.child)
+
+	// The workflow run's page: its step timeline says the approval step
+	// is done and links to the approval.
+	do("the workflow run", chromedp.Navigate(base+"/workflows"), chromedp.WaitVisible(css("#workflow-runs")), shot("phone-workflows"),
+		chromedp.Click(css(`#workflow-runs a[href="/workflow-runs/`+wfRun+`"]`)), chromedp.WaitVisible(css("#step-ask")), shot("phone-workflow-run"))
+	if step := text("#step-ask"); !strings.Contains(step, "done") || !strings.Contains(step, "Its approval") {
+		t.Errorf("the step ask reads %q, want done with a link to its approval", step)
+	}
+	if st := text("#run-status"); st != "done" {
+		t.Errorf("the workflow run's page says %q, want done", st)
+	}
+	if !eval(`document.documentElement.scrollWidth <= window.innerWidth`) {
+		t.Error("a workflow run's page at 375 px scrolls sideways")
+	}
+
+	// Memory: edit while someone else saved; the conflict is shown, both
+	// texts are there, and nothing is lost.
+	putMemory := func(text string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, base+"/v1/memory/long", strings.NewReader(text))
+		req.Header.Set("Authorization", "Bearer "+admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("PUT /v1/memory/long = %d", resp.StatusCode)
+		}
+	}
+	putMemory("# Notes\n- the first line\n")
+	do("edit memory", chromedp.EmulateViewport(1280, 900), chromedp.Navigate(base+"/memory"), chromedp.WaitVisible(css(`#memory-docs a[href="/memory/long"]`)), shot("memory"),
+		chromedp.Click(css(`#memory-docs a[href="/memory/long"]`)), chromedp.WaitVisible(css("#edit")),
+		chromedp.Click(css("#edit")), chromedp.WaitVisible(css("#text")), chromedp.SendKeys(css("#text"), "- mine, typed in the console\n"))
+	putMemory("# Notes\n- theirs, saved meanwhile\n")
+	do("save over theirs", chromedp.Click(css(".editor button[type=submit]")), chromedp.WaitVisible(css("#theirs")), shot("memory-conflict"))
+	if theirs := text("#theirs"); !strings.Contains(theirs, "theirs, saved meanwhile") {
+		t.Errorf("the conflict shows theirs as %q", theirs)
+	}
+	mine, err := chromedp.Run(bctx, chromedp.Value(css("#text")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(mine, "mine, typed in the console") || !strings.Contains(mine, "the first line") {
+		t.Errorf("after the conflict the editor holds %q, want the text typed kept", mine)
+	}
+	if msg := text("p.error"); !strings.Contains(msg, "someone else saved") {
+		t.Errorf("the conflict says %q", msg)
+	}
+}
+
+// apiJSON calls the HTTP API with the admin token and decodes its 2xx
+// answer.
+func apiJSON[T any](t *testing.T, method, u, admin string) T {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), method, u, nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out T
+	if resp.StatusCode/100 != 2 {
+		raw, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s %s = %d %s", method, u, resp.StatusCode, raw)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	return out
 }
 
 // jobStatus is the job digest's status, as the API answers it.
