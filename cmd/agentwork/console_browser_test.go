@@ -247,7 +247,7 @@ workflows:
 	}
 
 	// 375 px wide: the pages scroll only down.
-	for _, p := range []string{"/", "/runs", "/jobs", href} {
+	for _, p := range []string{"/", "/runs", "/jobs", "/usage", href} {
 		name := "phone" + strings.ReplaceAll(strings.TrimSuffix(p, "/"), "/", "-")
 		if p == href {
 			name = "phone-run"
