@@ -113,6 +113,7 @@ func (c *Console) Handler(s *api.Server) http.Handler {
 	mux.HandleFunc("GET /memory/{doc}", h.get(h.memoryDoc))
 	mux.HandleFunc("POST /memory/{doc}", h.post(true, h.saveMemory))
 	mux.HandleFunc("GET /usage", h.get(h.usage))
+	mux.HandleFunc("GET /tools", h.get(h.toolsList))
 	mux.HandleFunc("/", h.get(h.notFound))
 	return headers(mux)
 }

@@ -185,7 +185,7 @@ func (b *browser) login(tok string) *browser {
 }
 
 var (
-	pages = []string{"/", "/runs", "/runs/0196a7c3-1f2e-7c4d-9a8b-5e6f7a8b9c0d", "/jobs", "/heartbeat", "/deliveries", "/approvals", "/approvals?decided=1", "/workflows", "/memory", "/usage", "/approvals/0123456789abcdef0123456789abcdef", "/no-such-page"}
+	pages = []string{"/", "/runs", "/runs/0196a7c3-1f2e-7c4d-9a8b-5e6f7a8b9c0d", "/jobs", "/heartbeat", "/deliveries", "/approvals", "/approvals?decided=1", "/workflows", "/memory", "/usage", "/tools", "/approvals/0123456789abcdef0123456789abcdef", "/no-such-page"}
 	// changes are the forms that change state, and the API calls they make.
 	changes = []struct{ path, call string }{
 		{"/jobs/digest/run", "POST /v1/jobs/digest/run"},
@@ -415,7 +415,7 @@ func TestEscaping(t *testing.T) {
 		t.Errorf("a job's error is not escaped:\n%s", got.body)
 	}
 	// No inline script or style anywhere.
-	for _, p := range append([]string{"/runs/" + ev.ID}, pages[:11]...) {
+	for _, p := range append([]string{"/runs/" + ev.ID}, pages[:12]...) {
 		body := b.do("GET", p, nil).body
 		if regexp.MustCompile(`<script>|<style|\sstyle="|\son[a-z]+="`).MatchString(body) {
 			t.Errorf("GET %s has inline script or style:\n%s", p, body)

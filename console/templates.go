@@ -16,7 +16,7 @@ import (
 )
 
 // pageNames are the templates that extend base.html.
-var pageNames = []string{"login", "error", "overview", "runs", "run", "jobs", "heartbeat", "deliveries", "approvals", "approval", "workflows", "workflow_run", "memory", "memory_doc", "usage"}
+var pageNames = []string{"login", "error", "overview", "runs", "run", "jobs", "heartbeat", "deliveries", "approvals", "approval", "workflows", "workflow_run", "memory", "memory_doc", "usage", "tools"}
 
 // funcs are the templates' helpers. None returns template.HTML: what a
 // model or a web page wrote is always escaped.
@@ -68,6 +68,8 @@ var funcs = template.FuncMap{
 	"join": strings.Join,
 	// tokens writes a count of tokens short (12.3k); f1 a coordinate.
 	"tokens": tokens,
+	// sources are those the tools page asks about.
+	"sources": func() []string { return scopeSources },
 	"add": func(a int, b ...int) int {
 		for _, n := range b {
 			a += n
@@ -93,7 +95,7 @@ var funcs = template.FuncMap{
 	},
 	"nav": func() []navItem {
 		return []navItem{{"overview", "/", "Overview"}, {"runs", "/runs", "Runs"}, {"jobs", "/jobs", "Jobs"},
-			{"heartbeat", "/heartbeat", "Heartbeat"}, {"workflows", "/workflows", "Workflows"}, {"approvals", "/approvals", "Approvals"}, {"memory", "/memory", "Memory"}, {"deliveries", "/deliveries", "Deliveries"}, {"usage", "/usage", "Usage"}}
+			{"heartbeat", "/heartbeat", "Heartbeat"}, {"workflows", "/workflows", "Workflows"}, {"approvals", "/approvals", "Approvals"}, {"memory", "/memory", "Memory"}, {"deliveries", "/deliveries", "Deliveries"}, {"usage", "/usage", "Usage"}, {"tools", "/tools", "Tools"}}
 	},
 }
 

@@ -247,7 +247,7 @@ workflows:
 	}
 
 	// 375 px wide: the pages scroll only down.
-	for _, p := range []string{"/", "/runs", "/jobs", "/usage", href} {
+	for _, p := range []string{"/", "/runs", "/jobs", "/usage", "/tools", href} {
 		name := "phone" + strings.ReplaceAll(strings.TrimSuffix(p, "/"), "/", "-")
 		if p == href {
 			name = "phone-run"
