@@ -89,6 +89,8 @@ type job struct {
 		Timezone string     `json:"timezone"`
 		Prompt   string     `json:"prompt"`
 		Targets  []string   `json:"targets"`
+		Tools    []string   `json:"tools"`
+		Model    string     `json:"model"`
 		Origin   string     `json:"origin"`
 		Budget   struct {
 			DailyTokens int64 `json:"daily_tokens"`
