@@ -81,7 +81,7 @@ func (f *routes) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("PATCH /v1/jobs/{id}", record)
 	mux.HandleFunc("DELETE /v1/jobs/{id}", record)
 	mux.HandleFunc("GET /v1/heartbeat", json(`{"name":"default","enabled":true,"every":"30m0s","active_hours":"always","active_now":true,
-		"checklist":"- <img src=x onerror=alert(1)>","next_fire":"2030-01-01T08:00:00Z","last_run":{"run_id":"r","ended":"2026-01-01T08:00:00Z","outcome":"skip","reason":"empty_checklist"}}`))
+		"checklist":"- <img src=x onerror=alert(1)>","next_fire":"2030-01-01T08:00:00Z","budget":{"daily_tokens":5000},"budget_zone":"UTC","spent":{"day":"2029-12-31","tokens":1234},"last_run":{"run_id":"r","ended":"2026-01-01T08:00:00Z","outcome":"skip","reason":"empty_checklist"}}`))
 	mux.HandleFunc("GET /v1/heartbeat/history", json(`{"runs":[]}`))
 	mux.HandleFunc("POST /v1/heartbeat/{verb}", record)
 }

@@ -68,9 +68,11 @@ type barPart struct {
 
 type legend struct{ Model, Class string }
 
-// budgetRow is a job with a daily token budget.
+// budgetRow is a cron job, or the heartbeat, with a daily token budget.
 type budgetRow struct {
 	ID, Timezone string
+	Href         string
+	Reason       string // the heartbeat's pause: its reason says what paused it
 	Daily        int64
 	Today        int64
 	Day          string
@@ -110,10 +112,35 @@ func (h *handler) usage(w http.ResponseWriter, r *http.Request, v *view) {
 	h.render(w, http.StatusOK, "usage", v)
 }
 
-// budgets are the cron jobs with a daily token budget, and what they spent
-// today (their state, as GET /v1/jobs shows it).
+// budgets are the heartbeat and the cron jobs with a daily token budget,
+// and what they spent today (their state, as GET /v1/heartbeat and GET
+// /v1/jobs show it).
 func (h *handler) budgets(r *http.Request) ([]budgetRow, string) {
 	var out []budgetRow
+	var hb struct {
+		Budget struct {
+			DailyTokens int64 `json:"daily_tokens"`
+		} `json:"budget"`
+		BudgetZone   string     `json:"budget_zone"`
+		Paused       bool       `json:"paused"`
+		PausedReason string     `json:"paused_reason"`
+		PausedUntil  *time.Time `json:"paused_until"`
+		Spent        *struct {
+			Day    string `json:"day"`
+			Tokens int64  `json:"tokens"`
+		} `json:"spent"`
+	}
+	if h.call(r.Context(), http.MethodGet, "/v1/heartbeat", nil, &hb, nil) == nil && hb.Budget.DailyTokens > 0 {
+		b := budgetRow{ID: "heartbeat", Href: "/heartbeat", Timezone: hb.BudgetZone, Daily: hb.Budget.DailyTokens}
+		if hb.Paused {
+			b.Reason, b.Until = hb.PausedReason, hb.PausedUntil
+		}
+		if s := hb.Spent; s != nil {
+			b.Today, b.Day = s.Tokens, s.Day
+		}
+		b.Percent = int(min(100, b.Today*100/b.Daily))
+		out = append(out, b)
+	}
 	after := ""
 	for range 100 { // at most 10,000 jobs
 		q := url.Values{"limit": {"100"}}
@@ -132,7 +159,7 @@ func (h *handler) budgets(r *http.Request) ([]budgetRow, string) {
 			if j.Job.Budget.DailyTokens <= 0 {
 				continue
 			}
-			b := budgetRow{ID: j.Job.ID, Timezone: j.Job.Timezone, Daily: j.Job.Budget.DailyTokens,
+			b := budgetRow{ID: j.Job.ID, Href: "/jobs#job-" + j.Job.ID, Timezone: j.Job.Timezone, Daily: j.Job.Budget.DailyTokens,
 				Paused: j.State.Paused && j.State.PausedBy == "budget", Until: j.State.PausedUntil}
 			if s := j.State.Spent; s != nil {
 				b.Today, b.Day = s.Tokens, s.Day

@@ -56,6 +56,7 @@ func TestUsagePage(t *testing.T) {
 		`Model tokens per day from`, "3.5k in all", // the text alternative
 		`<td class="n">3</td><td class="n">2200</td><td class="n">0</td><td class="n">800</td><td class="n">3000</td>`, // cron digest small, two days summed
 		`/runs?source=cron&amp;name=digest`,
+		`<a href="/heartbeat">heartbeat</a>`, `<td class="n">1234</td><td class="n">5000</td>`,
 		`<a href="/jobs#job-nightly">nightly</a>`, "paused by its budget", `<td class="n">900</td><td class="n">1000</td>`,
 	} {
 		if !strings.Contains(got.body, want) {
