@@ -169,7 +169,8 @@ func (h *handler) editJob(w http.ResponseWriter, r *http.Request, v *view) {
 // saveJob creates a job (POST /v1/jobs) or changes one (PATCH
 // /v1/jobs/{id} with a merge patch of the form's fields: an empty
 // timezone, targets, tools or model removes it). With "preview" it only
-// shows the form again with the next fire times. A refusal shows the
+// shows the form again with the next fire times, for a read-only session
+// too (it saves nothing); a save needs a session that may write. A refusal shows the
 // form again, what was typed kept, each error next to its field.
 func (h *handler) saveJob(w http.ResponseWriter, r *http.Request, ss *session) {
 	f := formFrom(r)
@@ -181,6 +182,10 @@ func (h *handler) saveJob(w http.ResponseWriter, r *http.Request, ss *session) {
 	v := &view{Who: ss.who, Write: ss.write, CSRF: ss.csrf, Path: r.URL.Path}
 	if r.PostFormValue("preview") != "" {
 		h.renderJobForm(w, http.StatusOK, v, f)
+		return
+	}
+	if !ss.write {
+		h.readOnly(w, ss)
 		return
 	}
 	orNull := func(s string) any {

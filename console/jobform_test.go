@@ -112,4 +112,14 @@ func TestJobForm(t *testing.T) {
 	if got := viewer.do("POST", "/jobs/digest/edit", url.Values{"csrf": {viewer.csrf}, "schedule": {"* * * * *"}, "prompt": {"x"}}); got.status != http.StatusForbidden {
 		t.Errorf("a read-only session's edit = %d, want 403", got.status)
 	}
+	if got := viewer.do("POST", "/jobs/new", url.Values{"csrf": {viewer.csrf}, "id": {"x"}, "schedule": {"* * * * *"}, "prompt": {"x"}}); got.status != http.StatusForbidden {
+		t.Errorf("a read-only session's new job = %d, want 403", got.status)
+	}
+	// It may see the fire times: that saves nothing.
+	if got := viewer.do("POST", "/jobs/new", url.Values{"csrf": {viewer.csrf}, "preview": {"1"}, "schedule": {"0 12 * * *"}}); got.status != 200 || strings.Count(got.body, "12:00 UTC") != 5 {
+		t.Errorf("a read-only session's preview = %d:\n%s", got.status, got.body)
+	}
+	if got := viewer.do("POST", "/jobs/new", url.Values{"preview": {"1"}, "schedule": {"0 12 * * *"}}); got.status != http.StatusForbidden {
+		t.Errorf("a preview without the CSRF token = %d, want 403", got.status)
+	}
 }
