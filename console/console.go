@@ -98,6 +98,12 @@ func (c *Console) Handler(s *api.Server) http.Handler {
 	mux.HandleFunc("GET /runs/{id}", h.get(h.run))
 	mux.HandleFunc("GET /jobs", h.get(h.jobs))
 	mux.HandleFunc("POST /jobs/{id}/{action}", h.post(true, h.jobAction))
+	mux.HandleFunc("GET /jobs/new", h.get(h.newJob))
+	// The job form's "Show fire times" changes nothing: a read-only
+	// session may use it; saveJob refuses it a save.
+	mux.HandleFunc("POST /jobs/new", h.post(false, h.saveJob))
+	mux.HandleFunc("GET /jobs/{id}/edit", h.get(h.editJob))
+	mux.HandleFunc("POST /jobs/{id}/edit", h.post(false, h.saveJob))
 	mux.HandleFunc("GET /heartbeat", h.get(h.heartbeat))
 	mux.HandleFunc("POST /heartbeat/{action}", h.post(true, h.heartbeatAction))
 	mux.HandleFunc("GET /deliveries", h.get(h.deliveries))
@@ -112,6 +118,8 @@ func (c *Console) Handler(s *api.Server) http.Handler {
 	mux.HandleFunc("GET /memory", h.get(h.memoryList))
 	mux.HandleFunc("GET /memory/{doc}", h.get(h.memoryDoc))
 	mux.HandleFunc("POST /memory/{doc}", h.post(true, h.saveMemory))
+	mux.HandleFunc("GET /usage", h.get(h.usage))
+	mux.HandleFunc("GET /tools", h.get(h.toolsList))
 	mux.HandleFunc("/", h.get(h.notFound))
 	return headers(mux)
 }
@@ -179,7 +187,7 @@ func (h *handler) post(write bool, change func(w http.ResponseWriter, r *http.Re
 			return
 		}
 		if write && !ss.write {
-			h.forbidden(w, ss, fmt.Sprintf("Read-only: %q may look but not change anything. Log in with the admin token, or a token whose grant has console: write.", ss.who))
+			h.readOnly(w, ss)
 			return
 		}
 		// The API records the change as the session's user, and the
@@ -187,6 +195,11 @@ func (h *handler) post(write bool, change func(w http.ResponseWriter, r *http.Re
 		r = r.WithContext(api.WithActor(r.Context(), api.Actor{Via: "console", Name: ss.who, Credential: ss.cred}))
 		change(w, r, ss)
 	}
+}
+
+// readOnly refuses a change to a session that may not make one.
+func (h *handler) readOnly(w http.ResponseWriter, ss *session) {
+	h.forbidden(w, ss, fmt.Sprintf("Read-only: %q may look but not change anything. Log in with the admin token, or a token whose grant has console: write.", ss.who))
 }
 
 func (h *handler) forbidden(w http.ResponseWriter, ss *session, msg string) {

@@ -73,11 +73,15 @@ func (f *routes) Routes(mux *http.ServeMux) {
 		_, _ = io.WriteString(w, "{}")
 	}
 	mux.HandleFunc("GET /v1/jobs", json(`[{"job":{"id":"digest","schedule":"0 9 * * *","timezone":"Europe/Berlin","prompt":"p","origin":"config"},
-		"state":{"last_outcome":"error","last_error":"<b>boom</b>","paused":false},"status":"active","next":"2030-01-01T08:00:00Z"}]`))
+		"state":{"last_outcome":"error","last_error":"<b>boom</b>","paused":false},"status":"active","next":"2030-01-01T08:00:00Z"},
+		{"job":{"id":"nightly","schedule":"0 2 * * *","timezone":"Europe/Berlin","prompt":"p","origin":"api","budget":{"daily_tokens":1000}},
+		"state":{"paused":true,"paused_by":"budget","paused_reason":"used 900 of its daily budget","paused_until":"2030-01-01T23:00:00Z","spent":{"day":"2029-12-31","tokens":900}},"status":"paused"}]`))
 	mux.HandleFunc("POST /v1/jobs/{id}/{verb}", record)
+	mux.HandleFunc("POST /v1/jobs", record)
+	mux.HandleFunc("PATCH /v1/jobs/{id}", record)
 	mux.HandleFunc("DELETE /v1/jobs/{id}", record)
 	mux.HandleFunc("GET /v1/heartbeat", json(`{"name":"default","enabled":true,"every":"30m0s","active_hours":"always","active_now":true,
-		"checklist":"- <img src=x onerror=alert(1)>","next_fire":"2030-01-01T08:00:00Z","last_run":{"run_id":"r","ended":"2026-01-01T08:00:00Z","outcome":"skip","reason":"empty_checklist"}}`))
+		"checklist":"- <img src=x onerror=alert(1)>","next_fire":"2030-01-01T08:00:00Z","budget":{"daily_tokens":5000},"budget_zone":"UTC","spent":{"day":"2029-12-31","tokens":1234},"last_run":{"run_id":"r","ended":"2026-01-01T08:00:00Z","outcome":"skip","reason":"empty_checklist"}}`))
 	mux.HandleFunc("GET /v1/heartbeat/history", json(`{"runs":[]}`))
 	mux.HandleFunc("POST /v1/heartbeat/{verb}", record)
 }
@@ -183,13 +187,15 @@ func (b *browser) login(tok string) *browser {
 }
 
 var (
-	pages = []string{"/", "/runs", "/runs/0196a7c3-1f2e-7c4d-9a8b-5e6f7a8b9c0d", "/jobs", "/heartbeat", "/deliveries", "/approvals", "/approvals?decided=1", "/workflows", "/memory", "/approvals/0123456789abcdef0123456789abcdef", "/no-such-page"}
+	pages = []string{"/", "/runs", "/runs/0196a7c3-1f2e-7c4d-9a8b-5e6f7a8b9c0d", "/jobs", "/heartbeat", "/deliveries", "/approvals", "/approvals?decided=1", "/workflows", "/memory", "/usage", "/tools", "/jobs/new", "/approvals/0123456789abcdef0123456789abcdef", "/no-such-page"}
 	// changes are the forms that change state, and the API calls they make.
 	changes = []struct{ path, call string }{
 		{"/jobs/digest/run", "POST /v1/jobs/digest/run"},
 		{"/jobs/digest/pause", "POST /v1/jobs/digest/pause"},
 		{"/jobs/digest/resume", "POST /v1/jobs/digest/resume"},
 		{"/jobs/digest/delete", "DELETE /v1/jobs/digest"},
+		{"/jobs/new", "POST /v1/jobs"},
+		{"/jobs/digest/edit", "PATCH /v1/jobs/digest"},
 		{"/heartbeat/wake", "POST /v1/heartbeat/wake"},
 		{"/heartbeat/pause", "POST /v1/heartbeat/pause"},
 		{"/heartbeat/resume", "POST /v1/heartbeat/resume"},
@@ -413,7 +419,7 @@ func TestEscaping(t *testing.T) {
 		t.Errorf("a job's error is not escaped:\n%s", got.body)
 	}
 	// No inline script or style anywhere.
-	for _, p := range append([]string{"/runs/" + ev.ID}, pages[:10]...) {
+	for _, p := range append([]string{"/runs/" + ev.ID}, pages[:13]...) {
 		body := b.do("GET", p, nil).body
 		if regexp.MustCompile(`<script>|<style|\sstyle="|\son[a-z]+="`).MatchString(body) {
 			t.Errorf("GET %s has inline script or style:\n%s", p, body)

@@ -6,8 +6,11 @@
 // Pages: the overview (parts up or down, the heartbeat, runs of the last
 // 24 hours by outcome, failed deliveries), runs (filters, paging, new runs
 // live over the event stream) and each run, cron jobs (run now, pause,
-// resume, delete), the heartbeat (wake, pause, resume, history) and failed
-// deliveries (retry one or all).
+// resume, delete; create and edit, with the next fire times), the
+// heartbeat (wake, pause, resume, history), workflows, approvals, memory,
+// failed deliveries (retry one or all), usage (tokens per day as a
+// server-drawn SVG chart, per job and model, budgets) and tools (MCP
+// servers, built-ins, scopes).
 //
 // Login takes the admin token or a webhook token whose grant has sources:
 // [console] (read-only unless the grant has console: write). A session is

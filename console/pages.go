@@ -89,7 +89,12 @@ type job struct {
 		Timezone string     `json:"timezone"`
 		Prompt   string     `json:"prompt"`
 		Targets  []string   `json:"targets"`
+		Tools    []string   `json:"tools"`
+		Model    string     `json:"model"`
 		Origin   string     `json:"origin"`
+		Budget   struct {
+			DailyTokens int64 `json:"daily_tokens"`
+		} `json:"budget"`
 	} `json:"job"`
 	State struct {
 		LastRunAt    *time.Time `json:"last_run_at"`
@@ -98,6 +103,12 @@ type job struct {
 		LastError    string     `json:"last_error"`
 		Paused       bool       `json:"paused"`
 		PausedReason string     `json:"paused_reason"`
+		PausedBy     string     `json:"paused_by"`
+		PausedUntil  *time.Time `json:"paused_until"`
+		Spent        *struct {
+			Day    string `json:"day"`
+			Tokens int64  `json:"tokens"`
+		} `json:"spent"`
 	} `json:"state"`
 	Status string     `json:"status"`
 	Next   *time.Time `json:"next"`

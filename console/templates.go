@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -15,7 +16,7 @@ import (
 )
 
 // pageNames are the templates that extend base.html.
-var pageNames = []string{"login", "error", "overview", "runs", "run", "jobs", "heartbeat", "deliveries", "approvals", "approval", "workflows", "workflow_run", "memory", "memory_doc"}
+var pageNames = []string{"login", "error", "overview", "runs", "run", "jobs", "heartbeat", "deliveries", "approvals", "approval", "workflows", "workflow_run", "memory", "memory_doc", "usage", "tools", "job_form"}
 
 // funcs are the templates' helpers. None returns template.HTML: what a
 // model or a web page wrote is always escaped.
@@ -65,6 +66,18 @@ var funcs = template.FuncMap{
 		return s
 	},
 	"join": strings.Join,
+	// tokens writes a count of tokens short (12.3k); f1 a coordinate.
+	"tokens": tokens,
+	// sources are those the tools page asks about.
+	"sources": func() []string { return scopeSources },
+	"add": func(a int, b ...int) int {
+		for _, n := range b {
+			a += n
+		}
+		return a
+	},
+	"sub": func(a, b int) int { return a - b },
+	"f1":  func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
 	// decideArgs is what the decide-form template needs.
 	"decideArgs": func(v *view, id, back string) decideArgs { return decideArgs{ID: id, CSRF: v.CSRF, Back: back} },
 	"receipt": func(r connectors.Receipt) string {
@@ -82,7 +95,7 @@ var funcs = template.FuncMap{
 	},
 	"nav": func() []navItem {
 		return []navItem{{"overview", "/", "Overview"}, {"runs", "/runs", "Runs"}, {"jobs", "/jobs", "Jobs"},
-			{"heartbeat", "/heartbeat", "Heartbeat"}, {"workflows", "/workflows", "Workflows"}, {"approvals", "/approvals", "Approvals"}, {"memory", "/memory", "Memory"}, {"deliveries", "/deliveries", "Deliveries"}}
+			{"heartbeat", "/heartbeat", "Heartbeat"}, {"workflows", "/workflows", "Workflows"}, {"approvals", "/approvals", "Approvals"}, {"memory", "/memory", "Memory"}, {"deliveries", "/deliveries", "Deliveries"}, {"usage", "/usage", "Usage"}, {"tools", "/tools", "Tools"}}
 	},
 }
 

@@ -223,6 +223,25 @@ workflows:
 		t.Errorf("after Resume the job is %q (API: %s), want active", st, jobStatus(t, base, admin))
 	}
 
+	// Create a job in the form: a bad schedule is refused next to its
+	// field, what was typed kept; the fire times show in the job's zone;
+	// fixed, the job is added.
+	do("a new job with a bad schedule", chromedp.Navigate(base+"/jobs"), chromedp.Click(css(`a[href="/jobs/new"]`)), chromedp.WaitVisible(css("#f-id")),
+		chromedp.SendKeys(css("#f-id"), "weekly"), chromedp.SendKeys(css("#f-schedule"), "0 25 * * *"), chromedp.SendKeys(css("#f-timezone"), "Asia/Tokyo"),
+		chromedp.SendKeys(css("#f-prompt"), "Say hello."), chromedp.Click(css(`.job-form button:not([name])`)), chromedp.WaitVisible(css("#e-schedule")), shot("job-form-error"))
+	if got := text("#e-schedule"); !strings.HasPrefix(got, "schedule: ") {
+		t.Errorf("the schedule's error = %q", got)
+	}
+	do("fix the schedule", chromedp.Clear(css("#f-schedule")), chromedp.SendKeys(css("#f-schedule"), "0 9 * * mon"),
+		chromedp.Click(css(`button[name="preview"]`)), chromedp.WaitVisible(css(".fires ol")), shot("job-form"))
+	if got := text(".fires ol"); strings.Count(got, "09:00 JST") != 5 {
+		t.Errorf("the fire times = %q, want five at 09:00 JST", got)
+	}
+	do("add the job", chromedp.Click(css(`.job-form button:not([name])`)), chromedp.WaitVisible(css("#job-weekly")))
+	if flash := text(".flash"); flash != "Job weekly added." {
+		t.Errorf("after adding a job the page says %q", flash)
+	}
+
 	// A POST with the session's cookie but without its CSRF token is
 	// refused, and changes nothing.
 	cookies, err := chromedp.Run(bctx, chromedp.Action[network.GetCookiesResult](func(ctx context.Context, tg *chromedp.Target) (network.GetCookiesResult, error) {
@@ -247,7 +266,7 @@ workflows:
 	}
 
 	// 375 px wide: the pages scroll only down.
-	for _, p := range []string{"/", "/runs", "/jobs", href} {
+	for _, p := range []string{"/", "/runs", "/jobs", "/jobs/new", "/usage", "/tools", href} {
 		name := "phone" + strings.ReplaceAll(strings.TrimSuffix(p, "/"), "/", "-")
 		if p == href {
 			name = "phone-run"
