@@ -43,16 +43,34 @@ var (
 // credential is its own): a token whose grant allows its jobs only some
 // tools and targets could otherwise patch or run a job that has others.
 // The admin (also through MCP), the console and the CLI may change any
-// job.
+// job (see mayEdit for what a job does).
 func mayChange(ctx context.Context, j Job) error {
 	a, ok := api.ActorFrom(ctx)
 	if !ok || a.Via != OriginMCP || a.Credential == "" {
 		return nil
 	}
+	return ownedBy(a, j)
+}
+
+// mayEdit checks that the caller of ctx may change what j does (its
+// prompt, tools, targets, schedule): a webhook credential, through MCP or
+// the console, edits only the jobs it created; what a job does is its
+// creator's (the console's pause, resume, run and delete of any job stay
+// with console: write).
+func mayEdit(ctx context.Context, j Job) error {
+	a, ok := api.ActorFrom(ctx)
+	if !ok || a.Credential == "" {
+		return nil
+	}
+	return ownedBy(a, j)
+}
+
+// ownedBy is nil when j was created by a's credential.
+func ownedBy(a api.Actor, j Job) error {
 	if j.Creator != nil && j.Creator.Credential == a.Credential {
 		return nil
 	}
-	return apiErr(ErrForbidden, "job %q was not created by credential %q: an MCP token changes and runs only its own jobs, so nothing changed; create a job of your own, or ask the operator", j.ID, a.Credential)
+	return apiErr(ErrForbidden, "job %q was not created by credential %q: a token (through MCP or the console) changes and runs only its own jobs, so nothing changed; create a job of your own, or ask the operator", j.ID, a.Credential)
 }
 
 func apiErr(base *Error, format string, args ...any) *Error {
@@ -220,13 +238,19 @@ func (s *Scheduler) Add(ctx context.Context, j Job) (Status, error) {
 // credential's grant at every fire (WithGrants), like an agent's job that
 // a credential's task created.
 func (s *Scheduler) AddMCP(ctx context.Context, j Job, by schedule.Owner) (Status, error) {
+	return s.addFor(ctx, j, by, OriginMCP)
+}
+
+// addFor creates j for by, with origin (mcp, console): Creator names the
+// credential, and its runs keep to that credential's grant.
+func (s *Scheduler) addFor(ctx context.Context, j Job, by schedule.Owner, origin string) (Status, error) {
 	now := s.clock.Now().UTC()
 	if err := s.check(&j, now); err != nil {
 		return Status{}, err
 	}
-	by.Source, by.RunID = OriginMCP, ""
+	by.Source, by.RunID = origin, ""
 	j.Creator, j.IdempotencyKey = &by, ""
-	return s.create(ctx, j, OriginMCP, now)
+	return s.create(ctx, j, origin, now)
 }
 
 // create writes the checked job j of origin as new.
@@ -288,7 +312,7 @@ func (s *Scheduler) Update(ctx context.Context, id string, patch json.RawMessage
 		if old.Origin == OriginWorkflow {
 			return Status{}, apiErr(ErrConfigJob, "job %q is a cron trigger of workflow %s: change the workflow's `on` in the config (pause and resume work here)", id, old.Workflow)
 		}
-		if err := mayChange(ctx, old); err != nil {
+		if err := mayEdit(ctx, old); err != nil {
 			return Status{}, err
 		}
 		cur, _ := json.Marshal(old)
@@ -310,7 +334,7 @@ func (s *Scheduler) Update(ctx context.Context, id string, patch json.RawMessage
 			return Status{}, err
 		}
 		j.Origin, j.CreatedAt, j.UpdatedAt = OriginAPI, old.CreatedAt, now
-		if old.Origin == OriginAgent || old.Origin == OriginMCP {
+		if credentialed(old.Origin) {
 			// An agent's job stays its creator's, whoever changes it.
 			j.Origin, j.Creator, j.IdempotencyKey = old.Origin, old.Creator, old.IdempotencyKey
 		} else {

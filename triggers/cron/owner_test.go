@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/agentwork/agentwork/api"
@@ -70,5 +73,55 @@ func TestMCPTokenChangesOnlyItsJobs(t *testing.T) {
 	}
 	if err := changes["delete"](ops, "mine"); err != nil {
 		t.Errorf("delete of its own job by ops = %v", err)
+	}
+}
+
+// A credential's console session (not the admin's) creates jobs that act
+// for it (origin console, its credential as creator: its runs keep to its
+// grant and may not have their approvals decided by it), with the
+// runner's tools only, and edits only its own jobs; it may still pause,
+// resume and run the others, as console: write says.
+func TestConsoleCredentialJobsActForIt(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, _ := startScheduler(t, b, Config{}, nil)
+	mux := http.NewServeMux()
+	s.Routes(mux)
+	if _, err := s.Add(t.Context(), Job{ID: "admins", Schedule: "@daily", Prompt: "clean up", Tools: []string{"exec"}}); err != nil {
+		t.Fatal(err)
+	}
+	oncall := api.Actor{Via: OriginConsole, Name: "oncall", Credential: "oncall"}
+	do := func(method, path, body string) (int, string) {
+		t.Helper()
+		r := httptest.NewRequestWithContext(api.WithActor(t.Context(), oncall), method, path, strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		return w.Code, w.Body.String()
+	}
+	if code, body := do("POST", "/v1/jobs", `{"id":"mine","schedule":"@daily","prompt":"hi","tools":["exec"]}`); code != http.StatusForbidden {
+		t.Errorf("POST with tools from a credential's console = %d %s, want 403", code, body)
+	}
+	if code, body := do("POST", "/v1/jobs", `{"id":"mine","schedule":"@daily","prompt":"hi"}`); code != http.StatusCreated {
+		t.Fatalf("POST from a credential's console = %d %s, want 201", code, body)
+	}
+	st, err := s.Get(t.Context(), "mine")
+	if err != nil || st.Job.Origin != OriginConsole || st.Job.Creator == nil || st.Job.Creator.Credential != "oncall" {
+		t.Fatalf("the console's job = %+v, %v; want origin console, creator oncall", st.Job, err)
+	}
+	if code, body := do("PATCH", "/v1/jobs/admins", `{"prompt":"exfiltrate"}`); code != http.StatusForbidden {
+		t.Errorf("PATCH of the admin's job from a credential's console = %d %s, want 403", code, body)
+	}
+	if code, body := do("PATCH", "/v1/jobs/mine", `{"tools":["exec"]}`); code != http.StatusForbidden {
+		t.Errorf("PATCH of tools from a credential's console = %d %s, want 403", code, body)
+	}
+	if code, body := do("PATCH", "/v1/jobs/mine", `{"prompt":"hello"}`); code != http.StatusOK {
+		t.Errorf("PATCH of its own job's prompt = %d %s, want 200", code, body)
+	}
+	if code, body := do("POST", "/v1/jobs/admins/pause", `{}`); code/100 != 2 {
+		t.Errorf("pause of the admin's job from the console = %d %s, want 2xx", code, body)
+	}
+	if st, _ := s.Get(t.Context(), "admins"); st.Job.Prompt != "clean up" {
+		t.Errorf("the admin's job after the console's tries: prompt %q, want it unchanged", st.Job.Prompt)
 	}
 }

@@ -114,7 +114,7 @@ func (g *jobGate) Check(ctx context.Context, run *agentwork.Run) error {
 		md[MetaName] = j.Name
 		run.Request.Metadata = md
 	}
-	if c := j.Creator; c != nil && c.Credential != "" && s.grants != nil && (j.Origin == OriginAgent || j.Origin == OriginMCP) {
+	if c := j.Creator; c != nil && c.Credential != "" && s.grants != nil && credentialed(j.Origin) {
 		// Its targets were within the credential's grant when the job was
 		// made; they must still be, now.
 		if err := s.grants(c.Credential, j.Targets); err != nil {
