@@ -54,7 +54,18 @@ type Console struct {
 	maxAge   time.Duration
 	sessions *sessions
 	pages    map[string]*template.Template
+	schedule ScheduleParser
 }
+
+// ScheduleParser reads a cron schedule in a zone as the scheduler does
+// (cron.ParseSchedule, given by the binary: the console sits below the
+// triggers and does not import them). The job form shows the next fire
+// times with it.
+type ScheduleParser func(expr string, loc *time.Location) (interface{ Next(time.Time) time.Time }, error)
+
+// WithSchedules sets the parser the job form's fire times come from
+// (default none: the form says it cannot show them).
+func WithSchedules(p ScheduleParser) Option { return func(c *Console) { c.schedule = p } }
 
 var _ api.Console = (*Console)(nil)
 

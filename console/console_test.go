@@ -23,6 +23,7 @@ import (
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/console"
+	"github.com/agentwork/agentwork/triggers/cron"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -117,7 +118,9 @@ func newFixture(t *testing.T, opts ...func(*api.Deps)) *fixture {
 	b := bustest.New(t)
 	f := &fixture{b: b, routes: &routes{}, now: &clock{t: time.Now()}, approvals: approval.New(b, approval.Config{})}
 	deps := api.Deps{Bus: b, Routes: []api.Router{f.routes}, Callers: callers,
-		Approvals: f.approvals, Console: console.New(console.WithClock(f.now.Now))}
+		Approvals: f.approvals, Console: console.New(console.WithClock(f.now.Now), console.WithSchedules(func(expr string, loc *time.Location) (interface{ Next(time.Time) time.Time }, error) {
+			return cron.ParseSchedule(expr, loc)
+		}))}
 	for _, o := range opts {
 		o(&deps)
 	}

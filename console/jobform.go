@@ -8,8 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-
-	"github.com/agentwork/agentwork/triggers/cron"
 )
 
 // fireTimes is how many next fire times the job form shows.
@@ -69,9 +67,9 @@ func fieldErrors(detail string) (map[string]string, string) {
 }
 
 // fires fills the next fire times of f's schedule in its zone, with the
-// cron package's own parser (cron.ParseSchedule), as the scheduler reads
-// it; the jitter a job may add is not in them.
-func (f *jobForm) fires(now time.Time) {
+// scheduler's own parser (parse, cron.ParseSchedule in the binary); the
+// jitter a job may add is not in them.
+func (f *jobForm) fires(now time.Time, parse ScheduleParser) {
 	if strings.TrimSpace(f.Schedule) == "" {
 		if f.At != nil {
 			f.Next = []string{f.At.In(zone(f.Timezone)).Format("Mon 2006-01-02 15:04 MST")}
@@ -83,7 +81,11 @@ func (f *jobForm) fires(now time.Time) {
 		f.NextNote = "Fire times need a valid time zone."
 		return
 	}
-	s, err := cron.ParseSchedule(f.Schedule, loc)
+	if parse == nil {
+		f.NextNote = "Fire times are not available here."
+		return
+	}
+	s, err := parse(f.Schedule, loc)
 	if err != nil {
 		if f.Errors["schedule"] == "" {
 			f.Errors["schedule"] = "schedule: " + err.Error()
@@ -139,7 +141,7 @@ func (h *handler) renderJobForm(w http.ResponseWriter, status int, v *view, f jo
 	if f.Errors == nil {
 		f.Errors = map[string]string{}
 	}
-	f.fires(time.Now())
+	f.fires(time.Now(), h.schedule)
 	v.Data = f
 	h.render(w, status, "job_form", v)
 }

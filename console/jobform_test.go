@@ -38,7 +38,9 @@ func TestJobForm(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the scheduler did not load in 10s")
 	}
-	op := f.browser(t).login(opToken)
+	// The admin's session: a credential's console session cannot set a
+	// job's tools, nor edit jobs it did not create (checked at the end).
+	op := f.browser(t).login(adminToken)
 	if got := op.do("GET", "/jobs", nil); !strings.Contains(got.body, `<a href="/jobs/new">add one here</a>`) {
 		t.Errorf("the empty jobs page does not offer to add one:\n%s", got.body)
 	}
@@ -114,6 +116,21 @@ func TestJobForm(t *testing.T) {
 	}
 	if got := viewer.do("POST", "/jobs/new", url.Values{"csrf": {viewer.csrf}, "id": {"x"}, "schedule": {"* * * * *"}, "prompt": {"x"}}); got.status != http.StatusForbidden {
 		t.Errorf("a read-only session's new job = %d, want 403", got.status)
+	}
+	// A credential's write session: its job acts for it (origin console),
+	// with the runner's tools only; it edits only its own jobs.
+	oncall := f.browser(t).login(opToken)
+	if got := oncall.do("POST", "/jobs/new", url.Values{"csrf": {oncall.csrf}, "id": {"own"}, "schedule": {"@daily"}, "prompt": {"x"}, "tools": {"clock"}}); got.status != http.StatusForbidden {
+		t.Errorf("a credential's new job with tools = %d, want 403", got.status)
+	}
+	if got := oncall.do("POST", "/jobs/new", url.Values{"csrf": {oncall.csrf}, "id": {"own"}, "schedule": {"@daily"}, "prompt": {"x"}}); got.status != http.StatusSeeOther {
+		t.Errorf("a credential's new job = %d:\n%s", got.status, got.body)
+	}
+	if st, err := s.Get(t.Context(), "own"); err != nil || st.Job.Origin != cron.OriginConsole || st.Job.Creator == nil || st.Job.Creator.Credential == "" {
+		t.Errorf("a credential's job = %+v, %v; want origin console and its creator", st.Job, err)
+	}
+	if got := oncall.do("POST", "/jobs/digest/edit", url.Values{"csrf": {oncall.csrf}, "schedule": {"@daily"}, "prompt": {"mine now"}}); got.status != http.StatusForbidden {
+		t.Errorf("a credential's edit of the admin's job = %d, want 403", got.status)
 	}
 	// It may see the fire times: that saves nothing.
 	if got := viewer.do("POST", "/jobs/new", url.Values{"csrf": {viewer.csrf}, "preview": {"1"}, "schedule": {"0 12 * * *"}}); got.status != 200 || strings.Count(got.body, "12:00 UTC") != 5 {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -224,7 +225,7 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	w.services = append(w.services, toolAdmin.Service(), mem.Service(), w.workflows.Service())
 
 	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner, api.ReadyFunc(w.workflowsReady)}, Tools: toolAdmin, Details: mcpStates(w.mcp),
-		Memory: mem, Workflows: w.workflows, Approvals: w.approvals, Console: webconsole.New(webconsole.WithLogger(log.Named("console")))}
+		Memory: mem, Workflows: w.workflows, Approvals: w.approvals, Console: webconsole.New(webconsole.WithLogger(log.Named("console")), webconsole.WithSchedules(consoleSchedules))}
 	for _, t := range w.triggers {
 		if s, ok := t.(triggers.Servicer); ok {
 			w.services = append(w.services, s.Service())
@@ -345,4 +346,10 @@ func (l *lateTools) Specs() []tools.Spec {
 		return nil
 	}
 	return l.src.Specs()
+}
+
+// consoleSchedules gives the console the scheduler's own schedule parser
+// (the job form's next fire times).
+func consoleSchedules(expr string, loc *time.Location) (interface{ Next(time.Time) time.Time }, error) {
+	return cron.ParseSchedule(expr, loc)
 }
