@@ -104,6 +104,7 @@ type workflowRunPage struct {
 	Ended    bool
 	Retrying bool // the run may be retried (failed, cancelled, timed out)
 	StepIDs  []string
+	Graph    *stepGraph // the steps drawn, nil without a definition
 }
 
 // stepRow is a step of the timeline.
@@ -147,6 +148,9 @@ func (h *handler) workflowRun(w http.ResponseWriter, r *http.Request, v *view) {
 		}
 	}
 	p.StepIDs = order
+	if run.Def != nil {
+		p.Graph = drawSteps(run.Def.Steps, run.Steps)
+	}
 	for _, id := range order {
 		row := stepRow{ID: id, Status: "pending"}
 		if st := run.Steps[id]; st != nil {

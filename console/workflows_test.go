@@ -19,8 +19,10 @@ import (
 // the workflow "deploy" (two steps that wait an hour each).
 func workflowFixture(t *testing.T) (*fixture, *workflow.Engine) {
 	t.Helper()
-	var n yaml.Node
-	src := `
+	return workflowFixtureOf(t, deployWorkflow)
+}
+
+const deployWorkflow = `
 deploy:
   description: ship <it>
   inputs:
@@ -31,6 +33,12 @@ deploy:
     - id: b
       wait: 1h
 `
+
+// workflowFixtureOf is a fixture whose server runs a workflow engine with
+// the workflows of src (YAML, as under workflows: in agentwork.yaml).
+func workflowFixtureOf(t *testing.T, src string) (*fixture, *workflow.Engine) {
+	t.Helper()
+	var n yaml.Node
 	if err := yaml.Unmarshal([]byte(src), &n); err != nil {
 		t.Fatal(err)
 	}
