@@ -224,7 +224,7 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	toolAdmin := agentwork.NewToolAdmin(w.runner, w.mcp.Status)
 	w.services = append(w.services, toolAdmin.Service(), mem.Service(), w.workflows.Service())
 
-	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner, api.ReadyFunc(w.workflowsReady)}, Tools: toolAdmin, Details: mcpStates(w.mcp),
+	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner, api.ReadyFunc(w.workflowsReady)}, Tools: toolAdmin, Details: partStates(w.mcp, w.dispatcher),
 		Memory: mem, Workflows: w.workflows, Approvals: w.approvals, Console: webconsole.New(webconsole.WithLogger(log.Named("console")), webconsole.WithSchedules(consoleSchedules))}
 	for _, t := range w.triggers {
 		if s, ok := t.(triggers.Servicer); ok {
@@ -275,6 +275,7 @@ type wiring struct {
 	runner         *agentwork.Runner
 	usage          *tokenusage.Folder            // a consumer: sums the tokens of run events
 	approvals      *approval.Service             // a consumer: the approvals' timers
+	dispatcher     *connectors.Dispatcher        // a consumer: the deliveries (nil: no connectors)
 	mcp            *mcp.Manager                  // runs beside the consumers, stopped after them
 	consumers      []func(context.Context) error // stopped after the triggers
 	triggers       []triggers.Trigger            // stopped first
@@ -331,6 +332,23 @@ func mcpStates(m *mcp.Manager) func() map[string]string {
 		out := map[string]string{}
 		for _, st := range m.Status() {
 			out["mcp."+st.Name] = string(st.State)
+		}
+		return out
+	}
+}
+
+// partStates is what /readyz shows of the parts that do not make the
+// server unready: each MCP server's state, and each connector's as this
+// instance's last send through it saw it (up, failing, rate limited,
+// unknown; no error text: the route is open).
+func partStates(m *mcp.Manager, d *connectors.Dispatcher) func() map[string]string {
+	servers := mcpStates(m)
+	return func() map[string]string {
+		out := servers()
+		if d != nil {
+			for name, st := range d.States() {
+				out["connector."+name] = st
+			}
 		}
 		return out
 	}
