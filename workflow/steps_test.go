@@ -148,15 +148,29 @@ func TestForeachConcurrency(t *testing.T) {
 	b := bustest.New(t)
 	w := watchEvents(t, b)
 	var now, peak atomic.Int32
-	count := tools.Func("count", "counts calls in flight", func(context.Context, struct {
+	// The first calls hold their places until 5 are in flight at once: a
+	// cap not kept shows as a sixth, a concurrency not used as a call that
+	// never sees the others (it gives up, and the run fails).
+	full := make(chan struct{})
+	var fill sync.Once
+	count := tools.Func("count", "counts calls in flight", func(ctx context.Context, _ struct {
 		I float64 `json:"i"`
 	}) (string, error) {
+		defer now.Add(-1)
 		n := now.Add(1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
-		time.Sleep(5 * time.Millisecond) // the call's work: holds its place a moment
-		now.Add(-1)
-		return "1", nil
+		if n == 5 {
+			fill.Do(func() { close(full) })
+		}
+		select {
+		case <-full:
+			return "1", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(waitTimeout):
+			return "", errors.New("5 calls never were in flight at once")
+		}
 	})
 	set := defs(t, `
 fan:
@@ -173,8 +187,8 @@ fan:
 	if got.Status != workflow.RunDone || len(got.Steps["each"].Items) != 50 {
 		t.Fatalf("run %s with %d items; want done with 50", got.Status, len(got.Steps["each"].Items))
 	}
-	if p := peak.Load(); p > 5 || p < 1 {
-		t.Errorf("at most %d calls in flight, want 1-5", p)
+	if p := peak.Load(); p != 5 {
+		t.Errorf("at most %d calls in flight, want 5", p)
 	}
 	t.Logf("peak calls in flight: %d", peak.Load())
 }
