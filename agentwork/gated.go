@@ -195,3 +195,10 @@ func (r *Runner) resumedRequest(ctx context.Context, msg Request) (Request, erro
 	req.Approval = msg.Approval
 	return req, req.Validate()
 }
+
+// reparked is c parked on approval id again (a resume that could not go on
+// puts it back as it found it).
+func (r *Runner) reparked(c claim, id string) claim {
+	c.Parked = id
+	return c
+}
