@@ -1,53 +1,19 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
-	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/approval"
 )
-
-// chromium finds Debian's chromium on PATH ("" when it is not there).
-func chromium() string {
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
-// screenshots is where the browser suite keeps its screenshots: the
-// AGENTWORK_ARTIFACTS directory, else .artifacts/console at the module's
-// root (ignored by git). They are kept after the test.
-func screenshots(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("AGENTWORK_ARTIFACTS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", ".artifacts", "console")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	abs, _ := filepath.Abs(dir)
-	t.Logf("screenshots in %s", abs)
-	return dir
-}
 
 // The console in a real browser (Debian's chromium, driven by chromedp)
 // against the real binary with the script model: a wrong token is
@@ -56,19 +22,9 @@ func screenshots(t *testing.T) string {
 // its delivery; a job runs now, pauses and resumes; a POST without the
 // CSRF token is refused; the overview fits a 375 px wide screen.
 func TestConsoleInBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a server and a browser")
-	}
-	chrome := chromium()
-	if chrome == "" {
-		t.Skip("console browser suite skipped: no chromium on PATH; install it: apt-get install chromium")
-	}
-	addr := freeAddr(t)
-	srv := startCrashServer(t, `
+	b := startBrowser(t, `
 bus:
   listen: 127.0.0.1:0
-http:
-  listen: `+addr+`
 model:
   script:
     rules:
@@ -91,61 +47,9 @@ workflows:
       - id: ask
         approval: {message: "Ship the release?"}
 `)
-	base := "http://" + addr
-	waitFor(t, 30*time.Second, "a ready HTTP server", func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, srv.child)
-	admin, err := api.ReadAdminToken(srv.dataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shots := screenshots(t)
-
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-	defer cancel()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-dev-shm-usage", true))
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("%s: %v\nserver stderr:\n%s", what, err, srv.stderr.String())
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("the text of %s: %v", sel, err)
-		}
-		return strings.TrimSpace(s)
-	}
-	eval := func(js string) bool {
-		t.Helper()
-		v, err := chromedp.Run(bctx, chromedp.Evaluate[bool](js))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		return v
-	}
-	shot := func(name string) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			buf, err := chromedp.FullScreenshot(100)(ctx, tg)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(filepath.Join(shots, name+".png"), buf, 0o644)
-		})
-	}
-	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+	srv, base, admin, bctx := b.srv, b.base, b.admin, b.ctx
+	do, text, eval, shot := b.do, b.text, b.eval, b.shot
+	ctx := t.Context()
 
 	// A wrong token is refused; the admin token logs in.
 	do("a wrong token", chromedp.Navigate(base+"/"), chromedp.WaitVisible(css("#token")), shot("login"),
@@ -244,15 +148,10 @@ workflows:
 
 	// A POST with the session's cookie but without its CSRF token is
 	// refused, and changes nothing.
-	cookies, err := chromedp.Run(bctx, chromedp.Action[network.GetCookiesResult](func(ctx context.Context, tg *chromedp.Target) (network.GetCookiesResult, error) {
-		return cdp.Call(ctx, tg, network.GetCookies, network.GetCookiesParams{URLs: []string{base}})
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cookies := b.cookies()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/jobs/digest/pause", strings.NewReader(url.Values{"back": {"/jobs"}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	for _, c := range cookies.Cookies {
+	for _, c := range cookies {
 		req.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -260,9 +159,9 @@ workflows:
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if len(cookies.Cookies) == 0 || resp.StatusCode != http.StatusForbidden || jobStatus(t, base, admin) != "active" {
+	if len(cookies) == 0 || resp.StatusCode != http.StatusForbidden || jobStatus(t, base, admin) != "active" {
 		t.Errorf("POST with the session cookie (%d cookies) without the CSRF token = %d, job %s; want 403 and the job still active",
-			len(cookies.Cookies), resp.StatusCode, jobStatus(t, base, admin))
+			len(cookies), resp.StatusCode, jobStatus(t, base, admin))
 	}
 
 	// 375 px wide: the pages scroll only down.
