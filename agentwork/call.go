@@ -45,7 +45,7 @@ func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, set Settin
 		Meta:     map[string]string{"source": run.Request.Source, "name": run.Request.Name},
 	}
 	// notify_user answers the model with what this run will do with it.
-	tctx := tools.WithRun(mctx, tools.RunInfo{ID: run.ID, Source: run.Request.Source, Name: run.Request.Name, Targets: run.Targets, Credential: run.Request.Credential})
+	tctx := tools.WithRun(mctx, tools.RunInfo{ID: run.ID, Source: run.Request.Source, Name: run.Request.Name, Targets: run.Targets, Credential: run.Request.Credential, Approval: set.Approval})
 	lim := tools.Limits{MaxSteps: set.MaxSteps, MaxCalls: r.cfg.MaxToolCalls}
 	timedOut := func(err error) error {
 		// The run's own deadline, not one inside the provider (model.timeout

@@ -99,7 +99,9 @@ type Config struct {
 // ApprovalConfig is how a gated tool call asks (runner.approvals).
 type ApprovalConfig struct {
 	// Targets are the connector targets the question goes to. Default:
-	// the run's targets.
+	// the source's default targets, else runner.targets, else every
+	// connector; never the targets a request names (its sender would be
+	// sent the means to approve its own call).
 	Targets []string `yaml:"targets" json:"targets,omitempty"`
 	// Approvers, if set, are who may decide ("telegram:123456789",
 	// "slack:U024BE7LH", "link" for whoever holds the question's signed
@@ -129,8 +131,8 @@ func (c ApprovalConfig) Validate() error {
 		}
 	}
 	for i, ap := range c.Approvers {
-		if c, id, ok := strings.Cut(ap, ":"); ap != approval.ByLink && (!ok || c == "" || id == "") {
-			errs = append(errs, fmt.Errorf("runner.approvals.approvers[%d]: %q: want connector:user-id (telegram:123456789, slack:U024BE7LH) or link", i, ap))
+		if c, id, ok := strings.Cut(ap, ":"); ap != approval.ByLink && ap != approval.ByAdmin && (!ok || c == "" || id == "") {
+			errs = append(errs, fmt.Errorf("runner.approvals.approvers[%d]: %q: want telegram:<user id> (telegram:123456789), link or admin", i, ap))
 		}
 	}
 	if c.Timeout < 0 || c.Timeout > MaxParked {

@@ -88,10 +88,7 @@ func (g approvalGate) Check(ctx context.Context, tc model.ToolCall, index int) (
 		return tools.Decision{Refused: "not run: calls of " + tc.Name + " need a person's approval (runner.approval), and this runtime has no approvals to ask with"}, nil
 	}
 	cfg := r.cfg.Approvals
-	targets := cfg.Targets
-	if len(targets) == 0 {
-		targets = r.knownTargets(run)
-	}
+	targets := r.questionTargets(run.Request.Source)
 	again := run.Request
 	again.Resumes, again.Approval = run.Request.ID, nil
 	data, err := json.Marshal(again)
@@ -104,12 +101,14 @@ func (g approvalGate) Check(ctx context.Context, tc model.ToolCall, index int) (
 		Run: run.ID, Source: src, Name: name,
 		Question: fmt.Sprintf("The %s run %q wants to call the tool %s. Allow this call?", src, name, tc.Name),
 		Tool:     tc.Name, Args: r.redact(tc.Arguments),
-		Targets: targets, Approvers: cfg.Approvers, Timeout: cfg.Timeout, OnTimeout: approval.Verdict(cfg.OnTimeout),
+		Targets: targets, Approvers: cfg.Approvers, Requester: run.Request.Credential, Timeout: cfg.Timeout, OnTimeout: approval.Verdict(cfg.OnTimeout),
 		Resume: &approval.Resume{Subject: r.bus.Subjects.Request(src, name), Type: bus.TypeOf(src, resumedOutcome), Data: data},
 	})
-	if errors.Is(err, approval.ErrInvalid) {
-		// Asking can never work as configured (no targets, say): the call
-		// is not made, and the model is told why.
+	if errors.Is(err, approval.ErrInvalid) || errors.Is(err, approval.ErrMismatch) {
+		// Asking can never work as configured (no targets, say), or the
+		// call cannot be shown whole (its arguments are too long), or the
+		// approval of this index is another call's: the call is not
+		// made, and the model is told why.
 		return tools.Decision{Refused: fmt.Sprintf("not run: calls of %s need a person's approval, and the question could not be asked: %v", tc.Name, err)}, nil
 	}
 	if err != nil {
@@ -127,6 +126,20 @@ func (g approvalGate) Check(ctx context.Context, tc model.ToolCall, index int) (
 		run.approvals = append(run.approvals, ca)
 	}
 	return refusal(a, tc.Name)
+}
+
+// questionTargets are where the question of a gated call of a run of
+// source goes: runner.approvals.targets, else the source's default
+// targets, else runner.targets, else every connector. Never the
+// request's own targets: whoever sent the request (a webhook caller
+// names its targets) would be sent the means to approve its own call —
+// the buttons and signed links anyone holding them may press.
+func (r *Runner) questionTargets(source string) []string {
+	if t := r.cfg.Approvals.Targets; len(t) > 0 {
+		return t
+	}
+	pol, _ := r.policy(source)
+	return r.targetsFor(Request{}, pol)
 }
 
 // refusal is what the decided (or cancelled) approval a makes of its call.
@@ -156,9 +169,6 @@ func refusal(a approval.Approval, tool string) (tools.Decision, error) {
 	return tools.Decision{Refused: why + "; it was not made. Do not try it again in this run unless asked"}, nil
 }
 
-// errNotParked: a resume names an approval its run is not parked on.
-var errNotParked = errors.New("not parked on this approval")
-
 // resumedRequest returns the request of the run that the approval id
 // resumes, as the run asked it to be published again (from the approval's
 // record, not the message: what a resume message says is only which
@@ -184,4 +194,11 @@ func (r *Runner) resumedRequest(ctx context.Context, msg Request) (Request, erro
 	req.ID, req.Source, req.Name = req.Resumes, a.Source, a.Name
 	req.Approval = msg.Approval
 	return req, req.Validate()
+}
+
+// reparked is c parked on approval id again (a resume that could not go on
+// puts it back as it found it).
+func (r *Runner) reparked(c claim, id string) claim {
+	c.Parked = id
+	return c
 }

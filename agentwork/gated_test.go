@@ -324,3 +324,27 @@ func TestGatedCallApprovedIsMadeAtMostOnceAcrossAStop(t *testing.T) {
 		t.Errorf("file lines = %v, want one: the call is made at most once", got)
 	}
 }
+
+// The question of a gated call never goes where the request said (a
+// webhook's caller names its targets): whoever sent the request would be
+// sent the means to approve its own call. It goes to the targets the
+// operator set: here the source's policy default.
+func TestGatedCallQuestionIgnoresTheRequestsTargets(t *testing.T) {
+	t.Parallel()
+	w := newGatedWorld(t)
+	w.start()
+	id := bus.NewID()
+	if _, err := agentwork.Publish(t.Context(), w.b, agentwork.Request{Source: "heartbeat", Name: "default", Prompt: "check the deploy",
+		Deliver: agentwork.DeliverReply, Targets: []string{"phone:attacker"}}, agentwork.PublishOptions{EventID: id}); err != nil {
+		t.Fatal(err)
+	}
+	a := w.parked(id)
+	if len(a.Targets) != 1 || a.Targets[0] != "phone" {
+		t.Fatalf("question asked of %v, want [phone] (the policy's targets, not the request's)", a.Targets)
+	}
+	for _, n := range w.phone.waitSent(t, 1) {
+		if n.Target != "phone" {
+			t.Errorf("question sent to %q, want phone", n.Target)
+		}
+	}
+}

@@ -48,6 +48,10 @@ type HistoryQuery struct {
 	Names []string
 	// Since, if set, leaves out events stored before it.
 	Since time.Time
+	// Before, if set, leaves out events whose time (the run's end) is not
+	// before it: the next page of a list that ended with a run of that
+	// time.
+	Before time.Time
 	// Limit is how many records to return: 0 means DefaultHistoryLimit, more
 	// than MaxHistoryLimit means MaxHistoryLimit.
 	Limit int
@@ -238,7 +242,7 @@ func (q HistoryQuery) record(data []byte, stored time.Time) (Record, bool) {
 		return Record{}, false
 	}
 	ev, err := bus.DecodeEvent(data)
-	if err != nil || !q.matchName(ev.Subject) {
+	if err != nil || !q.matchName(ev.Subject) || !q.Before.IsZero() && !ev.Time.Before(q.Before) {
 		return Record{}, false
 	}
 	return Record{Event: ev, JSON: json.RawMessage(data)}, true

@@ -302,3 +302,30 @@ func BenchmarkHistory(b *testing.B) {
 		})
 	}
 }
+
+// Paging with Before (the time of a page's last run) walks the whole
+// history, page by page, losing and repeating nothing.
+func TestHistoryBefore(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	evs, _ := publishMix(t, b, 300, 0)
+	all := want(evs, agentwork.HistoryQuery{Sources: []string{bus.SourceHeartbeat}, Limit: 1000}, false)
+	var got []string
+	q := agentwork.HistoryQuery{Sources: []string{bus.SourceHeartbeat}, Limit: 7}
+	for range 100 {
+		page, err := agentwork.History(t.Context(), b, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, r := range page {
+			got = append(got, r.ID)
+		}
+		q.Before = page[len(page)-1].Time
+	}
+	if !slices.Equal(got, all) {
+		t.Errorf("pages of 7 = %d runs %v,\nwant %d %v", len(got), got, len(all), all)
+	}
+}

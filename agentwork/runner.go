@@ -17,7 +17,6 @@ import (
 	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
-	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/tools"
 )
@@ -742,33 +741,6 @@ func (r *Runner) emit(ctx context.Context, run *Run, res *Result) {
 	r.log.Error("event not published", zap.String("run", run.ID), zap.String("subject", subject), zap.Error(err))
 }
 
-// redact returns s with the runner's secrets cut out (WithSecrets).
-func (r *Runner) redact(s string) string {
-	if s == "" || len(r.secrets) == 0 {
-		return s
-	}
-	return secret.Redact(s, r.secrets)
-}
-
-// sendable returns out with the runner's secrets cut out of what a run
-// may send: the model's reply and its notify_user messages. It is applied
-// before the output gates, so the notice they decide on, and its dedup
-// key, are those of the text that is sent. (The tool results the model
-// read were cut by the tool loop; the records cut every call.)
-func (r *Runner) sendable(out Output) Output {
-	if len(r.secrets) == 0 {
-		return out
-	}
-	out.Text = r.redact(out.Text)
-	out.Calls = slices.Clone(out.Calls)
-	for i, c := range out.Calls {
-		if c.Name == tools.NotifyName {
-			out.Calls[i].Arguments = r.redact(c.Arguments)
-		}
-	}
-	return out
-}
-
 func contains(s []string, v string) bool {
 	for _, x := range s {
 		if x == v {
@@ -779,10 +751,3 @@ func contains(s []string, v string) bool {
 }
 
 func newRunID() string { return bus.NewID() }
-
-// reparked is c parked on approval id again (a resume that could not go on
-// puts it back as it found it).
-func (r *Runner) reparked(c claim, id string) claim {
-	c.Parked = id
-	return c
-}

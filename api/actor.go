@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/agentwork/agentwork/approval"
+
 	"github.com/agentwork/agentwork/tools"
 )
 
@@ -15,7 +17,8 @@ import (
 // it: an approval is decided by Actor.Decider, a job created through MCP
 // has origin mcp and the actor's name, memory is written by "mcp:<name>".
 type Actor struct {
-	// Via is the surface: "mcp".
+	// Via is the surface: "mcp", or "console" (the web console's
+	// changes, as the logged-in user).
 	Via string
 	// Name is the credential's name ("admin" for the admin token).
 	Name string
@@ -30,7 +33,7 @@ func (a Actor) Decider() string {
 	if a.Credential == "" {
 		return "admin"
 	}
-	return "token:" + a.Credential
+	return approval.ByCredential(a.Credential)
 }
 
 // ViaHeader, "mcp" on a request with the admin token, makes its Actor

@@ -5,7 +5,9 @@
 // parts, which it finds through small capability interfaces it owns:
 // Router (admin routes: cron jobs, heartbeat), PublicRouter (routes that
 // authenticate callers themselves: the task webhook, POST /v1/tasks) and
-// Readier (for /readyz). It imports no trigger: the runtime hands it the
+// Readier (for /readyz), and Console (the web console at "/", which calls
+// the API in-process through Server.Local and logs people in with
+// Server.Authenticate). It imports no trigger: the runtime hands it the
 // triggers that have these capabilities.
 //
 // Everything under /v1 except the public routes needs the admin token

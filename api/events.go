@@ -51,6 +51,7 @@ type eventQuery struct {
 	outcomes []string
 	names    []string // path.Match globs on the event subject attribute
 	since    time.Time
+	before   time.Time // runs only
 	limit    int
 }
 
@@ -83,13 +84,13 @@ func parseQuery(q url.Values, now time.Time, allowLimit bool, outcomes []string)
 	for k := range q {
 		switch k {
 		case "source", "outcome", "name", "since":
-		case "limit":
+		case "limit", "before":
 			if allowLimit {
 				continue
 			}
 			fallthrough
 		default:
-			add(k, "unknown parameter; want source, outcome, name, since%s", map[bool]string{true: " or limit", false: ""}[allowLimit])
+			add(k, "unknown parameter; want source, outcome, name, since%s", map[bool]string{true: ", before or limit", false: ""}[allowLimit])
 		}
 	}
 	eq.sources = list("source")
@@ -118,6 +119,13 @@ func parseQuery(q url.Values, now time.Time, allowLimit bool, outcomes []string)
 		} else {
 			add("since", "%q: want a duration such as 1h or 30m, or an RFC 3339 time such as 2026-05-04T09:00:00Z", v)
 		}
+	}
+	if v := q.Get("before"); v != "" && allowLimit {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			add("before", "%q: want an RFC 3339 time, such as the time of the last run of a page", v)
+		}
+		eq.before = t
 	}
 	if allowLimit {
 		eq.limit = DefaultRunsLimit
@@ -364,7 +372,7 @@ func (s *Server) runs(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
 	recs, err := agentwork.History(ctx, s.deps.Bus, agentwork.HistoryQuery{
-		Sources: q.sources, Outcomes: q.outcomes, Names: q.names, Since: q.since, Limit: q.limit,
+		Sources: q.sources, Outcomes: q.outcomes, Names: q.names, Since: q.since, Before: q.before, Limit: q.limit,
 	})
 	if err != nil {
 		problem.Unavailable(w, 5*time.Second, "cannot read the events stream: "+err.Error())
@@ -399,6 +407,16 @@ func contains(s []string, v string) bool {
 	return false
 }
 
+// Bounds of the search for one run (GET /v1/runs/{id}).
+const (
+	// runDeliveriesWithin is how long after a run's event its deliveries
+	// are looked for (retries with backoff included).
+	runDeliveriesWithin = time.Hour
+	// runScanMax bounds the events read for one run or its deliveries.
+	runScanMax   = 20000
+	runScanBatch = 256
+)
+
 // RunReply is the body of GET /v1/runs/{id}: the run's event (its record:
 // the model, the tool calls, the tokens, the notification) and the
 // results of its notifications' deliveries.
@@ -407,8 +425,9 @@ type RunReply struct {
 	Deliveries []json.RawMessage `json:"deliveries"`
 }
 
-// run answers one run by its run id or the id of the request that caused
-// it (both UUIDv7, whose time bounds the search): GET /v1/runs/{id}.
+// run answers one run by the id of its event (as GET /v1/runs lists
+// them), its run id or the id of the request that caused it (UUIDv7s,
+// whose time bounds the search): GET /v1/runs/{id}.
 func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !bus.ValidToken(strings.ToLower(id)) {
@@ -417,40 +436,126 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
-	// A run's event is stored when it ends, after its id was made: the
-	// time of a UUIDv7 bounds the search; another id (a manual run's with
-	// an idempotency key) is looked for among the latest runs.
-	var since time.Time
-	if at, ok := uuidV7Time(id); ok {
-		since = at.Add(-resumeWindow)
-	}
-	recs, err := agentwork.History(ctx, s.deps.Bus, agentwork.HistoryQuery{Since: since, Limit: MaxRunsLimit})
+	found, err := s.findRun(ctx, id)
 	if err != nil {
 		problem.Unavailable(w, 5*time.Second, "cannot read the events stream: "+err.Error())
 		return
-	}
-	var found *agentwork.Record
-	for i := range recs { // the newest first: a request's latest run
-		if recs[i].RunID == id || recs[i].RequestID == id {
-			found = &recs[i]
-			break
-		}
 	}
 	if found == nil {
 		problem.Error(w, http.StatusNotFound, fmt.Sprintf("no run %s has ended (it may still be running or queued, or be older than the events stream keeps); GET /v1/runs lists the runs", id))
 		return
 	}
 	reply := RunReply{Run: found.JSON, Deliveries: []json.RawMessage{}}
-	dels, err := agentwork.History(ctx, s.deps.Bus, agentwork.HistoryQuery{
-		Sources: []string{bus.SourceDelivery}, Outcomes: []string{connectors.OutcomeDelivered, connectors.OutcomeFailed},
-		Since: found.Time.Add(-resumeWindow), Limit: MaxRunsLimit,
-	})
-	if err == nil {
-		for i := len(dels) - 1; i >= 0; i-- {
-			if dels[i].RunID == found.RunID {
-				reply.Deliveries = append(reply.Deliveries, dels[i].JSON)
-			}
-		}
+	if found.RunID != "" {
+		// Its deliveries end after it: read on from a little before it,
+		// for an hour of retries.
+		until := found.Time.Add(runDeliveriesWithin)
+		_ = s.scanEvents(ctx, []string{s.deps.Bus.Subjects.Event(bus.SourceDelivery, connectors.OutcomeDelivered), s.deps.Bus.Subjects.Event(bus.SourceDelivery, connectors.OutcomeFailed)},
+			found.Time.Add(-resumeWindow), func(stored time.Time, ev bus.Event, data []byte) bool {
+				if stored.After(until) {
+					return false
+				}
+				if ev.RunID == found.RunID {
+					reply.Deliveries = append(reply.Deliveries, append(json.RawMessage(nil), data...))
+				}
+				return true
+			})
 	}
 	writeJSON(w, http.StatusOK, reply)
+}
+
+// findRun finds the run event of id: its event id, its run id or the id
+// of the request that caused it. A UUIDv7 tells when it was made, and a
+// run's event is stored after that: the run events are read forward from
+// a little before it, up to the first match (at most runScanMax events).
+// Another id (a manual run's with an idempotency key) is looked for among
+// the latest runs.
+func (s *Server) findRun(ctx context.Context, id string) (*agentwork.Record, error) {
+	match := func(ev bus.Event) bool { return ev.ID == id || ev.RunID == id || ev.CausationID == id }
+	at, ok := uuidV7Time(id)
+	if !ok {
+		recs, err := agentwork.History(ctx, s.deps.Bus, agentwork.HistoryQuery{Limit: MaxRunsLimit})
+		if err != nil {
+			return nil, err
+		}
+		for i := range recs { // the newest first: a request's latest run
+			if match(recs[i].Event) {
+				return &recs[i], nil
+			}
+		}
+		return nil, nil
+	}
+	var subjects []string
+	for _, o := range []string{bus.OutcomeDone, bus.OutcomeSkip, bus.OutcomeError} {
+		subjects = append(subjects, s.deps.Bus.Subjects.Event("*", o))
+	}
+	var found *agentwork.Record
+	err := s.scanEvents(ctx, subjects, at.Add(-resumeWindow), func(stored time.Time, ev bus.Event, data []byte) bool {
+		if !match(ev) {
+			return true
+		}
+		var res agentwork.Result
+		_ = json.Unmarshal(ev.Data, &res)
+		found = &agentwork.Record{ID: ev.ID, Time: ev.Time, Outcome: res.Outcome, RunID: ev.RunID, RequestID: ev.CausationID, Result: res,
+			Event: ev, JSON: append(json.RawMessage(nil), data...)}
+		return false
+	})
+	return found, err
+}
+
+// scanEvents reads the events of subjects stored since start, oldest
+// first, and hands each to fn until fn returns false, the stream's end or
+// runScanMax events; with one short-lived consumer.
+func (s *Server) scanEvents(ctx context.Context, subjects []string, start time.Time, fn func(stored time.Time, ev bus.Event, data []byte) bool) error {
+	js := s.deps.Bus.JetStream()
+	cons, err := js.CreateConsumer(ctx, bus.StreamEvents, jetstream.ConsumerConfig{
+		FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start,
+		AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true, InactiveThreshold: 30 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = js.DeleteConsumer(dctx, bus.StreamEvents, cons.CachedInfo().Name)
+	}()
+	left := min(cons.CachedInfo().NumPending, runScanMax)
+	for left > 0 {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		msgs, err := cons.Fetch(int(min(left, runScanBatch)), jetstream.FetchContext(fctx))
+		if err != nil {
+			cancel()
+			return err
+		}
+		n, done := 0, false
+		for m := range msgs.Messages() {
+			n++
+			if done {
+				continue
+			}
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			ev, err := bus.DecodeEvent(m.Data())
+			if err != nil {
+				continue
+			}
+			done = !fn(md.Timestamp, ev, m.Data())
+		}
+		ferr := msgs.Error()
+		cancel()
+		if ferr != nil && !errors.Is(ferr, jetstream.ErrNoMessages) && !errors.Is(ferr, context.DeadlineExceeded) {
+			return ferr
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if done || n == 0 {
+			return nil
+		}
+		left -= min(uint64(n), left)
+	}
+	return nil
 }

@@ -95,6 +95,8 @@ type Deps struct {
 	// the server unready, such as MCP servers ("mcp.fs": "up"). It must
 	// answer at once and name no secret (the route is open).
 	Details func() map[string]string
+	// Console, if set, serves the web console at "/" and below.
+	Console Console
 }
 
 // Server is agentwork's HTTP API. Safe for concurrent use.
@@ -106,6 +108,7 @@ type Server struct {
 	version string
 
 	handler http.Handler
+	local   http.Handler                      // the API in-process, without the admin check (Local)
 	admin   atomic.Pointer[[sha256.Size]byte] // sha256 of the admin token
 	metrics *metrics
 
@@ -295,6 +298,13 @@ const adminRealm = "agentwork admin"
 
 func (s *Server) requireAdmin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if FromTool(r) {
+			// A run's own tool (http_fetch, an HTTP MCP server): a run
+			// that found the admin token acts as nobody here.
+			s.log.Warn("admin request of a run's tool refused", zap.String("path", r.URL.Path))
+			problem.Error(w, http.StatusForbidden, "a run's tools may not use agentwork's admin API (the request carries "+ToolHeader+")")
+			return
+		}
 		_, isActor := ActorFrom(r.Context())
 		if !isActor && s.isAdmin(r) && r.Header.Get(ViaHeader) == "mcp" {
 			// `agentwork mcp` (over stdio) calls with the admin token.
@@ -323,6 +333,7 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 //	/mcp                     the MCP server (Deps.MCP: its own auth)
 //	/v1/...                  admin: events, runs, usage, failed deliveries, tools,
 //	                         approvals, and the mounted Routes
+//	/ and below              the Console, if any (its own login)
 func (s *Server) routes() http.Handler {
 	admin := http.NewServeMux()
 	admin.HandleFunc("GET /v1/events", s.events)
@@ -354,6 +365,14 @@ func (s *Server) routes() http.Handler {
 		h := s.deps.MCP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }))
 		root.Handle("/mcp", h)
 		root.Handle("/mcp/", h)
+	}
+	local := http.NewServeMux()
+	local.HandleFunc("GET /healthz", s.healthz)
+	local.HandleFunc("GET /readyz", s.readyz)
+	local.Handle("/v1/", problemMux(admin))
+	s.local = s.withServer(problemMux(local))
+	if s.deps.Console != nil {
+		root.Handle("/", s.deps.Console.Handler(s))
 	}
 	return s.middleware(problemMux(root))
 }
@@ -421,6 +440,16 @@ func (s *statusOnly) WriteHeader(code int)        { s.status = code }
 type routeKey struct{}
 
 type routeInfo struct{ pattern string }
+
+// withServer puts s in the request's context (IsAdmin), and a route
+// record of its own, so that an in-process call does not rename the
+// route of the request that made it in the metrics.
+func (s *Server) withServer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := context.WithValue(r.Context(), serverKey{}, s)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, routeKey{}, &routeInfo{})))
+	})
+}
 
 // middleware counts requests by route and status, recovers panics as 500
 // problems and sets headers every response gets.

@@ -23,6 +23,8 @@ import (
 type Caller struct {
 	// Name names the credential (in logs and the run's cause).
 	Name string
+	// Admin is set for the admin token (Server.Authenticate).
+	Admin bool
 	// Allows reports whether the credential may request kind (a source,
 	// "workflow" here) under name.
 	Allows func(kind, name string) bool
@@ -267,7 +269,7 @@ func (s *Server) startWorkflowRun(w http.ResponseWriter, r *http.Request) {
 	}
 	cause := workflow.Cause{Kind: workflow.CauseManual, ID: key}
 	if caller.Allows != nil {
-		cause = workflow.Cause{Kind: workflow.CauseWebhook, ID: caller.Name}
+		cause = workflow.Cause{Kind: workflow.CauseWebhook, ID: caller.Name, Credential: caller.Name}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()

@@ -43,6 +43,13 @@ func callers(r *http.Request, _ []byte) (api.Caller, error) {
 
 func workflowFixture(t *testing.T) *fixture {
 	t.Helper()
+	f, _ := workflowFixtureEngine(t)
+	return f
+}
+
+// workflowFixtureEngine is workflowFixture and its engine.
+func workflowFixtureEngine(t *testing.T) (*fixture, *workflow.Engine) {
+	t.Helper()
 	var n yaml.Node
 	src := `
 deploy:
@@ -71,10 +78,12 @@ manual:
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newFixture(t, func(_ *api.Config, d *api.Deps) {
-		d.Workflows = workflow.NewEngine(d.Bus, workflow.Config{Definitions: set})
-		d.Callers = callers
+	var e *workflow.Engine
+	f := newFixture(t, func(_ *api.Config, d *api.Deps) {
+		e = workflow.NewEngine(d.Bus, workflow.Config{Definitions: set})
+		d.Workflows, d.Callers = e, callers
 	})
+	return f, e
 }
 
 func TestWorkflowRoutes(t *testing.T) {
@@ -162,8 +171,12 @@ func TestWorkflowRoutes(t *testing.T) {
 	r = start("deploy", wfToken, `{"inputs":{"build":"b3"}}`, "webhook-id", "msg_1")
 	_ = json.Unmarshal(r.body, &acc)
 	second := acc.ID
-	if r := start("deploy", adminToken, `{"inputs":{"build":"b3"}}`, "webhook-id", "msg_1"); !strings.Contains(string(r.body), second) {
+	if r := start("deploy", wfToken, `{"inputs":{"build":"b3"}}`, "webhook-id", "msg_1"); !strings.Contains(string(r.body), second) {
 		t.Errorf("webhook-id again = %d %s, want run %s", r.status, r.body, second)
+	}
+	// The admin's keys are not the credential's: the same key is another run.
+	if r := start("deploy", adminToken, `{"inputs":{"build":"b3"}}`, "webhook-id", "msg_1"); r.status != 202 || strings.Contains(string(r.body), second) {
+		t.Errorf("the credential's webhook-id sent by the admin = %d %s, want a run other than %s", r.status, r.body, second)
 	}
 
 	// Runs.
@@ -174,7 +187,7 @@ func TestWorkflowRoutes(t *testing.T) {
 	}
 	r = f.do(t, "GET", "/v1/workflow-runs?workflow=deploy&limit=10", adminToken, "")
 	var runs []workflow.Run
-	if err := json.Unmarshal(r.body, &runs); err != nil || len(runs) != 2 {
+	if err := json.Unmarshal(r.body, &runs); err != nil || len(runs) != 3 {
 		t.Fatalf("GET runs = %d %s", r.status, r.body)
 	}
 	for _, q := range []string{"status=nope", "limit=0", "limit=x"} {
@@ -203,5 +216,38 @@ func TestWorkflowRoutes(t *testing.T) {
 	}
 	if r := f.do(t, "POST", "/v1/workflow-runs/"+first+"/cancel", adminToken, `{"reason":"test"}`); r.status != 202 {
 		t.Errorf("cancel = %d %s", r.status, r.body)
+	}
+}
+
+// TestWorkflowKeyCannotSquatTrigger: a credential that sends the
+// idempotency key of a cron tick (predictable: <job>:<tick>) or of an
+// event trigger gets a run of its own; the tick's run is still the tick's.
+func TestWorkflowKeyCannotSquatTrigger(t *testing.T) {
+	t.Parallel()
+	f, engine := workflowFixtureEngine(t)
+	for _, c := range []struct {
+		key   string
+		cause workflow.Cause
+	}{
+		{"wf-deploy-0:2026-06-01T09:00:00Z", workflow.Cause{Kind: workflow.CauseCron, ID: "wf-deploy-0@2026-06-01T09:00:00Z"}},
+		{"wf-deploy-0.ev1", workflow.Cause{Kind: workflow.CauseEvent, ID: "ev1"}},
+		{"k-admin", workflow.Cause{Kind: workflow.CauseManual, ID: "k-admin"}},
+	} {
+		r := f.do(t, "POST", "/v1/workflows/deploy/runs", wfToken, `{"inputs":{"build":"evil"}}`, "Idempotency-Key", c.key)
+		var acc struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(r.body, &acc); err != nil || r.status != 202 {
+			t.Fatalf("start with key %q = %d %s", c.key, r.status, r.body)
+		}
+		run, created, err := engine.Start(t.Context(), "deploy", map[string]any{"build": "b1"}, workflow.StartOptions{IdempotencyKey: c.key, Cause: c.cause})
+		if err != nil || !created || run.ID == acc.ID || run.Inputs["build"] != "b1" {
+			t.Errorf("Start(%s, key %q) after a credential sent the key = run %s (created %v, inputs %v), %v; want a new run, not the credential's %s",
+				c.cause.Kind, c.key, run.ID, created, run.Inputs, err, acc.ID)
+		}
+		again, created, err := engine.Start(t.Context(), "deploy", map[string]any{"build": "b1"}, workflow.StartOptions{IdempotencyKey: c.key, Cause: c.cause})
+		if err != nil || created || again.ID != run.ID {
+			t.Errorf("Start(%s, key %q) again = %s, %v, %v; want run %s, not created", c.cause.Kind, c.key, again.ID, created, err, run.ID)
+		}
 	}
 }

@@ -143,10 +143,13 @@ type Approval struct {
 	// Question is what the people asked read.
 	Question string `json:"question"`
 	// Tool and Args are the tool call waiting (KindToolCall): the tool's
-	// name and its arguments as JSON text, secrets cut out, cut to
-	// Config.ArgsMax.
-	Tool string `json:"tool,omitempty"`
-	Args string `json:"args,omitempty"`
+	// name and its arguments as JSON text, whole, secrets cut out (a
+	// call whose arguments are longer than Config.ArgsMax is not asked
+	// about). CallHash binds the approval to that call: the hex
+	// SHA-256 of the tool and the arguments as asked.
+	Tool     string `json:"tool,omitempty"`
+	Args     string `json:"args,omitempty"`
+	CallHash string `json:"call_hash,omitempty"`
 	// Targets are where the question went (connector targets).
 	Targets []string `json:"targets"`
 	// Approvers, if set, are who may decide ("telegram:123456789",
@@ -155,6 +158,9 @@ type Approval struct {
 	// token, the CLI) may always decide. Empty: anyone who can reach a
 	// target, and the links.
 	Approvers []string `json:"approvers,omitempty"`
+	// Requester, if set, is the credential (a webhook or MCP token's
+	// name) whose work asked: it may never decide the approval itself.
+	Requester string `json:"requester,omitempty"`
 	// Deadline is when it expires unless decided.
 	Deadline time.Time `json:"deadline"`
 	// OnTimeout is the verdict at the deadline: reject (default),
@@ -185,9 +191,18 @@ type Approval struct {
 	Receipts map[string]connectors.Receipt `json:"receipts,omitempty"`
 }
 
-// Allowed reports whether by may decide a: Approvers is empty, names by,
-// or by is ByAdmin.
+// ByCredential is how a decision made with a credential (a webhook or
+// MCP token named name, through the API or the MCP server) names its
+// decider: "token:<name>".
+func ByCredential(name string) string { return "token:" + name }
+
+// Allowed reports whether by may decide a: never the credential whose
+// work asked (nobody approves their own request); else Approvers is
+// empty, names by, or by is ByAdmin.
 func (a Approval) Allowed(by string) bool {
+	if a.Requester != "" && by == ByCredential(a.Requester) {
+		return false
+	}
 	if len(a.Approvers) == 0 || by == ByAdmin {
 		return true
 	}
@@ -213,7 +228,10 @@ type Request struct {
 	// Question is the text people read. Required.
 	Question string `json:"question"`
 	// Tool and Args (JSON) are the tool call that waits (KindToolCall);
-	// the record keeps Args with secrets cut out, cut to Config.ArgsMax.
+	// the record keeps Args whole with secrets cut out. Args longer than
+	// Config.ArgsMax (secrets cut out) are refused (ErrInvalid): a
+	// person could not be shown what they approve. Asking again with the
+	// same ID and another Tool or Args is ErrMismatch.
 	Tool string `json:"tool,omitempty"`
 	Args string `json:"args,omitempty"`
 	// Targets are the connector targets the question goes to (at least
@@ -221,6 +239,8 @@ type Request struct {
 	Targets []string `json:"targets"`
 	// Approvers: see Approval.
 	Approvers []string `json:"approvers,omitempty"`
+	// Requester: see Approval (the request's credential, if any).
+	Requester string `json:"requester,omitempty"`
 	// Timeout is how long it waits from now. Default Config.Timeout.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// OnTimeout is the verdict at the deadline. Default reject.
@@ -271,6 +291,10 @@ var (
 	// ErrInvalid: a request or an answer is malformed (the error says
 	// what is wrong).
 	ErrInvalid = errors.New("approval: invalid")
+	// ErrMismatch: Ask with the id of an approval of another call (its
+	// tool or its arguments differ): the approval is bound to the call
+	// it asked about, and its decision is never one for another.
+	ErrMismatch = errors.New("approval: the id is that of another call")
 )
 
 // ConflictError is the answer to a verdict that differs from the one

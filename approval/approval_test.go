@@ -466,3 +466,29 @@ func TestCancel(t *testing.T) {
 		t.Errorf("List(pending) = %v, want none", list)
 	}
 }
+
+// Nobody approves their own request: the credential whose work asked
+// may not decide, even where anyone else may (no approvers named); the
+// admin and another credential may.
+func TestRequesterMayNotDecide(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s := newService(t, b)
+	id := approval.ToolCallID("run-own", 1)
+	r := request(id)
+	r.Kind, r.Tool, r.Args = approval.KindToolCall, "exec", `{"argv":["deploy"]}`
+	r.Requester = "ci"
+	if _, _, err := s.Ask(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Decide(t.Context(), id, approval.Approve, approval.ByCredential("ci"), ""); !errors.Is(err, approval.ErrNotAllowed) {
+		t.Fatalf("Decide by the requesting credential = %v, want ErrNotAllowed", err)
+	}
+	if a, _ := s.Get(t.Context(), id); a.State != approval.Pending || a.Requester != "ci" {
+		t.Fatalf("after the requester's answer: %s (requester %q), want pending, ci", a.State, a.Requester)
+	}
+	a, err := s.Decide(t.Context(), id, approval.Approve, approval.ByCredential("ops"), "")
+	if err != nil || a.State != approval.Approved {
+		t.Fatalf("Decide by another credential = %+v, %v", a, err)
+	}
+}

@@ -2,6 +2,8 @@ package approval
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,15 +19,21 @@ import (
 // maxQuestion bounds a question's text (bytes).
 const maxQuestion = 4096
 
+// previewMax bounds the arguments a chat question shows (bytes): chat
+// messages are short (Telegram's hold 4096 characters). The rest is on
+// the links' page and in approvals show.
+const previewMax = 1500
+
 func (s *Service) ask(ctx context.Context, r Request) (Approval, bool, error) {
 	a, err := s.newApproval(r)
 	if err != nil {
 		return Approval{}, false, err
 	}
 	created := true
-	a, rev, err := s.write(ctx, a, 0, func(*Approval, bool) (bool, error) {
+	want := a
+	a, rev, err := s.write(ctx, a, 0, func(cur *Approval, _ bool) (bool, error) {
 		created = false
-		return false, nil
+		return false, sameCall(*cur, want)
 	})
 	if err != nil {
 		return Approval{}, false, err
@@ -79,11 +87,11 @@ func (s *Service) newApproval(r Request) (Approval, error) {
 		}
 	}
 	for i, ap := range r.Approvers {
-		if ap == ByLink {
+		if ap == ByLink || ap == ByAdmin {
 			continue
 		}
 		if c, id, ok := strings.Cut(ap, ":"); !ok || c == "" || id == "" {
-			bad("approvers[%d]: %q: want connector:user-id (telegram:123456789, slack:U024BE7LH) or link", i, ap)
+			bad("approvers[%d]: %q: want platform:user-id (telegram:123456789), link or admin", i, ap)
 		}
 	}
 	timeout := r.Timeout
@@ -124,23 +132,47 @@ func (s *Service) newApproval(r Request) (Approval, error) {
 		}
 		resume = &rc
 	}
+	var args string
+	if r.Args != "" {
+		var whole int
+		args, whole = secret.Cut(r.Args, s.cfg.ArgsMax, false, s.cfg.Secrets)
+		if len(args) < whole {
+			bad("arguments: %d bytes (secrets cut out), more than the %d a person can be shown whole to approve: the call is not asked about; make it with shorter arguments", whole, s.cfg.ArgsMax)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return Approval{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	now := s.now().UTC()
 	a := Approval{
 		ID: r.ID, Kind: r.Kind, Run: r.Run, Step: r.Step, Source: r.Source, Name: r.Name,
-		Question: s.cut(r.Question, maxQuestion), Tool: r.Tool,
-		Targets: slices.Clone(r.Targets), Approvers: slices.Clone(r.Approvers),
+		Question: s.cut(r.Question, maxQuestion), Tool: r.Tool, Args: args,
+		Targets: slices.Clone(r.Targets), Approvers: slices.Clone(r.Approvers), Requester: r.Requester,
 		Deadline: now.Add(timeout), OnTimeout: onTimeout, State: Pending, Resume: resume, CreatedAt: now,
 	}
-	if r.Args != "" {
-		a.Args = s.cut(r.Args, s.cfg.ArgsMax)
+	if r.Tool != "" || r.Args != "" {
+		a.CallHash = callHash(r.Tool, r.Args)
 	}
 	if r.Reminder > 0 {
 		a.RemindAt = now.Add(r.Reminder)
 	}
 	return a, nil
+}
+
+// callHash is the hex SHA-256 of a tool call: its tool and arguments.
+func callHash(tool, args string) string {
+	h := sha256.Sum256([]byte("agentwork tool call\x00" + tool + "\x00" + args))
+	return hex.EncodeToString(h[:])
+}
+
+// sameCall says whether the approval cur, found under want's id, is one of
+// the same call: nil, or an error wrapping ErrMismatch. A record written
+// before approvals kept the hash is compared by its tool alone.
+func sameCall(cur, want Approval) error {
+	if cur.Kind == want.Kind && cur.Tool == want.Tool && (cur.CallHash == "" || cur.CallHash == want.CallHash) {
+		return nil
+	}
+	return fmt.Errorf("%w: approval %s was asked for a call of %q with other arguments; its decision is not for this call", ErrMismatch, cur.ID, cur.Tool)
 }
 
 // cut cuts the secrets out of text, then cuts it to max bytes with a note.
@@ -256,7 +288,11 @@ func (s *Service) questionText(a Approval, lead string) string {
 	if a.Tool != "" {
 		fmt.Fprintf(&b, "\n\nTool: %s", a.Tool)
 		if a.Args != "" {
-			fmt.Fprintf(&b, "\nArguments: %s", a.Args)
+			preview, whole := secret.Cut(a.Args, previewMax, false, nil)
+			fmt.Fprintf(&b, "\nArguments: %s", preview)
+			if len(preview) < whole {
+				fmt.Fprintf(&b, " …\n(cut: this shows %d of the %d bytes of the arguments. See them all before you decide: open a link below, or run agentwork approvals show %s)", len(preview), whole, a.ID)
+			}
 		}
 	}
 	fmt.Fprintf(&b, "\n\nAnswer by %s, or it is %s automatically.", clock(a.Deadline), verdictDone(a.OnTimeout))

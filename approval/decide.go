@@ -20,6 +20,9 @@ import (
 func check(a Approval, d Decision) error {
 	switch a.State {
 	case Pending:
+		if a.Requester != "" && d.By == ByCredential(a.Requester) {
+			return fmt.Errorf("%w: %s asked for approval %s, and nobody approves their own request", ErrNotAllowed, d.By, a.ID)
+		}
 		if !a.Allowed(d.By) {
 			return fmt.Errorf("%w: %s may not decide approval %s (it names its approvers)", ErrNotAllowed, d.By, a.ID)
 		}
@@ -57,6 +60,13 @@ func (s *Service) decide(ctx context.Context, id string, d Decision) (Approval, 
 	if err != nil {
 		return a, err
 	}
+	now := s.now().UTC()
+	if a.State == Pending && !now.Before(a.Deadline) {
+		// Too late, whether or not the deadline's timer has fired yet:
+		// expire it here as the timer would (its OnTimeout verdict, its
+		// Resume, the people asked told), and refuse the answer.
+		return s.expireLate(ctx, a, rev, d)
+	}
 	if err := check(a, d); err != nil {
 		if errors.Is(err, errSame) {
 			return a, nil
@@ -71,7 +81,7 @@ func (s *Service) decide(ctx context.Context, id string, d Decision) (Approval, 
 	if err := s.at("decide.armed", id); err != nil {
 		return a, err
 	}
-	d.At = s.now().UTC()
+	d.At = now
 	next := a
 	next.State, next.Decision = stateOf(d.Verdict), &d
 	var lost error
@@ -108,6 +118,25 @@ func (s *Service) decide(ctx context.Context, id string, d Decision) (Approval, 
 		return a, nil
 	}
 	return done, nil
+}
+
+// expireLate expires the pending approval a, whose deadline has passed,
+// for an answer d that came too late, and returns what check makes of d
+// then: ErrExpired (or, if someone decided in time meanwhile, what their
+// decision makes of d).
+func (s *Service) expireLate(ctx context.Context, a Approval, rev uint64, d Decision) (Approval, error) {
+	a, err := s.expire(ctx, a, rev)
+	if err != nil && (!a.State.Valid() || a.State == Pending) {
+		return a, err
+	}
+	if err != nil {
+		// Ended: the deadline's timer finishes what is left.
+		s.log.Warn("approval expired; what follows is left to its timer", zap.String("approval", a.ID), zap.Error(err))
+	}
+	if err := check(a, d); err != nil && !errors.Is(err, errSame) {
+		return a, err
+	}
+	return a, nil
 }
 
 // Bounds of what a decider types.

@@ -16,6 +16,10 @@ import (
 // timeout.
 const DefaultTimeout = 24 * time.Hour
 
+// DefaultArgsMax is the longest a tool call's arguments may be to be
+// asked about: 64 KiB.
+const DefaultArgsMax = 64 << 10
+
 // Config configures a Service: the approvals section of agentwork.yaml
 // (public_url, timeout) and what cmd/agentwork wires in. Zero fields take
 // the documented defaults.
@@ -38,8 +42,9 @@ type Config struct {
 	Connectors []string `yaml:"-" json:"-"`
 	// Secrets are cut out of the question and the tool's arguments.
 	Secrets []string `yaml:"-" json:"-"`
-	// ArgsMax bounds the tool arguments the record keeps (bytes, cut with
-	// a note). Default 2048.
+	// ArgsMax bounds a tool call's arguments (bytes, secrets cut out):
+	// longer ones are not asked about (Ask refuses them), since the
+	// approver must see them whole. Default DefaultArgsMax.
 	ArgsMax int `yaml:"-" json:"-"`
 	// Concurrency is how many fired timers the consumer handles at once.
 	// Default 4.
@@ -71,7 +76,7 @@ func (c Config) withDefaults() Config {
 		c.Timeout = DefaultTimeout
 	}
 	if c.ArgsMax <= 0 {
-		c.ArgsMax = 2048
+		c.ArgsMax = DefaultArgsMax
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = 4
@@ -139,7 +144,8 @@ func (s *Service) Ask(ctx context.Context, r Request) (a Approval, created bool,
 // decision (no error, whoever gave it); another verdict after a decision
 // is a *ConflictError naming who decided what and when; an expired or
 // cancelled approval is ErrExpired or ErrCancelled (wrapped, with the
-// approval); a by the approval does not allow is ErrNotAllowed; an
+// approval), and a pending one whose deadline has passed expires then
+// (as its timer would) and is ErrExpired; a by the approval does not allow is ErrNotAllowed; an
 // unknown id ErrNoApproval.
 func (s *Service) Decide(ctx context.Context, id string, v Verdict, by, comment string) (Approval, error) {
 	return s.decide(ctx, id, Decision{Verdict: v, By: by, Comment: comment})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,5 +181,51 @@ func TestReminder(t *testing.T) {
 	tm, err := bus.NewTimers(b).Pending(t.Context(), "approval."+id)
 	if err != nil || !tm.Due.Equal(a.Deadline) {
 		t.Errorf("after the reminder the timer = %+v, %v; want the deadline %s", tm, err, a.Deadline)
+	}
+}
+
+// An answer at or after the deadline is refused even when the timer has
+// not fired (its consumer is not running): the approval expires there and
+// then, the same way the timer would have expired it.
+func TestDecideAfterDeadlineExpires(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s := newService(t, b, approval.WithClock(clock))
+	id := approval.WorkflowStepID("run1", "ask", 1)
+	r := resumeTo(b, request(id))
+	r.Timeout, r.OnTimeout = time.Hour, approval.Reject
+	a, _, err := s.Ask(t.Context(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = a.Deadline.Add(500 * time.Millisecond)
+	mu.Unlock()
+	got, err := s.Decide(t.Context(), id, approval.Approve, "telegram:1", "late")
+	if !errors.Is(err, approval.ErrExpired) {
+		t.Fatalf("Decide after the deadline = %+v, %v; want ErrExpired", got, err)
+	}
+	a, _ = s.Get(t.Context(), id)
+	if a.State != approval.Expired || a.Decision == nil || a.Decision.Verdict != approval.Reject || a.Decision.By != approval.ByTimeout || !a.Finished {
+		t.Fatalf("after a late answer: %s %+v finished %v; want expired, reject by timeout, finished", a.State, a.Decision, a.Finished)
+	}
+	rs := resumes(t, b)
+	if len(rs) != 1 {
+		t.Fatalf("%d resumes, want 1", len(rs))
+	}
+	if o := outcome(t, rs[0]); o.State != approval.Expired || o.Verdict != approval.Reject {
+		t.Errorf("resume outcome = %+v, want expired, reject", o)
+	}
+	var told int
+	for _, n := range queued(t, b, id) {
+		if strings.Contains(n.ID, ".expired.") {
+			told++
+		}
+	}
+	if told != 2 {
+		t.Errorf("%d expiry notices, want one to each of the 2 targets", told)
 	}
 }

@@ -341,3 +341,58 @@ func Release(ctx context.Context, kv jetstream.KeyValue, key, token string, rev 
 	}
 	return fmt.Errorf("bus: release %s: changed under %d deletes in a row", key, maxConflicts)
 }
+
+// AcquireWait is Acquire that waits while the lease is held: it watches
+// key and tries again each time the record changes (released, or taken by
+// another) and when the holder's lease expires (a holder that died on an
+// external cluster stops renewing it), until it takes the lease, ctx ends
+// (ctx's error), or maxWait passes (maxWait <= 0: no bound but ctx). When
+// maxWait passes it returns an error that wraps the last *HeldError. Any
+// other error of Acquire, or of the watch, ends it too.
+//
+// A lease that is free costs one round trip, as Acquire; the watch is set
+// up only once the lease is found held, and the take is tried again after
+// that, so a release between the first try and the watch is not missed.
+func AcquireWait[T any, P leased[T]](ctx context.Context, b *Bus, kv jetstream.KeyValue, key string, ttl, maxWait time.Duration, v P, supersede func(held P) bool) (uint64, error) {
+	rev, err := Acquire(ctx, b, kv, key, ttl, v, supersede)
+	var held *HeldError
+	if !errors.As(err, &held) {
+		return rev, err
+	}
+	var giveUp <-chan time.Time
+	if maxWait > 0 {
+		t := time.NewTimer(maxWait)
+		defer t.Stop()
+		giveUp = t.C
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := kv.Watch(wctx, key, jetstream.UpdatesOnly(), jetstream.MetaOnly())
+	if err != nil {
+		return 0, fmt.Errorf("bus: lease %s: watch for its release: %w", key, err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		rev, err := Acquire(ctx, b, kv, key, ttl, v, supersede)
+		if !errors.As(err, &held) {
+			return rev, err
+		}
+		expired := time.NewTimer(max(time.Until(held.Holder.Expires), time.Millisecond))
+		select {
+		case _, open := <-w.Updates(): // released, renewed or taken by another: look again
+			if !open && ctx.Err() == nil {
+				expired.Stop()
+				return 0, fmt.Errorf("bus: lease %s: the watch for its release ended", key)
+			}
+		case <-expired.C:
+		case <-giveUp:
+			expired.Stop()
+			return 0, fmt.Errorf("bus: lease %s still held after waiting %s: %w", key, maxWait, held)
+		case <-ctx.Done():
+		}
+		expired.Stop()
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+	}
+}

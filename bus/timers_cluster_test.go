@@ -46,7 +46,10 @@ func TestTimersClusterFireOnce(t *testing.T) {
 	}
 	fired := consumeFired(t, b, cons, 4096, jetstream.PullExpiry(2*time.Second))
 
-	base := time.Now().Truncate(time.Second).Add(6 * time.Second)
+	// Far enough ahead that every Set is stored before the first is due,
+	// also on a loaded machine (6 s was not, with the suite's other
+	// packages running beside it).
+	base := time.Now().Truncate(time.Second).Add(14 * time.Second)
 	due := func(s int) time.Time { return base.Add(time.Duration(s) * time.Second) }
 	armAll(t, tm, secs*perSec, 16, func(i int) string { return fmt.Sprintf("once.s%d.k%d", i/perSec, i%perSec) },
 		func(i int) time.Time { return due(i / perSec) })

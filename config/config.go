@@ -207,6 +207,8 @@ func (f *File) Validate() error {
 	add(f.validateModels())
 	add(f.validateWorkflows())
 	add(f.validateApprovalWait())
+	add(f.validateApprovalReach())
+	add(f.validateApprovers())
 	return errors.Join(errs...)
 }
 

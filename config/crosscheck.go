@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/tools"
@@ -251,4 +252,104 @@ func (f *File) validateApprovalWait() error {
 		return nil
 	}
 	return fmt.Errorf("approvals.timeout: %s: a gated tool call's run waits at most %s; set runner.approvals.timeout to %s or less", f.Approvals.Timeout, agentwork.MaxParked, agentwork.MaxParked)
+}
+
+// validateApprovalReach refuses a webhook credential whose grant lets it
+// deliver to where the question of a gated tool call of its runs goes,
+// when whoever the question reaches may decide (runner.approvals.approvers
+// empty, or naming link): its holder would read the question, with its
+// buttons and signed links, and could approve its own calls. The question
+// of a webhook's run goes to runner.approvals.targets, else
+// runner.targets, else every connector; a grant target reaches one when it
+// names its connector with a destination pattern that matches the
+// target's destination, or any destination pattern where the target names
+// the connector alone (its configured destination is not known here).
+// Naming a connector alone in a grant reaches only the operator's
+// configured destination, as the question does: that is not refused.
+func (f *File) validateApprovalReach() error {
+	gated := len(f.Runner.Approval) > 0
+	for _, tc := range f.Tasks {
+		gated = gated || len(tc.Approval) > 0
+	}
+	ap := f.Runner.Approvals.Approvers
+	if !gated || (len(ap) > 0 && !slices.Contains(ap, approval.ByLink)) {
+		return nil
+	}
+	question := f.Runner.Approvals.Targets
+	if len(question) == 0 {
+		question = f.Runner.Targets
+	}
+	if len(question) == 0 {
+		question = slices.Sorted(maps.Keys(f.Connectors))
+	}
+	var errs []error
+	check := func(field, name string, g []string) {
+		for _, gt := range g {
+			gn, gd, has := strings.Cut(gt, ":")
+			if !has {
+				continue
+			}
+			for _, q := range question {
+				qn, qd := connectors.SplitTarget(q)
+				if ok, _ := path.Match(gn, qn); !ok {
+					continue
+				}
+				if (qd == "" && !strings.ContainsAny(gd, "*?")) || (qd != "" && !connectors.MatchDestination(gd, qd)) {
+					continue
+				}
+				errs = append(errs, fmt.Errorf("%s (%s): its grant's target %q reaches %q, where the question of a gated tool call goes (runner.approvals.targets, else runner.targets, else every connector), and anyone it reaches may decide: whoever holds the credential could approve its own calls. Set runner.approvals.approvers to the people who may decide (not link), or runner.approvals.targets to a target the grant does not reach",
+					field, name, gt, q))
+				return
+			}
+		}
+	}
+	for i, t := range f.Webhook.Tokens {
+		check(fmt.Sprintf("webhook.tokens[%d]", i), t.Name, t.Targets)
+	}
+	for i, s := range f.Webhook.Secrets {
+		check(fmt.Sprintf("webhook.secrets[%d]", i), s.Name, s.Targets)
+	}
+	return errors.Join(errs...)
+}
+
+// validateApprovers refuses runner.approvals.approvers that no channel can
+// record (see approverProblem).
+func (f *File) validateApprovers() error {
+	var errs []error
+	for i, ap := range f.Runner.Approvals.Approvers {
+		if msg := f.approverProblem(ap); msg != "" {
+			errs = append(errs, fmt.Errorf("runner.approvals.approvers[%d]: %q: %s", i, ap, msg))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// approverProblem says why the approver ap could never decide ("" when it
+// can): an approver is link (whoever holds the question's signed links),
+// admin (the HTTP API and the CLI, who may always decide), or a person
+// of a platform a configured connector receives answers from
+// (connectors.AnswersConfig: telegram:<user id>). Anyone else would wait
+// for ever, and naming approvers without link drops the links.
+func (f *File) approverProblem(ap string) string {
+	if ap == approval.ByLink || ap == approval.ByAdmin {
+		return ""
+	}
+	var as []string
+	for _, name := range slices.Sorted(maps.Keys(f.Connectors)) {
+		if a, ok := f.Connectors[name].(connectors.AnswersConfig); ok && !slices.Contains(as, a.AnswersAs()) {
+			as = append(as, a.AnswersAs())
+		}
+	}
+	platform, id, ok := strings.Cut(ap, ":")
+	if ok && id != "" && slices.Contains(as, platform) {
+		return ""
+	}
+	these := "none of the configured connectors does"
+	if len(as) > 0 {
+		these = "these do: " + strings.Join(as, ", ")
+	}
+	if !ok || id == "" {
+		return fmt.Sprintf("want platform:user-id (telegram:123456789), link or admin (%s)", these)
+	}
+	return fmt.Sprintf("no connector receives the answers of %s users (%s), so this approver could never decide. Write link to let whoever holds the question's signed links decide, a telegram:<user id> of a Telegram connector's chat, or leave the approvers out and decide as admin (agentwork approvals approve|reject)", platform, these)
 }

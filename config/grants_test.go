@@ -91,3 +91,43 @@ func TestGrantTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantReachesTheApprovalQuestion: config check refuses a webhook
+// credential whose grant lets it deliver to where the question of a gated
+// tool call goes, when anyone reached there may decide: its holder would
+// read the question and could approve its own calls.
+func TestGrantReachesTheApprovalQuestion(t *testing.T) {
+	t.Parallel()
+	const conns = "connectors:\n  console: {type: console}\n  alerts: {type: nats, subject: a.b}\n"
+	cfg := func(runner, targets string) string {
+		return conns + "runner:\n" + runner + "webhook:\n  tokens:\n    - {name: ci, token: ci-token-0123456789abcdef, targets: " + targets + "}\n"
+	}
+	const gated = "  approval: [notify_user]\n"
+	for _, tt := range []struct{ name, yaml, want string }{
+		{"default targets", cfg(gated, "['alerts:*']"), `webhook.tokens[0] (ci): its grant's target "alerts:*" reaches "alerts", where the question of a gated tool call goes`},
+		{"approvals targets", cfg(gated+"  approvals: {targets: ['alerts:ops.approvals']}\n", "['alerts:ops.*']"), `reaches "alerts:ops.approvals"`},
+		{"link approver", cfg(gated+"  approvals: {approvers: [link]}\n", "['alerts:*']"), `webhook.tokens[0] (ci)`},
+	} {
+		f, err := config.Parse("agentwork.yaml", []byte(tt.yaml), env(nil), types)
+		if err == nil {
+			err = f.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Validate = %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	for _, ok := range []string{
+		cfg(gated, "[console, alerts]"), // the connectors alone: their configured destination only
+		cfg("", "['alerts:*']"),         // no gated calls
+		cfg(gated+"  approvals: {targets: ['alerts:ops.approvals']}\n", "['alerts:team.*']"), // the grant misses the question
+		cfg(gated+"  approvals: {approvers: [admin]}\n", "['alerts:*']"),                     // only the admin decides
+	} {
+		f, err := config.Parse("agentwork.yaml", []byte(ok), env(nil), types)
+		if err == nil {
+			err = f.Validate()
+		}
+		if err != nil {
+			t.Errorf("Validate(%q) = %v, want nil", ok, err)
+		}
+	}
+}

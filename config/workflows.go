@@ -140,6 +140,11 @@ func (f *File) validateWorkflows() error {
 				for i, t := range s.Approval.Targets {
 					target(fmt.Sprintf("%s.approval.targets[%d]", rel, i), s.ID, t)
 				}
+				for i, ap := range s.Approval.Approvers {
+					if msg := f.approverProblem(ap); msg != "" {
+						errs = append(errs, w.ErrorAt(fmt.Sprintf("%s.approval.approvers[%d]", rel, i), s.ID, "%q: %s", ap, msg))
+					}
+				}
 			}
 		})
 	}

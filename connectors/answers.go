@@ -29,6 +29,15 @@ type Answers interface {
 	Answer(ctx context.Context, d Decider) error
 }
 
+// AnswersConfig is the config side of Answers, for checks made without
+// building the connector (config check): a connector type whose connector
+// receives answers has a config that implements it. AnswersAs returns
+// the prefix of the ids of the people who answer through it, as
+// approvers are written ("telegram" for "telegram:123456789").
+type AnswersConfig interface {
+	AnswersAs() string
+}
+
 // Decider decides an approval from one press and says what to show the
 // person who pressed. An error means the answer could not be recorded
 // now (the bus is away); the connector tells the person to try again.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -199,6 +200,50 @@ type Dispatcher struct {
 	// stall is a test seam (export_test.go): set, the dispatcher acts like
 	// an instance that stalls mid-send.
 	stall struct{ signals, claims atomic.Bool }
+	// states is each connector's state as this instance's last send saw
+	// it (States).
+	states sync.Map // connector name → string
+}
+
+// Connector states, as States reports them.
+const (
+	// StateUp: the last send through the connector was confirmed.
+	StateUp = "up"
+	// StateFailing: the last send failed (it is retried, or kept for
+	// agentwork deliveries retry).
+	StateFailing = "failing"
+	// StateRateLimited: the platform asked the last send to wait.
+	StateRateLimited = "rate limited"
+	// StateUnknown: nothing was sent through it since this instance
+	// started.
+	StateUnknown = "unknown"
+)
+
+// States returns each connector's state as this instance's last send saw
+// it: up, failing, rate limited, or unknown before the first send. It
+// names no error (the reason is in the logs and the delivery events), so
+// it may be shown where the errors may not.
+func (d *Dispatcher) States() map[string]string {
+	out := map[string]string{}
+	for _, name := range d.reg.Names() {
+		out[name] = StateUnknown
+		if v, ok := d.states.Load(name); ok {
+			out[name] = v.(string)
+		}
+	}
+	return out
+}
+
+// saw records what a send through connector name came to.
+func (d *Dispatcher) saw(name string, err error) {
+	switch _, limited := rateLimited(err); {
+	case err == nil:
+		d.states.Store(name, StateUp)
+	case limited:
+		d.states.Store(name, StateRateLimited)
+	default:
+		d.states.Store(name, StateFailing)
+	}
 }
 
 // NewDispatcher returns a dispatcher for the connectors in reg. It does no
@@ -367,6 +412,9 @@ func (d *Dispatcher) deliver(sends context.Context, log *zap.Logger, name string
 	rec, err := safeSend(sctx, c, n)
 	lost := release()
 	cancel()
+	if sends.Err() == nil {
+		d.saw(name, err)
+	}
 	if claim != nil {
 		// The parts sent before, then this attempt's.
 		rec.MessageIDs = append(before, rec.MessageIDs...)

@@ -1195,3 +1195,30 @@ func TestDispatcherDestination(t *testing.T) {
 		t.Fatalf("connector got target %q (connector %q, destination %q), want chat and -1001234", got.Target, got.Connector(), got.Destination())
 	}
 }
+
+// States says how each connector's last send went (what /readyz and the
+// console's overview show): up, failing, unknown before the first send;
+// never an error text.
+func TestDispatcherStates(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	events := watch(t, b)
+	failing := &fake{fn: func(context.Context, connectors.Notification, int) error {
+		return connectors.Permanent(errors.New("403 blocked by user token-abcdef123456"))
+	}}
+	reg := connectors.Registry{"good": &fake{}, "failing": failing, "idle": &fake{}}
+	d := connectors.NewDispatcher(b, reg, fastRetries, nil)
+	if got := d.States(); got["good"] != connectors.StateUnknown || got["failing"] != connectors.StateUnknown || len(got) != 3 {
+		t.Fatalf("States before any send = %v, want every connector unknown", got)
+	}
+	enqueue(t, b, note("g", "good", "x"), note("f", "failing", "x"))
+	stop := start(t, d)
+	for range 2 {
+		next(t, events)
+	}
+	want := map[string]string{"good": connectors.StateUp, "failing": connectors.StateFailing, "idle": connectors.StateUnknown}
+	if got := d.States(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("States after the sends = %v, want %v", got, want)
+	}
+	stopped(t, stop)
+}

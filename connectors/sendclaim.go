@@ -119,12 +119,13 @@ func (d *Dispatcher) takeSend(ctx context.Context, key string) (take, error) {
 }
 
 // renew extends c's lease by CAS, and records what change makes of c (nil:
-// nothing) with it. It reports false when c is no longer this send's:
-// another instance took it over or recorded it sent. c is changed only
-// when the write succeeded.
-func (d *Dispatcher) renew(ctx context.Context, log *zap.Logger, c *sendClaim, change func(*sendClaim)) bool {
+// nothing) with it. Its error is a *bus.HeldError when c is no longer this
+// send's (another instance took it over or recorded it sent), else a
+// transient failure of the bus; c is changed only when the write
+// succeeded.
+func (d *Dispatcher) renew(ctx context.Context, log *zap.Logger, c *sendClaim, change func(*sendClaim)) error {
 	if d.stall.claims.Load() {
-		return true
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.progressEvery())
 	defer cancel()
@@ -138,15 +139,13 @@ func (d *Dispatcher) renew(ctx context.Context, log *zap.Logger, c *sendClaim, c
 	case err == nil:
 		next.rev = rev
 		*c = next
-		return true
 	case errors.As(err, &held):
 		log.Warn("send claim taken over by another instance (this one stalled past its lease); cancelling this send",
 			zap.String("claim", c.key), zap.String("owner", held.Holder.Owner))
-		return false
 	default:
 		log.Warn("send claim not renewed; trying again", zap.String("claim", c.key), zap.Error(err))
-		return true
 	}
+	return err
 }
 
 // holding is a send in progress under its claim (see hold).
@@ -163,13 +162,16 @@ type holding struct {
 	lost bool
 }
 
+// errLost is renew's error once the claim was taken over.
+var errLost = errors.New("connectors: the send claim was taken over by another instance")
+
 // renew renews the claim with the parts confirmed so far; when the claim
-// was taken over it cancels the send.
-func (h *holding) renew(ctx context.Context) {
+// was taken over it cancels the send. Its error is renew's.
+func (h *holding) renew(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.lost {
-		return
+		return errLost
 	}
 	sent := h.sent
 	var change func(*sendClaim)
@@ -178,9 +180,45 @@ func (h *holding) renew(ctx context.Context) {
 			c.Parts, c.MessageIDs = sent.Parts, append(slices.Clone(h.before), sent.MessageIDs...)
 		}
 	}
-	if !h.d.renew(ctx, h.log, h.c, change) {
+	err := h.d.renew(ctx, h.log, h.c, change)
+	if errors.As(err, new(*bus.HeldError)) {
 		h.lost = true
 		h.cancel()
+		return errLost
+	}
+	return err
+}
+
+// record records rec, the parts the destination confirmed so far, in the
+// claim before the next part goes. A transient failure of the bus is
+// tried again for up to a third of AckWait (the claim's last renewal is
+// at most that old, so it stays live meanwhile), within send (the send's
+// ctx). When the parts still cannot be recorded, the send stops there
+// with a retryable error: sending on would leave parts that a takeover
+// sends again, where the next attempt resumes from what is recorded (the
+// settle of this one records rec if the bus is back by then).
+func (h *holding) record(ctx, send context.Context, rec Receipt) error {
+	h.mu.Lock()
+	h.sent = rec
+	h.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, h.d.progressEvery())
+	defer cancel()
+	pause := 10 * time.Millisecond
+	for {
+		err := h.renew(rctx)
+		if err == nil || errors.Is(err, errLost) {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+			pause = min(2*pause, 200*time.Millisecond)
+			continue
+		case <-rctx.Done():
+		case <-send.Done():
+		}
+		t.Stop()
+		return Retry(fmt.Errorf("connectors: %d parts were sent and could not be recorded in the send claim (%w); stopping so that the next attempt goes on from what is recorded", rec.Parts, err), 0)
 	}
 }
 
@@ -193,7 +231,8 @@ func (h *holding) renew(ctx context.Context) {
 // The ctx it returns carries sctx and the progress hook of SendParts: each
 // part of a split text the destination confirmed is recorded in c (with a
 // renewal) before the next part goes, so the instance that takes over the
-// send of one that died sends only the parts not confirmed.
+// send of one that died sends only the parts not confirmed; when it cannot
+// be recorded, the send stops there (see record).
 //
 // release stops it and reports whether c was lost; c then holds the last
 // revision written.
@@ -213,17 +252,13 @@ func (d *Dispatcher) hold(ctx, sctx context.Context, log *zap.Logger, c *sendCla
 				return
 			case <-t.C:
 			}
-			if h.renew(ctx); h.lostNow() {
+			_ = h.renew(ctx) // failed for now: the next tick tries again
+			if h.lostNow() {
 				return
 			}
 		}
 	})
-	send = withProgress(sctx, func(rec Receipt) {
-		h.mu.Lock()
-		h.sent = rec
-		h.mu.Unlock()
-		h.renew(ctx)
-	})
+	send = withProgress(sctx, func(rec Receipt) error { return h.record(ctx, sctx, rec) })
 	return send, func() bool { close(done); wg.Wait(); return h.lostNow() }
 }
 

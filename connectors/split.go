@@ -37,10 +37,11 @@ func UTF16(s string) int {
 // the destination holds so far; the dispatcher records that in the send
 // claim before the next part goes, so an instance that dies mid-text
 // leaves the parts sent on record and the one that takes over sends only
-// the rest.
+// the rest. When that record fails, SendParts stops with its error (a
+// retryable one) and the receipt of the parts sent.
 func SendParts(ctx context.Context, parts []string, sent int, send func(i int, part string) (id string, err error)) (Receipt, error) {
 	rec := Receipt{Parts: min(max(sent, 0), len(parts))}
-	progress, _ := ctx.Value(progressKey{}).(func(Receipt))
+	progress, _ := ctx.Value(progressKey{}).(func(Receipt) error)
 	for i := rec.Parts; i < len(parts); i++ {
 		id, err := send(i, parts[i])
 		if err != nil {
@@ -54,7 +55,9 @@ func SendParts(ctx context.Context, parts []string, sent int, send func(i int, p
 			rec.MessageIDs = append(rec.MessageIDs, id)
 		}
 		if progress != nil && rec.Parts < len(parts) {
-			progress(Receipt{Parts: rec.Parts, MessageIDs: slices.Clone(rec.MessageIDs)})
+			if err := progress(Receipt{Parts: rec.Parts, MessageIDs: slices.Clone(rec.MessageIDs)}); err != nil {
+				return rec, err
+			}
 		}
 	}
 	return rec, nil
@@ -65,7 +68,7 @@ func SendParts(ctx context.Context, parts []string, sent int, send func(i int, p
 type progressKey struct{}
 
 // withProgress returns ctx carrying f for SendParts.
-func withProgress(ctx context.Context, f func(Receipt)) context.Context {
+func withProgress(ctx context.Context, f func(Receipt) error) context.Context {
 	return context.WithValue(ctx, progressKey{}, f)
 }
 

@@ -179,6 +179,22 @@ func (s *Server) deleteJob(ctx context.Context, c Caller, in IDIn) (DeletedOut, 
 	return DeletedOut{Deleted: in.ID}, err
 }
 
+// waitSlot checks a call's wait_seconds and, for a call that waits, takes
+// one of its caller's wait slots; release gives it back (a no-op when the
+// call does not wait).
+func (s *Server) waitSlot(c Caller, seconds int) (wait time.Duration, release func(), err error) {
+	if wait, err = checkWait(seconds); err != nil {
+		return 0, nil, err
+	}
+	if wait == 0 {
+		return 0, func() {}, nil
+	}
+	if release, err = s.acquireWait(c); err != nil {
+		return 0, nil, err
+	}
+	return wait, release, nil
+}
+
 func checkWait(w int) (time.Duration, error) {
 	if w < 0 || w > MaxWait {
 		return 0, errorf(CodeInvalid, "wait_seconds %d: want 0 to %d", w, MaxWait)
@@ -197,10 +213,11 @@ func (s *Server) runJob(ctx context.Context, c Caller, in RunJobIn) (StartedOut,
 	if err := need("id", in.ID); err != nil {
 		return StartedOut{}, err
 	}
-	wait, err := checkWait(in.WaitSeconds)
+	wait, release, err := s.waitSlot(c, in.WaitSeconds)
 	if err != nil {
 		return StartedOut{}, err
 	}
+	defer release()
 	var r struct {
 		RequestID string `json:"request_id"`
 		Duplicate bool   `json:"duplicate"`
@@ -212,10 +229,11 @@ func (s *Server) runJob(ctx context.Context, c Caller, in RunJobIn) (StartedOut,
 }
 
 func (s *Server) sendTask(ctx context.Context, c Caller, in SendTaskIn) (StartedOut, error) {
-	wait, err := checkWait(in.WaitSeconds)
+	wait, release, err := s.waitSlot(c, in.WaitSeconds)
 	if err != nil {
 		return StartedOut{}, err
 	}
+	defer release()
 	task := map[string]any{"prompt": in.Prompt}
 	for k, v := range map[string]string{"name": in.Name, "source": in.Source, "deliver": in.Deliver} {
 		if v != "" {
@@ -291,10 +309,11 @@ func (s *Server) startWorkflow(ctx context.Context, c Caller, in StartWorkflowIn
 	if err := need("name", in.Name); err != nil {
 		return WorkflowStartedOut{}, err
 	}
-	wait, err := checkWait(in.WaitSeconds)
+	wait, release, err := s.waitSlot(c, in.WaitSeconds)
 	if err != nil {
 		return WorkflowStartedOut{}, err
 	}
+	defer release()
 	body := map[string]any{}
 	if in.Inputs != nil {
 		body["inputs"] = in.Inputs

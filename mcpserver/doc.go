@@ -11,7 +11,8 @@
 // `agentwork mcp` (Remote), the same tools call the running server's API
 // with the CLI's credentials.
 //
-// Every tool call is logged with the caller's credential name, never the
-// token. A tool's error is a tool result with isError set whose text is
+// Every tool call, resource read and call the SDK refuses (an argument
+// its schema does not allow, an unknown tool) is logged at info with the
+// caller's credential name, never the token. A tool's error is a tool result with isError set whose text is
 // {"code": ..., "message": ...}: the message says what to do.
 package mcpserver

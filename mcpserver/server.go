@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -96,6 +97,31 @@ type Server struct {
 	local *Caller // the caller of a transport without tokens (stdio)
 	mcp   *mcp.Server
 	poll  time.Duration
+
+	waitMu sync.Mutex
+	waits  map[string]int // the tool calls waiting for outcomes, by credential
+}
+
+// MaxWaits is how many tool calls of one credential may wait for an
+// outcome (wait_seconds) at once: each polls the API until it ends.
+const MaxWaits = 4
+
+// acquireWait takes one of c's waits, or says to try again later; the
+// caller calls release when its wait ends.
+func (s *Server) acquireWait(c Caller) (release func(), err error) {
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	if s.waits[c.Name] >= MaxWaits {
+		return nil, errorf(CodeUnavailable, "credential %q already has %d calls waiting for outcomes, so nothing was started; call again when one ended, or with wait_seconds 0 and poll get_run", c.Name, MaxWaits)
+	}
+	s.waits[c.Name]++
+	return func() {
+		s.waitMu.Lock()
+		defer s.waitMu.Unlock()
+		if s.waits[c.Name]--; s.waits[c.Name] <= 0 {
+			delete(s.waits, c.Name)
+		}
+	}, nil
 }
 
 // Option configures a Server.
@@ -125,7 +151,7 @@ func NewRemote(base, adminToken string, hc *http.Client, opts ...Option) *Server
 }
 
 func newServer(b backend, local *Caller, opts []Option) *Server {
-	s := &Server{api: b, log: zap.NewNop(), now: time.Now, local: local, poll: 250 * time.Millisecond}
+	s := &Server{api: b, log: zap.NewNop(), now: time.Now, local: local, poll: 250 * time.Millisecond, waits: map[string]int{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -133,7 +159,7 @@ func newServer(b backend, local *Caller, opts []Option) *Server {
 		Instructions: "agentwork runs an AI agent's scheduled and requested work: cron jobs, the heartbeat, tasks, workflows and the approvals they wait on. " +
 			"Use the list_* and get_* tools to look, the others to change things. Errors are JSON {code, message}; the message says what to do.",
 	})
-	s.mcp.AddReceivingMiddleware(inputErrors)
+	s.mcp.AddReceivingMiddleware(s.inputErrors)
 	s.addTools()
 	s.addResources()
 	return s
@@ -141,14 +167,31 @@ func newServer(b backend, local *Caller, opts []Option) *Server {
 
 // inputErrors gives the SDK's own tool errors (arguments that do not
 // match the input schema: an unknown field, a wrong type) the shape of
-// the tools' errors, {"code", "message"}.
-func inputErrors(next mcp.MethodHandler) mcp.MethodHandler {
+// the tools' errors, {"code", "message"}, and logs the calls the SDK
+// refuses (those never reach add's log line) with the caller's name.
+func (s *Server) inputErrors(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
+		if method != "tools/call" {
+			return res, err
+		}
+		refused := ""
+		if err != nil {
+			refused = "protocol_error"
+		}
 		if r, ok := res.(*mcp.CallToolResult); ok && err == nil && r.IsError && len(r.Content) == 1 {
 			if tc, ok := r.Content[0].(*mcp.TextContent); ok && !strings.HasPrefix(tc.Text, "{") {
 				tc.Text = (&Error{Code: CodeInvalid, Message: tc.Text + "; call it with the arguments its input schema allows (tools/list shows it)"}).Error()
+				refused = CodeInvalid
 			}
+		}
+		if refused != "" {
+			tool := ""
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
+				tool = p.Name
+			}
+			c, _ := s.caller(req.GetExtra())
+			s.log.Info("mcp tool call refused", zap.String("tool", tool), zap.String("credential", c.Name), zap.String("code", refused))
 		}
 		return res, err
 	}
@@ -253,6 +296,10 @@ func allow(c Caller, tool string, sp spec) error {
 	return nil
 }
 
+// kinded is an input that names the kind of work it touches itself (a
+// memory tool's doc: the checklist is the heartbeat's, kind jobs).
+type kinded interface{ kind() string }
+
 // add registers a typed tool with the grant check and the log line every
 // call gets.
 func add[In, Out any](s *Server, t *mcp.Tool, sp spec, h func(ctx context.Context, c Caller, in In) (Out, error)) {
@@ -266,6 +313,10 @@ func add[In, Out any](s *Server, t *mcp.Tool, sp spec, h func(ctx context.Contex
 		start := s.now()
 		c, err := s.caller(req.Extra)
 		if err == nil {
+			sp := sp
+			if k, ok := any(in).(kinded); ok {
+				sp.kind = k.kind()
+			}
 			err = allow(c, t.Name, sp)
 		}
 		var out Out

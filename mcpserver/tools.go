@@ -126,7 +126,7 @@ type (
 	}
 
 	MemoryIn struct {
-		Doc string `json:"doc,omitempty" jsonschema:"long (long-term memory), today, yesterday, a day as YYYY-MM-DD, or checklist (the heartbeat's); default long"`
+		Doc string `json:"doc,omitempty" jsonschema:"long (long-term memory), today, yesterday, a day as YYYY-MM-DD, or checklist (the heartbeat's: needs the kind jobs); default long"`
 	}
 	MemoryOut struct {
 		Doc      string `json:"doc"`
@@ -254,7 +254,7 @@ type (
 	}
 
 	AppendIn struct {
-		Doc  string `json:"doc,omitempty" jsonschema:"long (the default), today, or checklist"`
+		Doc  string `json:"doc,omitempty" jsonschema:"long (the default), today, or checklist (the heartbeat's: needs the kind jobs)"`
 		Text string `json:"text" jsonschema:"Markdown to add at the end of the document"`
 	}
 
@@ -506,8 +506,22 @@ func api0(c Caller) string {
 	if c.admin() {
 		return approval.ByAdmin
 	}
-	return "token:" + c.Credential
+	return approval.ByCredential(c.Credential)
 }
+
+// docKind is the kind of work of memory document doc: the heartbeat's
+// checklist (checklist, HEARTBEAT.md, as the memory store resolves them)
+// is its instructions, kind jobs; the rest is memory.
+func docKind(doc string) string {
+	switch strings.ToLower(strings.TrimSpace(doc)) {
+	case "checklist", "heartbeat.md":
+		return KindJobs
+	}
+	return KindMemory
+}
+
+func (in MemoryIn) kind() string { return docKind(in.Doc) }
+func (in AppendIn) kind() string { return docKind(in.Doc) }
 
 func (s *Server) readMemory(ctx context.Context, c Caller, in MemoryIn) (MemoryOut, error) {
 	if in.Doc == "" {

@@ -17,6 +17,11 @@ type RunInfo struct {
 	// Credential is the webhook credential the run acts for (see
 	// agentwork.Request.Credential); "" for the operator's own work.
 	Credential string
+	// Approval is the run's gate list: the tools whose calls wait for a
+	// person's approval in it (runner.approval and what its source, job
+	// or task added). Work the run creates keeps it (a job of
+	// schedule_create): gates are never lost by delegating.
+	Approval []string
 }
 
 type runKey struct{}

@@ -7,10 +7,14 @@ package workflow
 // waiting) and stores its own while it holds one lease of the workflow
 // (bus.Acquire on agentwork_locks, key workflow.<name>.concurrency: the
 // lease pattern of cron's agent-job quota), so two instances starting at
-// once cannot both take the last place. Nothing is counted in a key of
-// its own: the runs bucket is the count, read under the lease each time,
-// so there is nothing to leak when a process dies, and a lease whose
-// holder died frees itself.
+// once cannot both take the last place. The runs counted are those an
+// index names (agentwork_locks, key workflow.<name>.runs: the ids of the
+// workflow's runs not ended), each read from the runs bucket under the
+// lease, so a start reads the index and its workflow's live runs, not
+// every run kept. A start adds its run to the index before it stores it;
+// a count drops the ids whose runs ended (or were never stored), so a
+// process that dies leaks nothing for long, and a lease whose holder died
+// frees itself. Without an index, one is built from the runs bucket.
 //
 // At the limit, overlap skip stores the run as skipped (an ended status)
 // and emits agentwork.workflow.skipped, reason busy; overlap queue stores
@@ -33,7 +37,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/bus"
@@ -85,61 +88,46 @@ type slotRecord struct {
 
 // slotHold is a held lease of a workflow.
 type slotHold struct {
-	e     *Engine
-	key   string
-	rec   slotRecord
-	rev   uint64
-	taken time.Time
+	e   *Engine
+	key string
+	rec slotRecord
+	rev uint64
 }
 
 // hold takes the lease of workflow name, waiting while another start or
 // release holds it.
 func (e *Engine) hold(ctx context.Context, name, run string) (*slotHold, error) {
-	ctx, cancel := context.WithTimeout(ctx, concurrencyWait)
-	defer cancel()
 	key := concurrencyKey(name)
-	// Watch the key from before the first try, so that a release between
-	// the try and the wait is not missed.
-	w, err := e.bus.Locks.Watch(ctx, key, jetstream.UpdatesOnly(), jetstream.MetaOnly())
-	if err != nil {
+	h := &slotHold{e: e, key: key, rec: slotRecord{Workflow: name, Run: run}}
+	rev, err := bus.AcquireWait(ctx, e.bus, e.bus.Locks, key, concurrencyLease, concurrencyWait, &h.rec, nil)
+	switch {
+	case errors.As(err, new(*bus.HeldError)):
+		return nil, fmt.Errorf("workflow %s: other starts kept its concurrency lease for %s (runs are counted one start at a time): try again later", name, concurrencyWait)
+	case err != nil:
 		return nil, fmt.Errorf("workflow %s: the runs in flight cannot be counted now (%w); try again later", name, err)
 	}
-	defer func() { _ = w.Stop() }()
-	for {
-		h := &slotHold{e: e, key: key, rec: slotRecord{Workflow: name, Run: run}, taken: time.Now()}
-		rev, err := bus.Acquire(ctx, e.bus, e.bus.Locks, key, concurrencyLease, &h.rec, nil)
-		if err == nil {
-			h.rev = rev
-			return h, nil
-		}
-		var held *bus.HeldError
-		if !errors.As(err, &held) {
-			return nil, fmt.Errorf("workflow %s: the runs in flight cannot be counted now (%w); try again later", name, err)
-		}
-		expired := time.NewTimer(time.Until(held.Holder.Expires))
-		open := true
-		select {
-		case _, open = <-w.Updates(): // released, or taken by another: try again
-		case <-expired.C:
-		case <-ctx.Done():
-		}
-		expired.Stop()
-		if !open && ctx.Err() == nil {
-			return nil, fmt.Errorf("workflow %s: the runs in flight cannot be counted now (the watch of its lease ended); try again later", name)
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("workflow %s: other starts kept its concurrency lease for %s (runs are counted one start at a time): try again later", name, concurrencyWait)
-		}
-	}
+	h.rev = rev
+	return h, nil
 }
 
-// check reports whether the lease is still safely held: work that took
-// more than half the lease to count (a stalled process) does not write,
-// since its lease may lapse before it does.
-func (h *slotHold) check() error {
-	if time.Since(h.taken) > concurrencyLease/2 {
-		return fmt.Errorf("workflow %s: the runs in flight could not be counted in time; try again later", h.rec.Workflow)
+// check fences a write made under the lease: it renews the lease by
+// compare-and-set at the revision it was taken (or last renewed) at, right
+// before the write. When another start or release took the lease over
+// meanwhile (this one stalled past its lease), the count may be stale and
+// the renewal fails: nothing is written. A lease that lapsed with nobody
+// taking it over is renewed: nobody counted in between. The window left:
+// the runs are another bucket, so their write cannot be conditional on
+// the lease's revision; only a stall of longer than concurrencyLease
+// between the renewal and the write landing lets another count without it.
+func (h *slotHold) check(ctx context.Context) error {
+	rev, err := bus.Renew(ctx, h.e.bus.Locks, h.key, &h.rec, h.rev, concurrencyLease)
+	switch {
+	case errors.As(err, new(*bus.HeldError)):
+		return fmt.Errorf("workflow %s: the runs in flight could not be counted in time (another start took the count over); try again later", h.rec.Workflow)
+	case err != nil:
+		return fmt.Errorf("workflow %s: the runs in flight cannot be counted now (%w); try again later", h.rec.Workflow, err)
 	}
+	h.rev = rev
 	return nil
 }
 
@@ -157,34 +145,142 @@ type census struct {
 	inFlight []record // pending, running, waiting
 	queued   []record // oldest first
 	revs     map[string]uint64
+	gone     []string // ids of the index whose runs ended or are no more
 }
 
-// count reads every run of workflow name. It reads the bucket, not a
-// cache: a run another instance stored a moment ago counts.
-func (e *Engine) count(ctx context.Context, name string) (census, error) {
-	c := census{revs: map[string]uint64{}}
+// inflightKey is the key, in agentwork_locks, of the index of workflow
+// name's runs not ended: the ids of its pending, running, waiting and
+// queued runs (and, until a count drops them, of some that ended since).
+func inflightKey(name string) string { return "workflow." + name + ".runs" }
+
+// inflight is the index's record.
+type inflight struct {
+	Runs []string `json:"runs"`
+}
+
+// track changes the index of workflow name: add ids, drop ids (compare-
+// and-set, merged with what others wrote meanwhile).
+func (e *Engine) track(ctx context.Context, name string, add, drop []string) error {
+	if len(add)+len(drop) == 0 {
+		return nil
+	}
+	_, _, err := bus.Update(ctx, e.bus.Locks, inflightKey(name), func(v *inflight, _ bool) (bool, error) {
+		v.Runs = slices.DeleteFunc(v.Runs, func(id string) bool { return slices.Contains(drop, id) })
+		for _, id := range add {
+			if !slices.Contains(v.Runs, id) {
+				v.Runs = append(v.Runs, id)
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("workflow %s: index the runs in flight: %w", name, err)
+	}
+	return nil
+}
+
+// indexed returns the ids of the index of workflow name. Without an
+// index (the first start after an upgrade before Run built it, or one
+// that expired with agentwork_locks' TTL after a week without starts) it
+// is built from the runs bucket, once: to the end even when ctx ends
+// first (a caller's short deadline), so that the next start finds it.
+func (e *Engine) indexed(ctx context.Context, name string) ([]string, error) {
+	v, rev, err := bus.Update(ctx, e.bus.Locks, inflightKey(name), func(*inflight, bool) (bool, error) { return false, nil })
+	if err != nil && !errors.As(err, new(*bus.CorruptError)) {
+		return nil, fmt.Errorf("workflow %s: read the index of the runs in flight: %w", name, err)
+	}
+	if err == nil && rev != 0 {
+		return v.Runs, nil
+	}
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), indexBuild)
+	defer cancel()
+	built, err := e.buildIndexes(bctx, []string{name})
+	if err != nil {
+		return nil, err
+	}
+	return built[name], ctx.Err()
+}
+
+// indexBuild bounds the building of indexes from the runs bucket.
+const indexBuild = 5 * time.Minute
+
+// buildIndexes reads every run once and adds those not ended of the
+// workflows names to their indexes (merged with what is there). It
+// returns the indexes as written.
+func (e *Engine) buildIndexes(ctx context.Context, names []string) (map[string][]string, error) {
+	found := map[string][]string{}
 	lister, err := e.bus.WorkflowRuns.ListKeys(ctx)
 	if err != nil {
-		return c, fmt.Errorf("workflow %s: count the runs in flight: %w", name, err)
+		return nil, fmt.Errorf("workflow: index the runs in flight: %w", err)
 	}
 	for key := range lister.Keys() {
-		rec, rev, err := e.read(ctx, key)
+		rec, _, err := e.read(ctx, key)
 		if errors.Is(err, ErrNoRun) || errors.As(err, new(*bus.CorruptError)) {
 			continue
 		}
 		if err != nil {
 			_ = lister.Stop()
-			return c, err
+			return nil, err
 		}
-		if rec.Workflow != name {
+		if slices.Contains(names, rec.Workflow) && !rec.Status.Ended() {
+			found[rec.Workflow] = append(found[rec.Workflow], rec.ID)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, name := range names {
+		ids := found[name]
+		v, _, err := bus.Update(ctx, e.bus.Locks, inflightKey(name), func(v *inflight, _ bool) (bool, error) {
+			for _, id := range ids {
+				if !slices.Contains(v.Runs, id) {
+					v.Runs = append(v.Runs, id)
+				}
+			}
+			if v.Runs == nil {
+				v.Runs = []string{}
+			}
+			return true, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("workflow %s: index the runs in flight: %w", name, err)
+		}
+		out[name] = v.Runs
+		e.log.Info("index of a workflow's runs in flight built from the runs", zap.String("workflow", name), zap.Int("runs", len(v.Runs)))
+	}
+	return out, nil
+}
+
+// count reads the runs of workflow name that are not ended: those its
+// index names (one key), each read from the bucket, not a cache, so a
+// run another instance stored or ended a moment ago counts as it is.
+// The ids of runs that ended are in gone, for the caller to drop.
+func (e *Engine) count(ctx context.Context, name string) (census, error) {
+	c := census{revs: map[string]uint64{}}
+	ids, err := e.indexed(ctx, name)
+	if err != nil {
+		return c, err
+	}
+	for _, id := range ids {
+		rec, rev, err := e.read(ctx, id)
+		if errors.Is(err, ErrNoRun) || errors.As(err, new(*bus.CorruptError)) {
+			c.gone = append(c.gone, id)
 			continue
 		}
-		switch rec.Status {
-		case RunPending, RunRunning, RunWaiting:
+		if err != nil {
+			return c, err
+		}
+		switch {
+		case rec.Workflow != name:
+			c.gone = append(c.gone, id)
+		case rec.Status == RunPending, rec.Status == RunRunning, rec.Status == RunWaiting:
 			c.inFlight = append(c.inFlight, rec)
-		case RunQueued:
+		case rec.Status == RunQueued:
 			c.queued = append(c.queued, rec)
 			c.revs[rec.ID] = rev
+		default:
+			c.gone = append(c.gone, id)
 		}
 	}
 	slices.SortFunc(c.queued, func(a, b record) int {
@@ -206,6 +302,11 @@ func (e *Engine) admit(ctx context.Context, run Run) (Run, bool, error) {
 		// command or skipped event made again if they were lost.
 		return e.stored(ctx, rec.Run)
 	}
+	// The index is read (built, if need be) before the lease is taken:
+	// building it may take longer than the lease.
+	if _, err := e.indexed(ctx, run.Workflow); err != nil {
+		return Run{}, false, err
+	}
 	h, err := e.hold(ctx, run.Workflow, run.ID)
 	if err != nil {
 		return Run{}, false, err
@@ -215,7 +316,7 @@ func (e *Engine) admit(ctx context.Context, run Run) (Run, bool, error) {
 	if err != nil {
 		return Run{}, false, err
 	}
-	if err := h.check(); err != nil {
+	if err := h.check(ctx); err != nil {
 		return Run{}, false, err
 	}
 	if n := len(cen.inFlight); n >= c.Limit {
@@ -227,7 +328,15 @@ func (e *Engine) admit(ctx context.Context, run Run) (Run, bool, error) {
 		}
 	}
 	if run.Status != RunSkipped {
+		// Indexed before it is stored: a crash in between leaves an id
+		// without a run, which the next count drops.
+		if err := e.track(ctx, run.Workflow, []string{run.ID}, cen.gone); err != nil {
+			return Run{}, false, err
+		}
 		return e.create(ctx, run)
+	}
+	if err := e.track(ctx, run.Workflow, nil, cen.gone); err != nil {
+		e.log.Debug("ended runs left in the index of runs in flight; the next count drops them", zap.String("workflow", run.Workflow), zap.Error(err))
 	}
 	created := true
 	rec, _, err := bus.UpdateAtExpiring(ctx, e.bus, e.bus.WorkflowRuns, run.ID, record{Run: run}, 0, bus.WorkflowRunTTL, func(*record, bool) (bool, error) {
@@ -248,6 +357,9 @@ func (e *Engine) stored(ctx context.Context, run Run) (Run, bool, error) {
 	case RunPending:
 		return run, false, e.command(ctx, "start", run.Workflow, command{Run: run.ID}, run.ID)
 	case RunSkipped:
+		if run.Error != nil && run.Error.Kind == ErrMissed {
+			return run, false, nil // a missed tick's (Forgo): the scheduler said so
+		}
 		return run, false, e.emitSkipped(ctx, run)
 	}
 	return run, false, nil
@@ -298,6 +410,9 @@ func (e *Engine) releaseQueued(ctx context.Context, name string, c Concurrency) 
 	if err != nil {
 		return err
 	}
+	if err := e.track(ctx, name, nil, cen.gone); err != nil {
+		return err
+	}
 	for _, r := range cen.inFlight {
 		if r.Status == RunPending {
 			if err := e.command(ctx, "start", r.Workflow, command{Run: r.ID}, r.ID); err != nil {
@@ -310,7 +425,7 @@ func (e *Engine) releaseQueued(ctx context.Context, name string, c Concurrency) 
 		free = min(free, c.Limit-len(cen.inFlight))
 	}
 	for _, r := range cen.queued[:max(free, 0)] {
-		if err := h.check(); err != nil {
+		if err := h.check(ctx); err != nil {
 			return err
 		}
 		rec := r
@@ -336,6 +451,23 @@ func (e *Engine) releaseQueued(ctx context.Context, name string, c Concurrency) 
 // each workflow that has some: a limit raised or lifted in the config lets
 // them through, and a release a crash cut short is made.
 func (e *Engine) releaseAll(ctx context.Context) {
+	// The limited workflows without an index of their runs in flight (the
+	// first start after an upgrade) get theirs now, so their starts need
+	// not build it.
+	var missing []string
+	for _, name := range slices.Sorted(maps.Keys(e.cfg.Definitions)) {
+		if !limited(e.cfg.Definitions[name].Concurrency) {
+			continue
+		}
+		if _, rev, err := bus.Update(ctx, e.bus.Locks, inflightKey(name), func(*inflight, bool) (bool, error) { return false, nil }); err == nil && rev == 0 {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		if _, err := e.buildIndexes(ctx, missing); err != nil && ctx.Err() == nil {
+			e.log.Warn("indexes of runs in flight not built at start (bus trouble?); the next start of each workflow builds its own", zap.Strings("workflows", missing), zap.Error(err))
+		}
+	}
 	lister, err := e.bus.WorkflowRuns.ListKeys(ctx)
 	if err != nil {
 		e.log.Warn("queued runs not looked for at start (bus trouble?); the next end of a run of their workflow releases them", zap.Error(err))

@@ -1,11 +1,17 @@
 package workflow_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/workflow"
 )
@@ -205,5 +211,67 @@ func TestConcurrencyQueuedRunCanBeCancelled(t *testing.T) {
 	waitEnd(t, w, e, first.ID)
 	if got := byStatus(t, e, "busy"); len(got[workflow.RunCancelled]) != 2 || len(got) != 1 {
 		t.Errorf("runs: %v; want both cancelled, none started", got)
+	}
+}
+
+// countingKV counts the reads of a bucket.
+type countingKV struct {
+	jetstream.KeyValue
+	gets, lists atomic.Int64
+}
+
+func (c *countingKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	c.gets.Add(1)
+	return c.KeyValue.Get(ctx, key)
+}
+
+func (c *countingKV) ListKeys(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyLister, error) {
+	c.lists.Add(1)
+	return c.KeyValue.ListKeys(ctx, opts...)
+}
+
+// TestConcurrencyStartReadsItsOwnRuns: with 20,000 ended runs of another
+// workflow kept, a start of a limited workflow reads its own runs in
+// flight (an index of them), not every run kept.
+func TestConcurrencyStartReadsItsOwnRuns(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	const kept = 20_000
+	ctx := t.Context()
+	js := b.JetStream()
+	for i := range kept {
+		id := fmt.Sprintf("old%05d", i)
+		rec := fmt.Sprintf(`{"id":%q,"workflow":"other","status":"done","steps":{},"cause":{"kind":"manual"},"created_at":"2026-01-01T00:00:00Z"}`, id)
+		if _, err := js.PublishAsync("$KV."+bus.BucketWorkflowRuns+"."+id, []byte(rec)); err != nil {
+			t.Fatal(err)
+		}
+		if i%3000 == 2999 || i == kept-1 {
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-time.After(waitTimeout):
+				t.Fatal("the kept runs were not stored in time")
+			}
+		}
+	}
+	set := defs(t, fmt.Sprintf(waiting, "skip"))
+	c := bustest.Client(t, b)
+	kv := &countingKV{KeyValue: c.WorkflowRuns}
+	c.WorkflowRuns = kv
+	e := workflow.NewEngine(c, testConfig(set))
+	for i, want := range []workflow.RunStatus{workflow.RunPending, workflow.RunSkipped, workflow.RunSkipped} {
+		kv.gets.Store(0)
+		kv.lists.Store(0)
+		began := time.Now()
+		run, _, err := e.Start(ctx, "busy", nil, workflow.StartOptions{})
+		if err != nil || run.Status != want {
+			t.Fatalf("Start #%d with %d runs kept = %s, %v; want %s", i+1, kept, run.Status, err, want)
+		}
+		t.Logf("Start #%d with %d ended runs of another workflow kept: %s, %d reads, %d listings", i+1, kept, time.Since(began), kv.gets.Load(), kv.lists.Load())
+		if i == 0 {
+			continue // it may build the index from the runs, once
+		}
+		if n, l := kv.gets.Load(), kv.lists.Load(); l != 0 || n > 4 {
+			t.Errorf("Start #%d: %d reads and %d listings of the runs bucket; want no listing and a read per run of its own (at most 4)", i+1, n, l)
+		}
 	}
 }

@@ -60,6 +60,15 @@ type Config struct {
 	// approval.Service of the process, which signs the links). Nil: an
 	// approval step fails, saying so.
 	Approvals Approvals
+	// Grants checks targets against the grant of the webhook credential
+	// called credential, as it is now: nil when it allows them all, else
+	// an error naming the first target refused and the grant's field (the
+	// webhook handler's CheckTargets). The notify and approval targets of
+	// a run a credential started (Cause.Credential; its child runs too)
+	// are checked before anything is sent; without Grants such a run's
+	// steps that send fail. Runs of the operator (admin token, cron,
+	// event triggers) are not checked.
+	Grants func(credential string, targets []string) error
 	// Concurrency is how many messages each of the engine's three
 	// consumers (commands, timers, agent steps' outcomes) handles at once.
 	// Default 8.
@@ -148,8 +157,11 @@ func (e *Engine) Definitions() Set { return e.cfg.Definitions }
 
 // StartOptions adjust Start.
 type StartOptions struct {
-	// IdempotencyKey, if set, makes the run id a function of the workflow
-	// and the key: a repeated Start is the same run (created false).
+	// IdempotencyKey, if set, makes the run id a function of the workflow,
+	// the cause's kind and credential, and the key: a repeated Start with
+	// the same cause is the same run (created false). Keys of different
+	// causes (a cron tick, an event, the admin, each credential) never
+	// name the same run, so no caller can take another's run id.
 	IdempotencyKey string
 	// Cause says what started the run. Default: manual.
 	Cause Cause
@@ -175,12 +187,12 @@ func (e *Engine) Start(ctx context.Context, name string, inputs map[string]any, 
 	if o.Depth > MaxDepth {
 		return Run{}, false, fmt.Errorf("%w: a run of %s would be %d deep, over the limit of %d (a chain of triggers that starts itself?)", ErrDepth, name, o.Depth, MaxDepth)
 	}
-	id := bus.Token(strings.ReplaceAll(bus.NewID(), "-", ""))
-	if o.IdempotencyKey != "" {
-		id = derivedID("key", name, o.IdempotencyKey)
-	}
 	if o.Cause.Kind == "" {
 		o.Cause.Kind = CauseManual
+	}
+	id := bus.Token(strings.ReplaceAll(bus.NewID(), "-", ""))
+	if o.IdempotencyKey != "" {
+		id = keyID(name, o)
 	}
 	run, err := NewRun(def, id, inputs, o.Cause, e.now())
 	if err != nil {
@@ -188,6 +200,43 @@ func (e *Engine) Start(ctx context.Context, name string, inputs map[string]any, 
 	}
 	run.Depth, run.Event = o.Depth, o.Event
 	return e.admit(ctx, run) // concurrency.go
+}
+
+// ErrMissed is the kind of the error of a run that never started because
+// its cron tick was recorded as missed (see Forgo).
+const ErrMissed ErrorKind = "missed"
+
+// Forgo settles the run a Start with o would make (o.IdempotencyKey
+// set) as one that never starts: it stores it as skipped (kind
+// ErrMissed, why its message), unless a run of that id exists. It
+// reports whether it stored it (false: the run exists, started by an
+// earlier Start). A Start after it returns the skipped run. The cron
+// scheduler settles a missed tick so: the tick is run or missed, never
+// both.
+func (e *Engine) Forgo(ctx context.Context, name string, o StartOptions, why string) (bool, error) {
+	def := e.cfg.Definitions[name]
+	if def == nil || o.IdempotencyKey == "" {
+		return true, nil // nothing that this engine could start
+	}
+	if o.Cause.Kind == "" {
+		o.Cause.Kind = CauseManual
+	}
+	now := e.now()
+	run := Run{
+		ID: keyID(name, o), Workflow: name, Def: def,
+		Status: RunSkipped, Steps: map[string]*StepState{}, Cause: o.Cause, Depth: o.Depth,
+		Error:     &StepError{Kind: ErrMissed, Message: why},
+		CreatedAt: now, EndedAt: now, UpdatedAt: now,
+	}
+	forgone := true
+	_, _, err := bus.UpdateAtExpiring(ctx, e.bus, e.bus.WorkflowRuns, run.ID, record{Run: run}, 0, bus.WorkflowRunTTL, func(*record, bool) (bool, error) {
+		forgone = false
+		return false, nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("workflow: settle run %s of %s: %w", run.ID, name, err)
+	}
+	return forgone, nil
 }
 
 // create stores run (pending) unless its id exists, and publishes its start
@@ -324,6 +373,12 @@ func (e *Engine) names() []string {
 }
 
 // derivedID is a run id that is a function of its parts: 32 hex digits.
+// keyID is the id of the run of workflow name that a Start with o's
+// idempotency key makes: scoped by the cause's kind and credential.
+func keyID(name string, o StartOptions) string {
+	return derivedID("key", name, o.Cause.Kind, o.Cause.Credential, o.IdempotencyKey)
+}
+
 func derivedID(parts ...string) string {
 	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return hex.EncodeToString(h[:16])

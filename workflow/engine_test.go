@@ -327,3 +327,31 @@ func TestSixToolStepsRunToDone(t *testing.T) {
 	}
 	t.Logf("bus writes for a run of 6 tool steps: %d (%.2f per step)", total, float64(total)/6)
 }
+
+// TestForgoIsRunOrMissed: a key Forgo settles never starts a run, and a
+// key whose run started is not forgone.
+func TestForgoIsRunOrMissed(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	set := defs(t, fmt.Sprintf(waiting, "queue"))
+	e := startEngine(t, b, testConfig(set), nil)
+	cron := workflow.Cause{Kind: workflow.CauseCron, ID: "wf-busy-0@t"}
+	ok, err := e.Forgo(t.Context(), "busy", workflow.StartOptions{IdempotencyKey: "tick1", Cause: cron}, "missed")
+	if err != nil || !ok {
+		t.Fatalf("Forgo(tick1) = %v, %v; want true", ok, err)
+	}
+	run, created, err := e.Start(t.Context(), "busy", nil, workflow.StartOptions{IdempotencyKey: "tick1", Cause: cron})
+	if err != nil || created || run.Status != workflow.RunSkipped || run.Error == nil || run.Error.Kind != workflow.ErrMissed {
+		t.Fatalf("Start(tick1) after Forgo = %s %v, created %v, %v; want the skipped (missed) run, not created", run.Status, run.Error, created, err)
+	}
+	run, created, err = e.Start(t.Context(), "busy", nil, workflow.StartOptions{IdempotencyKey: "tick2", Cause: cron})
+	if err != nil || !created {
+		t.Fatalf("Start(tick2) = %v, %v", created, err)
+	}
+	if ok, err := e.Forgo(t.Context(), "busy", workflow.StartOptions{IdempotencyKey: "tick2", Cause: cron}, "missed"); err != nil || ok {
+		t.Errorf("Forgo(tick2) after its run started = %v, %v; want false", ok, err)
+	}
+	if got, err := e.Get(t.Context(), run.ID); err != nil || got.Status == workflow.RunSkipped {
+		t.Errorf("run of tick2 = %s, %v; want it left as it was", got.Status, err)
+	}
+}

@@ -159,6 +159,11 @@ type Cause struct {
 	// ID identifies the cause: the request's idempotency key, the cron
 	// tick, the event's id or the parent run.
 	ID string `json:"id,omitempty"`
+	// Credential names the webhook credential that started the run (a
+	// child run: its parent's); "" for a run of the operator (admin token,
+	// cron, event trigger). It scopes the run's idempotency keys, and the
+	// run's notify and approval targets are held to its grant.
+	Credential string `json:"credential,omitempty"`
 }
 
 // Run is the state of one run: plain data, JSON-serialisable, written to

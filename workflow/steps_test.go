@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -147,15 +148,29 @@ func TestForeachConcurrency(t *testing.T) {
 	b := bustest.New(t)
 	w := watchEvents(t, b)
 	var now, peak atomic.Int32
-	count := tools.Func("count", "counts calls in flight", func(context.Context, struct {
+	// The first calls hold their places until 5 are in flight at once: a
+	// cap not kept shows as a sixth, a concurrency not used as a call that
+	// never sees the others (it gives up, and the run fails).
+	full := make(chan struct{})
+	var fill sync.Once
+	count := tools.Func("count", "counts calls in flight", func(ctx context.Context, _ struct {
 		I float64 `json:"i"`
 	}) (string, error) {
+		defer now.Add(-1)
 		n := now.Add(1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
-		time.Sleep(5 * time.Millisecond) // the call's work: holds its place a moment
-		now.Add(-1)
-		return "1", nil
+		if n == 5 {
+			fill.Do(func() { close(full) })
+		}
+		select {
+		case <-full:
+			return "1", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(waitTimeout):
+			return "", errors.New("5 calls never were in flight at once")
+		}
 	})
 	set := defs(t, `
 fan:
@@ -172,8 +187,8 @@ fan:
 	if got.Status != workflow.RunDone || len(got.Steps["each"].Items) != 50 {
 		t.Fatalf("run %s with %d items; want done with 50", got.Status, len(got.Steps["each"].Items))
 	}
-	if p := peak.Load(); p > 5 || p < 1 {
-		t.Errorf("at most %d calls in flight, want 1-5", p)
+	if p := peak.Load(); p != 5 {
+		t.Errorf("at most %d calls in flight, want 5", p)
 	}
 	t.Logf("peak calls in flight: %d", peak.Load())
 }
@@ -286,5 +301,39 @@ repair:
 	}
 	if _, err := e.Retry(t.Context(), repair, "", "k3"); !errors.Is(err, workflow.ErrNotRetryable) {
 		t.Errorf("Retry of a done run = %v, want ErrNotRetryable", err)
+	}
+}
+
+// TestToolInvalidArgsPermanent: a tool step whose arguments do not meet
+// the tool's schema fails at once as permanent, and is not retried: the
+// same arguments fail every time. The tool does not run.
+func TestToolInvalidArgsPermanent(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	w := watchEvents(t, b)
+	var calls atomic.Int32
+	count := tools.Func("count", "takes a number", func(context.Context, struct {
+		N int `json:"n"`
+	}) (string, error) {
+		calls.Add(1)
+		return "ok", nil
+	})
+	set := defs(t, `
+bad:
+  inputs: {n: {type: string, default: "many"}}
+  steps:
+    - {id: c, tool: count, args: {n: "${{ inputs.n }}"}, retry: {attempts: 3, backoff: 50ms}}
+`)
+	e := startEngine(t, b, testConfig(set, mustRegistry(t, count)), nil)
+	got := waitEnd(t, w, e, start(t, e, "bad", nil))
+	c := got.Steps["c"]
+	if got.Status != workflow.RunFailed || c.Error == nil || c.Error.Kind != workflow.ErrPermanent || c.Attempt != 1 {
+		t.Fatalf("run %s, step %s attempt %d error %+v; want failed, permanent on attempt 1", got.Status, c.Status, c.Attempt, c.Error)
+	}
+	if !strings.Contains(c.Error.Message, "count") || !strings.Contains(c.Error.Message, "args") {
+		t.Errorf("error %q; want it to name the tool and the step's args", c.Error.Message)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("the tool ran %d times with arguments that do not meet its schema, want 0", n)
 	}
 }

@@ -568,7 +568,8 @@ func forEachStep(steps []Step, rel string, fn func(*Step, string)) {
 	}
 }
 
-// schemas caches resolved output schemas by their JSON.
+// schemas caches resolved schemas (agent steps' outputs, tools'
+// arguments) by their JSON.
 var schemas sync.Map
 
 // resolveSchema resolves an agent step's output schema.
@@ -577,6 +578,11 @@ func resolveSchema(m map[string]any) (*jsonschema.Resolved, error) {
 	if err != nil {
 		return nil, err
 	}
+	return resolveRaw(raw)
+}
+
+// resolveRaw resolves the JSON Schema raw (cached).
+func resolveRaw(raw []byte) (*jsonschema.Resolved, error) {
 	if r, ok := schemas.Load(string(raw)); ok {
 		return r.(*jsonschema.Resolved), nil
 	}

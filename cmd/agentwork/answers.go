@@ -10,12 +10,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/config"
 	"github.com/agentwork/agentwork/connectors"
+	"github.com/agentwork/agentwork/workflow"
 )
 
 // The button presses of the connectors that receive them (Telegram's
@@ -84,13 +85,8 @@ func (p *poller) run(ctx context.Context) {
 	key := answerLeaseKey(p.name)
 	for ctx.Err() == nil {
 		rec := &answerRecord{Connector: p.name}
-		rev, err := bus.Acquire(ctx, p.bus, p.bus.Locks, key, p.ttl, rec, nil)
-		var held *bus.HeldError
-		switch {
-		case errors.As(err, &held):
-			p.waitFree(ctx, key, held.Holder.Expires)
-			continue
-		case err != nil:
+		rev, err := bus.AcquireWait(ctx, p.bus, p.bus.Locks, key, p.ttl, 0, rec, nil)
+		if err != nil {
 			if ctx.Err() == nil {
 				p.log.Warn("the lease of the button presses could not be taken; trying again", zap.Error(err))
 			}
@@ -101,29 +97,6 @@ func (p *poller) run(ctx context.Context) {
 		if fatal := p.hold(ctx, key, rec, rev); fatal {
 			sleepCtx(ctx, answerRetry)
 		}
-	}
-}
-
-// waitFree waits until the lease at key is released or taken by another
-// (a watch), or until it expires.
-func (p *poller) waitFree(ctx context.Context, key string, expires time.Time) {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	t := time.NewTimer(max(time.Until(expires), 10*time.Millisecond))
-	defer t.Stop()
-	w, err := p.bus.Locks.Watch(wctx, key, jetstream.UpdatesOnly(), jetstream.MetaOnly())
-	if err != nil {
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		return
-	}
-	defer func() { _ = w.Stop() }()
-	select {
-	case <-w.Updates():
-	case <-t.C:
-	case <-ctx.Done():
 	}
 }
 
@@ -288,4 +261,57 @@ func summary(v approval.Verdict, by string, at time.Time) string {
 		mark = "✅"
 	}
 	return fmt.Sprintf("%s %s by %s at %s", mark, pastTense(v), by, clockOf(at))
+}
+
+// askedOn returns the answerers of as on which an approval can be asked,
+// the only ones polled: a bot that is polled is read by agentwork alone
+// (other programs reading it get 409), and one with a webhook set fails
+// every poll. An approval is asked on a connector when a gated tool call
+// may send its question there (any approval list set, and the connector
+// among runner.approvals.targets or, when those are unset, among the
+// sources' default targets: heartbeat.targets, cron.targets,
+// runner.targets, else every connector), or a workflow's approval step
+// may (its targets, else its workflow's; templated targets: any).
+func askedOn(f *config.File, as map[string]connectors.Answers) map[string]connectors.Answers {
+	every := false
+	var targets []string
+	gated := len(f.Runner.Approval) > 0 || len(f.Heartbeat.Approval) > 0
+	for _, j := range f.Cron.Jobs {
+		gated = gated || len(j.Approval) > 0
+	}
+	for _, tc := range f.Tasks {
+		gated = gated || len(tc.Approval) > 0
+	}
+	if gated {
+		if t := f.Runner.Approvals.Targets; len(t) > 0 {
+			targets = append(targets, t...)
+		} else {
+			targets = append(targets, f.Heartbeat.Targets...)
+			targets = append(targets, f.Cron.Targets...)
+			targets = append(targets, f.Runner.Targets...)
+			every = len(f.Runner.Targets) == 0
+		}
+	}
+	for _, w := range f.Workflows {
+		w.Walk(func(_ string, s *workflow.Step) {
+			if s.Approval == nil {
+				return
+			}
+			t := s.Approval.Targets
+			if len(t) == 0 {
+				t = w.Targets
+			}
+			targets = append(targets, t...)
+		})
+	}
+	out := map[string]connectors.Answers{}
+	for name, a := range as {
+		if every || slices.ContainsFunc(targets, func(t string) bool {
+			n, _ := connectors.SplitTarget(t)
+			return n == name || strings.Contains(t, "${{")
+		}) {
+			out[name] = a
+		}
+	}
+	return out
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus/bustest"
+	"github.com/agentwork/agentwork/config"
 	"github.com/agentwork/agentwork/connectors"
 )
 
@@ -137,5 +140,36 @@ func TestPressReplies(t *testing.T) {
 	}
 	if r := press(cancelled, "approve", "telegram:42", "phone"); !r.Alert || !r.Decided || !strings.Contains(r.Text, "cancelled (its run was cancelled)") || !strings.HasPrefix(r.Summary, "🚫 Cancelled") {
 		t.Errorf("cancelled: reply %+v", r)
+	}
+}
+
+// A Telegram connector is polled for button presses only when approvals
+// can be asked on it: polling a bot nobody asks on evicts the other
+// programs reading it (409) and fails every minute on a bot with a
+// webhook.
+func TestAnswerersOnlyWhereApprovalsAreAsked(t *testing.T) {
+	t.Parallel()
+	const conns = "connectors:\n  tg1: {type: telegram, bot_token: '1:a', chat_id: '1'}\n  tg2: {type: telegram, bot_token: '2:b', chat_id: '2'}\n  console: {type: console}\n"
+	all := map[string]connectors.Answers{"tg1": &fakeAnswers{name: "tg1"}, "tg2": &fakeAnswers{name: "tg2"}}
+	for _, tt := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"no approvals", conns, nil},
+		{"approvals targets", conns + "runner:\n  approval: [notify_user]\n  approvals: {targets: [tg2]}\n", []string{"tg2"}},
+		{"runner targets", conns + "runner:\n  targets: [console, 'tg1:5']\ntasks:\n  deploy: {approval: [notify_user]}\n", []string{"tg1"}},
+		{"heartbeat, every connector", conns + "heartbeat:\n  approval: [notify_user]\n", []string{"tg1", "tg2"}},
+		{"workflow step", conns + "workflows:\n  w:\n    steps:\n      - id: ask\n        approval: {message: go, targets: [tg1]}\n", []string{"tg1"}},
+		{"workflow's targets", conns + "workflows:\n  w:\n    targets: [tg2]\n    steps:\n      - id: ask\n        approval: {message: go}\n", []string{"tg2"}},
+		{"templated", conns + "workflows:\n  w:\n    steps:\n      - id: ask\n        approval: {message: go, targets: ['${{ input.where }}']}\n", []string{"tg1", "tg2"}},
+	} {
+		f, err := config.Parse("agentwork.yaml", []byte(tt.yaml), func(string) (string, bool) { return "", false }, connectorTypes())
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		got := slices.Sorted(maps.Keys(askedOn(f, all)))
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: polled %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -42,7 +42,8 @@ func wireConnectors(w *wiring, e *env, f *config.File, b *bus.Bus, log *zap.Logg
 	w.connectorNames = reg.Names()
 	w.answerers = answerers(reg)
 	if len(reg) > 0 {
-		w.consumers = append(w.consumers, connectors.NewDispatcher(b, reg, f.Delivery, log.Named("connectors")).Run)
+		w.dispatcher = connectors.NewDispatcher(b, reg, f.Delivery, log.Named("connectors"))
+		w.consumers = append(w.consumers, w.dispatcher.Run)
 	}
 	return nil
 }

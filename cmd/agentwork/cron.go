@@ -322,7 +322,7 @@ func cronOrigin(j cron.Job) string {
 	if j.Workflow != "" {
 		return j.Origin + " (" + j.Workflow + ")"
 	}
-	if j.Creator != nil && j.Origin == cron.OriginMCP {
+	if j.Creator != nil && (j.Origin == cron.OriginMCP || j.Origin == cron.OriginConsole) {
 		return j.Origin + " (" + j.Creator.Name + ")"
 	}
 	if j.Creator != nil {
@@ -381,6 +381,8 @@ func cronPrintJob(w io.Writer, st cron.Status) {
 	row("origin", j.Origin)
 	if c := j.Creator; c != nil && j.Origin == cron.OriginMCP {
 		row("created by", fmt.Sprintf("MCP client with credential %s", c.Name))
+	} else if c != nil && j.Origin == cron.OriginConsole {
+		row("created by", fmt.Sprintf("console session of credential %s", c.Name))
 	} else if c != nil {
 		row("created by", fmt.Sprintf("%s/%s (run %s)", c.Source, c.Name, c.RunID))
 	}

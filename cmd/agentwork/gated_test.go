@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,11 +86,39 @@ model:
     rules:
 %s%s%s`, addr, filepath.Join(files, "HEARTBEAT.md"), exe, appendEnv, logFile, rule("alpha"), rule("beta"), rule("gamma"))
 	srv := startCrashServer(t, cfg)
-	srv.stderr.waitContains(t, "agentwork is running", 30*time.Second)
+	// ready waits until the HTTP API answers /readyz with 200: the log
+	// line comes before the API listens.
+	ready := func() {
+		t.Helper()
+		srv.stderr.waitContains(t, "agentwork is running", 30*time.Second)
+		waitFor(t, 30*time.Second, "the HTTP API", func() bool {
+			resp, err := http.Get("http://" + addr + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		}, srv.child)
+	}
+	ready()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cli := cliOf(ctx, t, srv.dataDir)
 	apiFlag := "--api=" + addr
+	// listPending lists the pending approvals; ok is false while the API
+	// refuses connections (a restart under way), to be polled again.
+	listPending := func() (out string, ok bool) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		err := run(ctx, []string{"approvals", "list", "--state", "pending", apiFlag, "--data-dir", srv.dataDir}, &stdout, &stderr)
+		if err != nil && (errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error()+stderr.String(), "connection refused")) {
+			return "", false
+		}
+		if err != nil {
+			t.Fatalf("agentwork approvals list: %v\n%s", err, stderr.String())
+		}
+		return stdout.String(), true
+	}
 	lines := func() []string {
 		raw, err := os.ReadFile(logFile)
 		if os.IsNotExist(err) {
@@ -114,7 +146,11 @@ model:
 		t.Helper()
 		var id string
 		waitFor(t, 30*time.Second, "a pending approval of the exec call of "+word, func() bool {
-			for _, l := range strings.Split(cli("approvals", "list", "--state", "pending", apiFlag), "\n") {
+			out, ok := listPending()
+			if !ok {
+				return false
+			}
+			for _, l := range strings.Split(out, "\n") {
 				if strings.Contains(l, "exec") && strings.Contains(l, exe) && strings.Contains(l, word) {
 					id = idRe.FindString(l)
 					return id != ""
@@ -143,7 +179,7 @@ model:
 	}
 	srv.kill9()
 	srv.restart()
-	srv.stderr.waitContains(t, "agentwork is running", 30*time.Second)
+	ready()
 	if got := pending("alpha"); got != ap {
 		t.Fatalf("after the restart the pending approval is %s, want %s", got, ap)
 	}

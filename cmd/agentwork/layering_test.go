@@ -13,7 +13,7 @@ const module = "github.com/agentwork/agentwork"
 
 // layers are the module's layers, lowest first: a package may import its
 // own layer and those below, never one above (cmd → config → triggers →
-// api/mcpserver → workflow → agentwork → approval → connectors/tools/model → bus). internal/ is plumbing
+// api/console/mcpserver → workflow → agentwork → approval → connectors/tools/model → bus). internal/ is plumbing
 // any layer may use.
 var layers = [][]string{
 	{"bus"},
@@ -21,7 +21,7 @@ var layers = [][]string{
 	{"approval"},
 	{"agentwork"},
 	{"workflow"},
-	{"api", "mcpserver"},
+	{"api", "console", "mcpserver"},
 	{"triggers"},
 	{"config"},
 	{"cmd"},

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/config"
 	"github.com/agentwork/agentwork/connectors"
+	webconsole "github.com/agentwork/agentwork/console"
 	"github.com/agentwork/agentwork/mcpserver"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/anthropic"
@@ -129,17 +131,29 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 		return nil, err
 	}
 	// The presses of the approvals' buttons (Telegram): one instance
-	// polls each bot, under its lease.
+	// polls each bot, under its lease; only the bots approvals can be
+	// asked on (polling takes the bot from any other reader).
+	w.answerers = askedOn(f, w.answerers)
 	if len(w.answerers) > 0 {
 		w.consumers = append(w.consumers, pollAnswers(b, w.approvals, w.answerers, log.Named("answers")))
 	}
 	var regTools, mcpTools lateTools
+	// The webhook handler, built with the triggers below, checks the
+	// targets of runs its credentials start against their grants.
+	var tasks *webhook.Handler
+	grants := func(credential string, targets []string) error {
+		if tasks == nil {
+			return fmt.Errorf("credential %q cannot be checked: no webhook handler", credential)
+		}
+		return tasks.CheckTargets(credential, targets)
+	}
 	w.workflows = workflow.NewEngine(b, workflow.Config{
 		Definitions: f.Workflows,
 		Tools:       []tools.Source{&regTools, &mcpTools},
 		Secrets:     f.Secrets(),
 		Connectors:  w.connectorNames,
 		Approvals:   w.approvals,
+		Grants:      grants,
 		// The runner's redelivery deadline and shutdown grace are the
 		// engine's too: how soon a dead instance's work is taken over,
 		// and how long work in flight may finish at shutdown.
@@ -148,6 +162,11 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	}, workflow.WithLogger(log.Named("workflow")))
 	if w.triggers, err = newTriggers(f, b, mem, w.connectorNames, w.workflows, log); err != nil {
 		return nil, err
+	}
+	for _, t := range w.triggers {
+		if h, ok := t.(*webhook.Handler); ok {
+			tasks = h
+		}
 	}
 	policies, err := triggers.Policies(w.triggers...)
 	if err != nil {
@@ -205,8 +224,8 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	toolAdmin := agentwork.NewToolAdmin(w.runner, w.mcp.Status)
 	w.services = append(w.services, toolAdmin.Service(), mem.Service(), w.workflows.Service())
 
-	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner, api.ReadyFunc(w.workflowsReady)}, Tools: toolAdmin, Details: mcpStates(w.mcp),
-		Memory: mem, Workflows: w.workflows, Approvals: w.approvals}
+	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner, api.ReadyFunc(w.workflowsReady)}, Tools: toolAdmin, Details: partStates(w.mcp, w.dispatcher),
+		Memory: mem, Workflows: w.workflows, Approvals: w.approvals, Console: webconsole.New(webconsole.WithLogger(log.Named("console")), webconsole.WithSchedules(consoleSchedules))}
 	for _, t := range w.triggers {
 		if s, ok := t.(triggers.Servicer); ok {
 			w.services = append(w.services, s.Service())
@@ -256,6 +275,7 @@ type wiring struct {
 	runner         *agentwork.Runner
 	usage          *tokenusage.Folder            // a consumer: sums the tokens of run events
 	approvals      *approval.Service             // a consumer: the approvals' timers
+	dispatcher     *connectors.Dispatcher        // a consumer: the deliveries (nil: no connectors)
 	mcp            *mcp.Manager                  // runs beside the consumers, stopped after them
 	consumers      []func(context.Context) error // stopped after the triggers
 	triggers       []triggers.Trigger            // stopped first
@@ -317,6 +337,23 @@ func mcpStates(m *mcp.Manager) func() map[string]string {
 	}
 }
 
+// partStates is what /readyz shows of the parts that do not make the
+// server unready: each MCP server's state, and each connector's as this
+// instance's last send through it saw it (up, failing, rate limited,
+// unknown; no error text: the route is open).
+func partStates(m *mcp.Manager, d *connectors.Dispatcher) func() map[string]string {
+	servers := mcpStates(m)
+	return func() map[string]string {
+		out := servers()
+		if d != nil {
+			for name, st := range d.States() {
+				out["connector."+name] = st
+			}
+		}
+		return out
+	}
+}
+
 // lateTools is a tool source known only after the component that uses it
 // was built (the workflow engine is built before the scheduler whose
 // schedule tools its tool steps may call). Set src before anything runs.
@@ -327,4 +364,10 @@ func (l *lateTools) Specs() []tools.Spec {
 		return nil
 	}
 	return l.src.Specs()
+}
+
+// consoleSchedules gives the console the scheduler's own schedule parser
+// (the job form's next fire times).
+func consoleSchedules(expr string, loc *time.Location) (interface{ Next(time.Time) time.Time }, error) {
+	return cron.ParseSchedule(expr, loc)
 }

@@ -474,7 +474,29 @@ func startSix(ctx context.Context, t *testing.T, dir string, b *bus.Bus, k *kill
 			break
 		}
 		i := rand.IntN(len(k.servers))
-		waitFor(t, 30*time.Second, fmt.Sprintf("%d lines", target), func() bool { return len(lines(t, dir)) >= target }, k.servers[i])
+		// A step interrupted by an earlier kill writes no line (its run
+		// goes on past it), so the lines may stop short of target: the
+		// wait also ends when every run has.
+		ended := false
+		waitFor(t, 30*time.Second, fmt.Sprintf("%d lines or every run to end", target), func() bool {
+			if len(lines(t, dir)) >= target {
+				return true
+			}
+			all, err := k.runs()
+			if err != nil || len(all) < runs {
+				return false
+			}
+			for _, r := range all {
+				if !r.Status.Ended() {
+					return false
+				}
+			}
+			ended = true
+			return true
+		}, k.servers[i])
+		if ended {
+			break
+		}
 		k.kill9(i)
 		kills++
 	}

@@ -58,7 +58,14 @@ type Config struct {
 	BaseURL string `yaml:"base_url,omitempty" json:"base_url,omitempty"`
 }
 
-var _ connectors.DestinationChecker = Config{}
+var (
+	_ connectors.DestinationChecker = Config{}
+	_ connectors.AnswersConfig      = Config{}
+)
+
+// AnswersAs returns "telegram": the connector receives the presses of its
+// buttons, decided as telegram:<user id> (connectors.AnswersConfig).
+func (Config) AnswersAs() string { return "telegram" }
 
 // tokenRE is the shape of a bot token: the bot's id, a colon, the secret.
 var tokenRE = regexp.MustCompile(`^[0-9]{1,20}:[A-Za-z0-9_-]{1,200}$`)

@@ -46,6 +46,9 @@ type Owner struct {
 	// ("" for the operator's own work): the job's fires act for it, and
 	// its targets are checked against the credential's grant each time.
 	Credential string `json:"credential,omitempty"`
+	// Approval is the creating run's gate list (tools.RunInfo.Approval):
+	// the job's runs are gated by it too, besides their own.
+	Approval []string `json:"approval,omitempty"`
 }
 
 // Same reports whether o and other are one owner (the run ids may differ:
@@ -275,7 +278,7 @@ func owner(ctx context.Context) (Owner, tools.RunInfo, error) {
 	if !ok || r.Source == "" {
 		return Owner{}, r, ErrNoRun
 	}
-	return Owner{Source: r.Source, Name: r.Name, RunID: r.ID, Credential: r.Credential}, r, nil
+	return Owner{Source: r.Source, Name: r.Name, RunID: r.ID, Credential: r.Credential, Approval: slices.Clone(r.Approval)}, r, nil
 }
 
 // Tools returns the schedule tools over jobs; now is the clock (nil:

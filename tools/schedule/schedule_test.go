@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -127,7 +128,7 @@ func TestCreateActsForTheRun(t *testing.T) {
 	if c.Outcome != tools.OutcomeOK || !strings.Contains(c.Result, "created job agent-1") || !strings.Contains(c.Result, "fires at 2026-05-04T10:20:31Z") {
 		t.Fatalf("schedule_create = %s %q %q, want the job id and its UTC time", c.Outcome, c.Result, c.Error)
 	}
-	if want := (schedule.Owner{Source: "task", Name: "default", RunID: "run-1"}); store.owners[0] != want {
+	if want := (schedule.Owner{Source: "task", Name: "default", RunID: "run-1"}); !reflect.DeepEqual(store.owners[0], want) {
 		t.Errorf("owner = %+v, want %+v", store.owners[0], want)
 	}
 	if got := strings.Join(store.created[0].Targets, ","); got != "console,telegram:42" {

@@ -182,7 +182,7 @@ func (a *AgentJobs) Create(ctx context.Context, o schedule.Owner, spec schedule.
 	if total >= cfg.MaxJobsTotal {
 		return schedule.Info{}, false, fmt.Errorf("quota reached: the runtime has %d jobs created with schedule_create, the most all runs together may have (cron.agent.max_jobs_total); delete one you no longer need with schedule_delete, or ask an operator", total)
 	}
-	if err := hold.check(); err != nil {
+	if err := hold.check(ctx); err != nil {
 		return schedule.Info{}, false, err
 	}
 	st, err := s.create(ctx, j, OriginAgent, now)

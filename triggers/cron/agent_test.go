@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -68,7 +69,7 @@ func TestAgentJobsIdempotencyKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j := st.Job; j.Origin != OriginAgent || j.Creator == nil || *j.Creator != alice || j.IdempotencyKey != "tea-1" || !j.DeleteAfterRun {
+	if j := st.Job; j.Origin != OriginAgent || j.Creator == nil || !reflect.DeepEqual(*j.Creator, alice) || j.IdempotencyKey != "tea-1" || !j.DeleteAfterRun {
 		t.Errorf("stored job = %+v, want origin agent, created by %v with key tea-1, delete_after_run", j, alice)
 	}
 	// The same key of another owner is another job.
@@ -113,7 +114,7 @@ func TestAgentJobsDeleteAfterRunOnlyAfterTheLastTick(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Get after a manual run and a failed run with a retry pending = %v, want the job kept", err)
 	}
-	if st.Job.Origin != OriginAgent || st.Job.Creator == nil || *st.Job.Creator != alice {
+	if st.Job.Origin != OriginAgent || st.Job.Creator == nil || !reflect.DeepEqual(*st.Job.Creator, alice) {
 		t.Errorf("after cron update the job is %s by %v, want still the agent's (%v)", st.Job.Origin, st.Job.Creator, alice)
 	}
 	// The retry's run ends it for good: deleted.

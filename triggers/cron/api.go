@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/tools/schedule"
 )
@@ -33,7 +34,44 @@ var (
 	ErrInvalid    = &Error{Status: 400, Code: "invalid", Detail: "invalid job"}
 	ErrNotReady   = &Error{Status: 503, Code: "not_ready", Detail: "the scheduler is still loading"}
 	ErrBadRequest = &Error{Status: 400, Code: "bad_request", Detail: "bad request"}
+	ErrForbidden  = &Error{Status: 403, Code: "forbidden", Detail: "the job is not the caller's"}
 )
+
+// mayChange checks that the caller of ctx may change or run j. A webhook
+// credential acting through the MCP server (an api.Actor via mcp with a
+// credential) changes and runs only the jobs it created (Creator's
+// credential is its own): a token whose grant allows its jobs only some
+// tools and targets could otherwise patch or run a job that has others.
+// The admin (also through MCP), the console and the CLI may change any
+// job (see mayEdit for what a job does).
+func mayChange(ctx context.Context, j Job) error {
+	a, ok := api.ActorFrom(ctx)
+	if !ok || a.Via != OriginMCP || a.Credential == "" {
+		return nil
+	}
+	return ownedBy(a, j)
+}
+
+// mayEdit checks that the caller of ctx may change what j does (its
+// prompt, tools, targets, schedule): a webhook credential, through MCP or
+// the console, edits only the jobs it created; what a job does is its
+// creator's (the console's pause, resume, run and delete of any job stay
+// with console: write).
+func mayEdit(ctx context.Context, j Job) error {
+	a, ok := api.ActorFrom(ctx)
+	if !ok || a.Credential == "" {
+		return nil
+	}
+	return ownedBy(a, j)
+}
+
+// ownedBy is nil when j was created by a's credential.
+func ownedBy(a api.Actor, j Job) error {
+	if j.Creator != nil && j.Creator.Credential == a.Credential {
+		return nil
+	}
+	return apiErr(ErrForbidden, "job %q was not created by credential %q: a token (through MCP or the console) changes and runs only its own jobs, so nothing changed; create a job of your own, or ask the operator", j.ID, a.Credential)
+}
 
 func apiErr(base *Error, format string, args ...any) *Error {
 	return &Error{Status: base.Status, Code: base.Code, Detail: fmt.Sprintf(format, args...)}
@@ -203,13 +241,19 @@ func (s *Scheduler) Add(ctx context.Context, j Job) (Status, error) {
 // credential's grant at every fire (WithGrants), like an agent's job that
 // a credential's task created.
 func (s *Scheduler) AddMCP(ctx context.Context, j Job, by schedule.Owner) (Status, error) {
+	return s.addFor(ctx, j, by, OriginMCP)
+}
+
+// addFor creates j for by, with origin (mcp, console): Creator names the
+// credential, and its runs keep to that credential's grant.
+func (s *Scheduler) addFor(ctx context.Context, j Job, by schedule.Owner, origin string) (Status, error) {
 	now := s.clock.Now().UTC()
 	if err := s.check(&j, now); err != nil {
 		return Status{}, err
 	}
-	by.Source, by.RunID = OriginMCP, ""
+	by.Source, by.RunID = origin, ""
 	j.Creator, j.IdempotencyKey = &by, ""
-	return s.create(ctx, j, OriginMCP, now)
+	return s.create(ctx, j, origin, now)
 }
 
 // create writes the checked job j of origin as new.
@@ -274,6 +318,9 @@ func (s *Scheduler) Update(ctx context.Context, id string, patch json.RawMessage
 		if old.Origin == OriginWorkflow {
 			return Status{}, apiErr(ErrConfigJob, "job %q is a cron trigger of workflow %s: change the workflow's `on` in the config (pause and resume work here)", id, old.Workflow)
 		}
+		if err := mayEdit(ctx, old); err != nil {
+			return Status{}, err
+		}
 		cur, _ := json.Marshal(old)
 		merged, err := mergePatch(cur, patch)
 		if err != nil {
@@ -293,7 +340,7 @@ func (s *Scheduler) Update(ctx context.Context, id string, patch json.RawMessage
 			return Status{}, err
 		}
 		j.Origin, j.CreatedAt, j.UpdatedAt = OriginAPI, old.CreatedAt, now
-		if old.Origin == OriginAgent || old.Origin == OriginMCP {
+		if credentialed(old.Origin) {
 			// An agent's job stays its creator's, whoever changes it.
 			j.Origin, j.Creator, j.IdempotencyKey = old.Origin, old.Creator, old.IdempotencyKey
 		} else {
@@ -320,6 +367,9 @@ func (s *Scheduler) Update(ctx context.Context, id string, patch json.RawMessage
 func (s *Scheduler) Delete(ctx context.Context, id string) error {
 	j, rev, err := s.readJob(ctx, id)
 	if err != nil {
+		return err
+	}
+	if err := mayChange(ctx, j); err != nil {
 		return err
 	}
 	if j.Origin == OriginConfig {
@@ -357,6 +407,9 @@ func (s *Scheduler) pause(ctx context.Context, id, reason, by string) (Status, e
 	if err != nil {
 		return Status{}, err
 	}
+	if err := mayChange(ctx, j); err != nil {
+		return Status{}, err
+	}
 	now := s.clock.Now().UTC()
 	var refused error
 	st, err := updateState(ctx, s.bus.State, id, func(st *State) bool {
@@ -389,6 +442,9 @@ func (s *Scheduler) Resume(ctx context.Context, id string) (Status, error) {
 func (s *Scheduler) resume(ctx context.Context, id, by string) (Status, error) {
 	j, _, err := s.readJob(ctx, id)
 	if err != nil {
+		return Status{}, err
+	}
+	if err := mayChange(ctx, j); err != nil {
 		return Status{}, err
 	}
 	now := s.clock.Now().UTC()
@@ -449,6 +505,9 @@ func (s *Scheduler) RunNow(ctx context.Context, id string) (RunResult, error) {
 func (s *Scheduler) RunNowKey(ctx context.Context, id, key string) (RunResult, error) {
 	j, _, err := s.readJob(ctx, id)
 	if err != nil {
+		return RunResult{}, err
+	}
+	if err := mayChange(ctx, j); err != nil {
 		return RunResult{}, err
 	}
 	now := s.clock.Now().UTC()

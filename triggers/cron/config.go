@@ -261,7 +261,18 @@ const (
 	// OriginMCP: created through agentwork's MCP server; Creator names
 	// the credential (source mcp, name the token's name or admin).
 	OriginMCP = "mcp"
+	// OriginConsole: created in the web console by a session of a
+	// webhook credential (not the admin's); Creator names the credential,
+	// whose grant its runs keep to.
+	OriginConsole = "console"
 )
+
+// credentialed reports whether a job of origin acts for the credential
+// its Creator names (its targets checked against that credential's grant
+// at each fire, and its approvals not that credential's to decide).
+func credentialed(origin string) bool {
+	return origin == OriginAgent || origin == OriginMCP || origin == OriginConsole
+}
 
 // Retry re-runs a job whose run ended in an error. This is on top of the
 // runner's own retries of transient model errors (runner.max_attempts):

@@ -486,9 +486,22 @@ func requestID(j Job, tick time.Time, retry int) string {
 // recorded as missed, so that a copy of it stored by an earlier try (its
 // ack lost) is never run: the tick ends in the missed event. False: a run
 // has the request already; the tick ends in the run's event instead.
+// A workflow job's tick is settled by its Starter (ForgoTick).
 func (s *Scheduler) forgo(ctx context.Context, j Job, tick time.Time) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
+	if j.Workflow != "" {
+		// A workflow job's tick has no request: its run is what a try
+		// may have started.
+		if s.starter == nil {
+			return true, nil
+		}
+		ok, err := s.starter.ForgoTick(ctx, j, tick, MsgID(j.ID, tick, 0))
+		if err != nil {
+			return false, fmt.Errorf("settle the run of workflow %s for the missed tick of %s: %w", j.Workflow, tick.UTC().Format(time.RFC3339), err)
+		}
+		return ok, nil
+	}
 	ok, err := agentwork.Forgo(ctx, s.bus, requestID(j, tick, 0))
 	if err != nil {
 		return false, fmt.Errorf("settle the request of the missed tick of %s: %w", tick.UTC().Format(time.RFC3339), err)

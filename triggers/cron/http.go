@@ -75,6 +75,13 @@ func (s *Scheduler) Routes(mux *http.ServeMux) {
 		}
 		if a, ok := api.ActorFrom(r.Context()); ok && a.Via == OriginMCP {
 			return s.AddMCP(r.Context(), j, schedule.Owner{Name: a.Name, Credential: a.Credential})
+		} else if ok && a.Credential != "" {
+			// A credential's console session: the job acts for it, with
+			// the runner's tools (no grant names tools for the console).
+			if len(j.Tools) > 0 {
+				return nil, consoleTools(a.Credential)
+			}
+			return s.addFor(r.Context(), j, schedule.Owner{Name: a.Name, Credential: a.Credential}, OriginConsole)
 		}
 		return s.Add(r.Context(), j)
 	}))
@@ -85,6 +92,14 @@ func (s *Scheduler) Routes(mux *http.ServeMux) {
 		body, err := readBody(r)
 		if err != nil {
 			return nil, err
+		}
+		if a, ok := api.ActorFrom(r.Context()); ok && a.Via == OriginConsole && a.Credential != "" {
+			var patch map[string]json.RawMessage
+			if json.Unmarshal(body, &patch) == nil {
+				if t, set := patch["tools"]; set && string(t) != "null" {
+					return nil, consoleTools(a.Credential)
+				}
+			}
 		}
 		return s.Update(r.Context(), r.PathValue("id"), body)
 	}))
@@ -193,4 +208,10 @@ func decodeStrict(b []byte, v any) error {
 		return errors.New("trailing data after the JSON value")
 	}
 	return nil
+}
+
+// consoleTools is the refusal of a job's tools set in the console session
+// of a credential (not the admin's).
+func consoleTools(credential string) error {
+	return apiErr(ErrForbidden, "credential %q may not set a job's tools in the console: its jobs run with the runner's tools (runner.tools); leave tools empty, or ask the operator", credential)
 }

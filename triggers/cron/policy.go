@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -47,7 +48,17 @@ func (s *Scheduler) settingsOf(ctx context.Context, _, id string) (agentwork.Set
 	if err != nil {
 		return agentwork.Settings{}, err
 	}
-	set := agentwork.Settings{Tools: j.Tools, Approval: j.Approval, MaxSteps: j.MaxSteps, Timeout: time.Duration(j.Timeout), Model: j.Model, Fallback: j.Fallback, Memory: j.Memory, MemoryFlush: j.MemoryFlush}
+	approval := slices.Clone(j.Approval)
+	if j.Creator != nil {
+		// The gates of the run that created it: a job can add gates,
+		// never lose those its creator had.
+		for _, g := range j.Creator.Approval {
+			if !slices.Contains(approval, g) {
+				approval = append(approval, g)
+			}
+		}
+	}
+	set := agentwork.Settings{Tools: j.Tools, Approval: approval, MaxSteps: j.MaxSteps, Timeout: time.Duration(j.Timeout), Model: j.Model, Fallback: j.Fallback, Memory: j.Memory, MemoryFlush: j.MemoryFlush}
 	if len(j.Tools) == 0 && j.Origin == OriginAgent {
 		// The allow-list of agent-created jobs, as the config says now.
 		set.Tools = s.cfg.Agent.Tools
@@ -103,7 +114,7 @@ func (g *jobGate) Check(ctx context.Context, run *agentwork.Run) error {
 		md[MetaName] = j.Name
 		run.Request.Metadata = md
 	}
-	if c := j.Creator; c != nil && c.Credential != "" && s.grants != nil && (j.Origin == OriginAgent || j.Origin == OriginMCP) {
+	if c := j.Creator; c != nil && c.Credential != "" && s.grants != nil && credentialed(j.Origin) {
 		// Its targets were within the credential's grant when the job was
 		// made; they must still be, now.
 		if err := s.grants(c.Credential, j.Targets); err != nil {

@@ -15,6 +15,9 @@ package cron
 // process that dies holding the lease frees it when the lease expires (at
 // once on the embedded server: the data-dir lock proves the holder gone).
 // A crash at any step therefore neither passes the quota nor shrinks it.
+// The create is fenced: the lease is renewed by compare-and-set right
+// before the job is written, so a create that stalled past its lease and
+// was taken over writes nothing (see check for the window left).
 // The price is one lease round trip and a read of the jobs bucket per
 // create of a schedule tool, a rare call; creates through the API and the
 // config do not take the lease (they are not under the quotas).
@@ -55,59 +58,48 @@ type quotaRecord struct {
 
 // quotaHold is a held quota lease.
 type quotaHold struct {
-	s     *Scheduler
-	rec   quotaRecord
-	rev   uint64
-	taken time.Time
+	s   *Scheduler
+	rec quotaRecord
+	rev uint64
 }
 
 // holdQuota takes the quota lease for owner's create of job id, waiting
 // while another create holds it.
 func (s *Scheduler) holdQuota(ctx context.Context, o schedule.Owner, id string) (*quotaHold, error) {
-	ctx, cancel := context.WithTimeout(ctx, quotaWait)
-	defer cancel()
-	// Watch the key from before the first try, so that a release between
-	// the try and the wait is not missed.
-	w, err := s.bus.Locks.Watch(ctx, QuotaLeaseKey, jetstream.UpdatesOnly(), jetstream.MetaOnly())
-	if err != nil {
+	h := &quotaHold{s: s, rec: quotaRecord{Job: id, Owner: o.String()}}
+	rev, err := bus.AcquireWait(ctx, s.bus, s.bus.Locks, QuotaLeaseKey, quotaLease, quotaWait, &h.rec, nil)
+	switch {
+	case errors.As(err, new(*bus.HeldError)):
+		return nil, fmt.Errorf("other runs kept creating jobs for %s (the jobs are counted one create at a time): try again later", quotaWait)
+	case err != nil:
 		return nil, fmt.Errorf("the jobs cannot be counted now (%w); try again later", err)
 	}
-	defer func() { _ = w.Stop() }()
-	for {
-		h := &quotaHold{s: s, rec: quotaRecord{Job: id, Owner: o.String()}, taken: time.Now()}
-		rev, err := bus.Acquire(ctx, s.bus, s.bus.Locks, QuotaLeaseKey, quotaLease, &h.rec, nil)
-		if err == nil {
-			h.rev = rev
-			return h, nil
-		}
-		var held *bus.HeldError
-		if !errors.As(err, &held) {
-			return nil, fmt.Errorf("the jobs cannot be counted now (%w); try again later", err)
-		}
-		expired := time.NewTimer(time.Until(held.Holder.Expires))
-		open := true
-		select {
-		case _, open = <-w.Updates(): // released, or taken by another: try again
-		case <-expired.C:
-		case <-ctx.Done():
-		}
-		expired.Stop()
-		if !open && ctx.Err() == nil {
-			return nil, errors.New("the jobs cannot be counted now (the watch of the quota lease ended); try again later")
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("other runs kept creating jobs for %s (the jobs are counted one create at a time): try again later", quotaWait)
-		}
-	}
+	h.rev = rev
+	return h, nil
 }
 
-// check reports whether the lease is still safely held: a create that
-// took more than half the lease to count (a stalled process) does not
-// create, since its lease may lapse before the job is written.
-func (h *quotaHold) check() error {
-	if time.Since(h.taken) > quotaLease/2 {
-		return errors.New("the jobs could not be counted in time; try again later")
+// check fences the create: it renews the lease by compare-and-set at the
+// revision this create took (or last renewed) it at, right before the job
+// is written. When another create took the lease over meanwhile (this one
+// stalled past its lease while it counted), the count may be stale and
+// the renewal fails: the create is refused, to be tried again. A lease
+// that lapsed with nobody taking it over is renewed: nobody counted in
+// between, so the count still holds.
+//
+// The window left: the job's write is in another bucket, so it cannot be
+// conditional on the lease's revision. After the renewal the lease is
+// this create's for quotaLease; only a stall of longer than that between
+// the renewal and the job's write landing (a frozen process, a partition)
+// lets another create count without this job.
+func (h *quotaHold) check(ctx context.Context) error {
+	rev, err := bus.Renew(ctx, h.s.bus.Locks, QuotaLeaseKey, &h.rec, h.rev, quotaLease)
+	switch {
+	case errors.As(err, new(*bus.HeldError)):
+		return errors.New("the jobs could not be counted in time (another create took the count over); try again later")
+	case err != nil:
+		return fmt.Errorf("the jobs cannot be counted now (%w); try again later", err)
 	}
+	h.rev = rev
 	return nil
 }
 

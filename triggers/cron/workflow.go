@@ -24,6 +24,12 @@ type Starter interface {
 	// by hand (manual), which is a run of its own each time. It returns
 	// the run's id.
 	StartTick(ctx context.Context, j Job, tick time.Time, key string, manual bool) (run string, err error)
+	// ForgoTick settles a tick recorded as missed: it makes the tick's
+	// run (key, as StartTick has it) one that never starts, unless it
+	// exists, and reports whether it did (forgone false: an earlier try
+	// started the run, and the tick is fired, not missed). A tick is so
+	// either run or missed, never both.
+	ForgoTick(ctx context.Context, j Job, tick time.Time, key string) (forgone bool, err error)
 }
 
 // WithWorkflows gives the scheduler the jobs of the workflows' cron

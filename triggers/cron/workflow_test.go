@@ -9,13 +9,34 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/agentwork/agentwork/bus/bustest"
+	"github.com/agentwork/agentwork/internal/clock"
 )
 
-// starts records the starts of workflow runs a scheduler asked for.
+// starts records the starts of workflow runs a scheduler asked for. Like
+// the engine, a key is one run: started, or forgone (a tombstone), never
+// both.
 type starts struct {
-	mu    sync.Mutex
-	calls []startCall
+	mu      sync.Mutex
+	calls   []startCall
+	forgone map[string]bool
+}
+
+func (s *starts) ForgoTick(_ context.Context, _ Job, _ time.Time, key string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.calls {
+		if c.Key == key {
+			return false, nil
+		}
+	}
+	if s.forgone == nil {
+		s.forgone = map[string]bool{}
+	}
+	s.forgone[key] = true
+	return true, nil
 }
 
 type startCall struct {
@@ -27,6 +48,9 @@ type startCall struct {
 func (s *starts) StartTick(_ context.Context, j Job, tick time.Time, key string, manual bool) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if key != "" && s.forgone[key] {
+		return "run-" + key, nil // the tombstone: not started
+	}
 	s.calls = append(s.calls, startCall{Job: j.ID, Workflow: j.Workflow, Key: key, Tick: tick, Manual: manual})
 	return "run-" + key, nil
 }
@@ -118,5 +142,60 @@ func TestWithWorkflowsChecksTheJobs(t *testing.T) {
 		if _, err := New(b, cfg, WithWorkflows(tc.jobs, tc.st)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: New = %v; want an error with %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// A workflow job's tick whose run an earlier try started (the state write
+// after it failed) and that a later try classes as missed ends in the run
+// alone: no missed event, counted as fired once.
+func TestWorkflowUnconfirmedTickIsRunOrMissed(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	job := workflowJob("wf-sec-0", "sec")
+	last := t0.Truncate(time.Second)
+	tick, next := last.Add(time.Second), last.Add(2*time.Second)
+	st := &starts{}
+	seed(t, b, job, last.Add(-time.Hour), State{LastTick: &last})
+	clk := clock.NewFake(tick)
+	s, err := New(b, Config{}, WithClock(clk), WithWorkflows(nil, st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := &flakyState{KeyValue: b.State}
+	states.failWrites.Store(1)
+	s.stateKV = states
+	if err := s.fireJob(t.Context(), zap.NewNop(), job.ID, 1); err == nil {
+		t.Fatal("the first fire succeeded, want it failed (injected)")
+	}
+	clk.Set(next.Add(100 * time.Millisecond))
+	if err := s.fireJob(t.Context(), zap.NewNop(), job.ID, 2); err != nil {
+		t.Fatalf("the fire handed out again: %v", err)
+	}
+	started := map[time.Time]int{}
+	for _, c := range st.all() {
+		started[c.Tick.UTC()]++
+	}
+	hist, err := jobHistory(t.Context(), b, job.ID, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missed := map[time.Time]int{}
+	for _, h := range hist {
+		if h.Result.ScheduledAt != nil {
+			missed[h.Result.ScheduledAt.UTC()]++
+		}
+	}
+	if started[tick] != 1 || missed[tick] != 0 {
+		t.Errorf("tick %s: %d runs started, %d missed events; want its run once and no missed event", tick.Format(time.TimeOnly), started[tick], missed[tick])
+	}
+	if started[next] != 1 {
+		t.Errorf("tick %s: %d runs started, want 1", next.Format(time.TimeOnly), started[next])
+	}
+	state, err := readState(t.Context(), b.State, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state.Fires != 2 || state.Missed != 0 {
+		t.Errorf("state: %d fires, %d missed; want 2 fires, 0 missed", state.Fires, state.Missed)
 	}
 }

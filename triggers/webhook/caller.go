@@ -71,3 +71,13 @@ func (h *Handler) MCP(tok string) (MCPCaller, error) {
 	}
 	return MCPCaller{Name: found.name, Field: found.field, Grant: found.grant, MCP: *found.mcp}, nil
 }
+
+// byName returns the token credential called name, as a Credential.
+func (h *Handler) byName(name string) (Credential, bool) {
+	for i := range h.tokens {
+		if h.tokens[i].name == name {
+			return Credential{Name: name, Grant: h.tokens[i].grant, Field: h.tokens[i].field}, true
+		}
+	}
+	return Credential{}, false
+}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentwork/agentwork/api"
+	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/internal/stdwebhook"
@@ -56,10 +58,16 @@ type Config struct {
 
 // Grant is what a credential may request: sources and names, each a list of
 // exact values or path.Match globs ("deploy-*"). Sources default to
-// ["task"]; empty Names allow every name. The source workflow lets the
+// ["task"] (none for a token with an mcp or console section: list task
+// to let it send tasks); empty Names allow every name. The source workflow lets the
 // credential start the workflows of Names (that have a webhook trigger)
 // through POST /v1/workflows/{name}/runs; it is never a task's source. The reserved sources heartbeat,
 // cron and delivery are never granted, whatever the patterns say.
+//
+// The source console, spelled out (a glob such as "*" never grants it),
+// lets the credential's token log in to the web console: to see
+// everything, and change nothing unless Console is write. It is never a
+// task's source.
 //
 // Targets are where a task of the credential may send its result: each a
 // connector (a name, or a path.Match glob of names) alone, which allows
@@ -74,6 +82,15 @@ type Grant struct {
 	Sources []string `yaml:"sources" json:"sources,omitempty"`
 	Names   []string `yaml:"names" json:"names,omitempty"`
 	Targets []string `yaml:"targets" json:"targets,omitempty"`
+	// Console is what a credential with sources: [console] may do in the
+	// web console: read (the default: see everything, change nothing) or
+	// write (also run, pause, resume and delete jobs, wake and pause the
+	// heartbeat, retry deliveries).
+	Console string `yaml:"console" json:"console,omitempty" jsonschema:"enum=read,enum=write"`
+
+	// noTasks: a token with an mcp or console section, which sends no
+	// tasks unless Sources lists them (Token.grant).
+	noTasks bool
 }
 
 // Token is a named bearer token and its grant.
@@ -127,6 +144,11 @@ type Secret struct {
 // runtime's own triggers and the delivery results.
 var Reserved = []string{bus.SourceHeartbeat, bus.SourceCron, bus.SourceDelivery}
 
+// ReservedNames are the names no credential can have: approval records
+// name who decided with them (the admin token, a signed link, the
+// deadline), so a token of one of these names would pass for it.
+var ReservedNames = []string{approval.ByAdmin, approval.ByLink, approval.ByTimeout}
+
 func reserved(source string) bool {
 	for _, r := range Reserved {
 		if source == r {
@@ -166,6 +188,10 @@ func (c Config) Validate() error {
 	names := map[string]string{}
 	seen := func(field, name string) {
 		if name == "" {
+			return
+		}
+		if slices.Contains(ReservedNames, name) {
+			errs = append(errs, fmt.Errorf("%s.name: %q is reserved (%s name who decided an approval: the admin token, a signed link, a deadline); choose another name", field, name, strings.Join(ReservedNames, ", ")))
 			return
 		}
 		if prev, dup := names[name]; dup {
@@ -223,6 +249,12 @@ func (g Grant) validate(field string) []error {
 			errs = append(errs, fmt.Errorf("%s: %q: want a source name of a-z, 0-9, _ and - or a glob such as \"deploy-*\"", f, s))
 		}
 	}
+	switch {
+	case g.Console != "" && !slices.Contains(g.Sources, api.KindConsole):
+		errs = append(errs, fmt.Errorf("%s.console: %q needs sources: [console] (the console grant is spelled out, never a glob)", field, g.Console))
+	case g.Console != "" && g.Console != api.ConsoleRead && g.Console != api.ConsoleWrite:
+		errs = append(errs, fmt.Errorf("%s.console: %q: want read or write", field, g.Console))
+	}
 	for j, n := range g.Names {
 		if !validPattern(n) {
 			errs = append(errs, fmt.Errorf("%s.names[%d]: %q: want a name of a-z, 0-9, _ and - or a glob such as \"report-*\"", field, j, n))
@@ -271,12 +303,22 @@ func validPattern(p string) bool {
 	return true
 }
 
-// sources are the effective source patterns (default ["task"]).
+// sources are the effective source patterns (default ["task"], but none
+// for a token with an mcp or console section).
 func (g Grant) sources() []string {
-	if len(g.Sources) == 0 {
+	if len(g.Sources) == 0 && !g.noTasks {
 		return []string{bus.SourceTask}
 	}
 	return g.Sources
+}
+
+// grant is t's effective grant: a token made for the MCP server or the
+// console (a dashboard's read-only token, an approver's) gets no task
+// source by default; its sources must list task to send tasks.
+func (t Token) grant() Grant {
+	g := t.Grant
+	g.noTasks = t.MCP != nil || g.Console != ""
+	return g
 }
 
 // AllowsTarget reports whether g permits a task to name target (see
@@ -300,9 +342,17 @@ func (g Grant) AllowsTarget(target string) bool {
 
 // Allows reports whether g permits requesting source/name. Reserved
 // sources are never allowed.
+//
+// Source console is the web console (api.KindConsole): name read is
+// allowed when the sources list console itself, name write when Console
+// is write too.
 func (g Grant) Allows(source, name string) bool {
 	if reserved(source) {
 		return false
+	}
+	if source == api.KindConsole {
+		return slices.Contains(g.Sources, api.KindConsole) &&
+			(name == api.ConsoleRead || name == api.ConsoleWrite && g.Console == api.ConsoleWrite)
 	}
 	return matchAny(g.sources(), source) && (len(g.Names) == 0 || matchAny(g.Names, name))
 }

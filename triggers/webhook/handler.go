@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/api/problem"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
@@ -107,7 +108,7 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Handler, error) {
 	h := &Handler{bus: b, cfg: cfg, log: zap.NewNop(), now: time.Now, timeout: 10 * time.Second, inflight: semaphore.NewWeighted(cfg.MaxInflight),
 		unverified: semaphore.NewWeighted(max(cfg.MaxInflight/2, cfg.MaxBody))}
 	for i, t := range cfg.Tokens {
-		h.tokens = append(h.tokens, namedToken{name: t.Name, field: fmt.Sprintf("webhook.tokens[%d]", i), sum: sha256.Sum256([]byte(t.Token)), grant: t.Grant, mcp: t.MCP})
+		h.tokens = append(h.tokens, namedToken{name: t.Name, field: fmt.Sprintf("webhook.tokens[%d]", i), sum: sha256.Sum256([]byte(t.Token)), grant: t.grant(), mcp: t.MCP})
 	}
 	h.verifier.tolerance = cfg.Tolerance
 	for i, s := range cfg.Secrets {
@@ -251,6 +252,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, cred *Credential
 	if task.Source == bus.SourceWorkflow {
 		problem.Write(w, problem.Details{Type: problem.TypeForbidden, Status: http.StatusForbidden, Title: "Forbidden",
 			Detail: "source \"workflow\" is not a task source: start a workflow with POST /v1/workflows/{name}/runs"})
+		return
+	}
+	if task.Source == api.KindConsole {
+		problem.Write(w, problem.Details{Type: problem.TypeForbidden, Status: http.StatusForbidden, Title: "Forbidden",
+			Detail: "source \"console\" is not a task source: it grants logging in to the web console"})
 		return
 	}
 	if !cred.Grant.Allows(task.Source, task.Name) {

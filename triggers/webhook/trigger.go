@@ -2,12 +2,14 @@ package webhook
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/api"
+	"github.com/agentwork/agentwork/api/problem"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/triggers"
 )
@@ -25,14 +27,15 @@ func admin() Credential {
 }
 
 // Sources are task and every source a credential is granted (patterns
-// aside: a runtime needs each source spelled out to run it), but workflow:
-// that grant lets a credential start workflows (POST
-// /v1/workflows/{name}/runs), not send tasks.
+// aside: a runtime needs each source spelled out to run it), but workflow
+// and console: those grants let a credential start workflows (POST
+// /v1/workflows/{name}/runs) and log in to the web console, not send
+// tasks.
 func (h *Handler) Sources() []string {
 	out := []string{bus.SourceTask}
 	for _, g := range h.grants() {
 		for _, s := range g.sources() {
-			if !strings.ContainsAny(s, "*?[") && s != bus.SourceWorkflow && !slices.Contains(out, s) {
+			if !strings.ContainsAny(s, "*?[") && s != bus.SourceWorkflow && s != api.KindConsole && !slices.Contains(out, s) {
 				out = append(out, s)
 			}
 		}
@@ -43,7 +46,7 @@ func (h *Handler) Sources() []string {
 func (h *Handler) grants() []Grant {
 	var out []Grant
 	for _, t := range h.cfg.Tokens {
-		out = append(out, t.Grant)
+		out = append(out, t.grant())
 	}
 	for _, s := range h.cfg.Secrets {
 		out = append(out, s.Grant)
@@ -70,6 +73,18 @@ func (h *Handler) Run(ctx context.Context) error {
 // reserved ones.
 func (h *Handler) PublicRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/tasks", func(w http.ResponseWriter, r *http.Request) {
+		if a, ok := api.ActorFrom(r.Context()); ok && a.Credential != "" {
+			// A credential acting through an in-process surface (the
+			// MCP server): its own grant applies, and the runs act for
+			// it (an approval they ask is not its to decide).
+			c, found := h.byName(a.Credential)
+			if !found {
+				problem.Error(w, http.StatusForbidden, fmt.Sprintf("credential %q is no longer configured", a.Credential))
+				return
+			}
+			h.ServeAs(w, r, c)
+			return
+		}
 		if api.IsAdmin(r) {
 			h.ServeAs(w, r, admin())
 			return

@@ -209,6 +209,15 @@ func (t *Trigger) StartTick(ctx context.Context, j cron.Job, tick time.Time, key
 		cause: map[string]any{"kind": workflow.CauseCron, "job": j.ID, "tick": tick.UTC()}})
 }
 
+// ForgoTick settles the run of a tick the cron scheduler records as
+// missed (cron.Starter): stored as skipped (missed) unless an earlier try
+// started it; false when it did.
+func (t *Trigger) ForgoTick(ctx context.Context, j cron.Job, tick time.Time, key string) (bool, error) {
+	at := tick.UTC().Format(time.RFC3339)
+	return t.engine.Forgo(ctx, j.Workflow, workflow.StartOptions{IdempotencyKey: key, Cause: workflow.Cause{Kind: workflow.CauseCron, ID: j.ID + "@" + at}},
+		"not started: the tick of "+at+" was missed (recorded by the cron scheduler)")
+}
+
 // final reports whether a Start error would come again on a retry.
 func final(err error) bool {
 	return errors.Is(err, workflow.ErrDepth) || errors.Is(err, workflow.ErrNoWorkflow) || errors.As(err, new(*workflow.InputError))

@@ -1,0 +1,34 @@
+// Package console is agentwork's web console: server-rendered pages at
+// "/" on the HTTP listener of `agentwork serve` (an api.Console the api
+// server mounts), embedded in the binary, with no build step, no CDN and
+// one small script for live updates.
+//
+// Pages: the overview (parts up or down, the heartbeat, runs of the last
+// 24 hours by outcome, failed deliveries), runs (filters, paging, new runs
+// live over the event stream) and each run, cron jobs (run now, pause,
+// resume, delete; create and edit, with the next fire times), the
+// heartbeat (wake, pause, resume, history), workflows (a run's steps as a
+// server-drawn SVG graph and a timeline), approvals, memory,
+// failed deliveries (retry one or all), usage (tokens per day as a
+// server-drawn SVG chart, per job and model, budgets) and tools (MCP
+// servers, built-ins, scopes).
+//
+// Login takes the admin token or a webhook token whose grant has sources:
+// [console] (read-only unless the grant has console: write). A session is
+// an HttpOnly, SameSite=Strict cookie (Secure over TLS) naming a session
+// held in the process's memory: a restart logs everyone out. Every form
+// that changes state carries the session's CSRF token; sessions end at
+// logout, after DefaultIdle without a request, and after DefaultMaxAge.
+//
+// The console is a client of the HTTP API: every page reads, and every
+// form changes, through the API's own handlers called in-process
+// (api.Server.Local), after the console has checked the session, the CSRF
+// token and the grant. It has no other way to change state.
+//
+// What a model or a web page wrote is data: html/template escapes it
+// everywhere, and the script builds rows with textContent. Every response
+// has a Content-Security-Policy without inline script or style and
+// frame-ancestors 'none'.
+//
+// See docs/console.md.
+package console
