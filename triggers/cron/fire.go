@@ -166,15 +166,26 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 	}
 	now := s.clock.Now()
 	waited := false
+	publishing := func() {} // counted from shortly before the tick until it is out
+	defer func() { publishing() }()
 	if next := nextTick(j, sched, st); !next.IsZero() {
 		due := next.Add(jitter(j.ID, next, time.Duration(j.Jitter)))
 		if wait := due.Sub(now); wait > 0 && wait <= fireLead+fireLeadSlack {
 			release()
-			if err := s.waitUntil(ctx, wait); err != nil {
+			if early := wait - tickHeadsUp; early > 0 {
+				if err := s.waitUntil(ctx, early); err != nil {
+					return err
+				}
+			}
+			// The start's arming pass yields from now until the tick is
+			// out (sweepWidth): its writes would be queued before it.
+			publishing = s.publishing.add()
+			if err := s.waitUntil(ctx, due.Sub(s.clock.Now())); err != nil {
 				return err
 			}
 			waited, now = true, s.clock.Now()
 			if s.changedSince(id, j.UpdatedAt) {
+				publishing()
 				// Changed (or deleted) while the fire waited: the tick it
 				// waited for may be no tick of the job any more (a
 				// one-shot moved). Work from the job as it is now; the
@@ -209,6 +220,7 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 	}
 	var done progress
 	err = s.publish(ctx, log, j, b, attempt, &done)
+	publishing()
 	if waited && b.onTime() {
 		// The tick is out; what is left is bookkeeping.
 		var serr error

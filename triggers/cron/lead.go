@@ -19,21 +19,64 @@ const (
 	fireLeadSlack = 500 * time.Millisecond
 )
 
+// tickHeadsUp is how long before its tick a fire that waits for it has
+// the start's arming pass yield (sweepWidth): long enough for the arms
+// at work to be done when the tick is published.
+const tickHeadsUp = 250 * time.Millisecond
+
 // waitSlots is how many fires per cron.concurrency slot may wait for
 // their ticks at once: the jobs that share one instant wait together.
 const waitSlots = 64
 
 // slot takes one of the cron.concurrency slots that bound the fires'
 // reads and writes on the bus; release gives it back (once; later calls
-// do nothing).
+// do nothing). A fire that has to wait for a slot counts as queued
+// meanwhile (the start's arming pass yields to it: sweepWidth).
 func (s *Scheduler) slot(ctx context.Context) (release func(), err error) {
 	select {
 	case s.slots <- struct{}{}:
-	case <-ctx.Done():
-		return func() {}, ctx.Err()
+	default:
+		queued := s.queued.add()
+		select {
+		case s.slots <- struct{}{}:
+			queued()
+		case <-ctx.Done():
+			queued()
+			return func() {}, ctx.Err()
+		}
 	}
 	var once sync.Once
 	return func() { once.Do(func() { <-s.slots }) }, nil
+}
+
+// workGate counts the fires' work that the start's arming pass yields to
+// (sweepWidth): fires waiting for a slot, or on-time ticks about to be
+// published or being published (outside the slots).
+type workGate struct {
+	mu sync.Mutex
+	n  int
+}
+
+// add counts one piece of work until done is called (once).
+func (g *workGate) add() (done func()) {
+	g.mu.Lock()
+	g.n++
+	g.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.mu.Lock()
+			g.n--
+			g.mu.Unlock()
+		})
+	}
+}
+
+// busy reports whether any work is counted.
+func (g *workGate) busy() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.n > 0
 }
 
 // fireTurn is the turn of one job's fires on this instance: one at a time

@@ -81,7 +81,9 @@ type Scheduler struct {
 	stateKV             jetstream.KeyValue // test seam for the fires' state writes; nil: bus.State
 	publishReq          publishFunc        // test seam for the ticks' publishes; nil: agentwork.Publish
 
-	slots chan struct{} // cron.concurrency: the fires at work on the bus
+	slots      chan struct{} // cron.concurrency: the fires at work on the bus
+	queued     workGate      // fires waiting for a slot
+	publishing workGate      // fires about to publish an on-time tick, or publishing it
 
 	mu      sync.Mutex
 	entries map[string]*entry    // the jobs and states, as the watches last saw them

@@ -70,3 +70,42 @@ func TestRestartArmingPassFiresEachTickOnce(t *testing.T) {
 		t.Errorf("%d ticks reported fired more than once", twice)
 	}
 }
+
+// The start's arming pass yields to fires that wait for a slot: the gate
+// it waits on is busy while one does, and idle again once it has its slot.
+func TestFireWaitingForASlotIsQueuedWork(t *testing.T) {
+	b := bustest.New(t)
+	s, err := New(b, Config{Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := func() bool { return !s.queued.busy() }
+	release, err := s.slot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !idle() {
+		t.Fatal("a fire that took a free slot counts as queued")
+	}
+	got := make(chan func(), 1)
+	go func() {
+		r, err := s.slot(t.Context())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	eventually(t, func() bool { return !idle() })
+	if w := s.sweepWidth(); w != sweepShare {
+		t.Errorf("arming width while a fire waits for a slot: %d, want %d", w, sweepShare)
+	}
+	release()
+	second := <-got
+	if !idle() {
+		t.Error("the fire has its slot: still counted as queued")
+	}
+	if w := s.sweepWidth(); w != sweepParallel {
+		t.Errorf("arming width with no fire queued: %d, want %d", w, sweepParallel)
+	}
+	second()
+}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -322,9 +323,27 @@ func (s *Scheduler) sweep(ctx context.Context) (int, bool) {
 // keep the disk busy with fsync on every write.
 const sweepParallel = 64
 
-// sweepYield is how many timers the sweep arms at once while fires work
-// on the bus: the pass's writes wait behind theirs.
-const sweepYield = 4
+// sweepShare is how many timers the sweep arms at once while fires wait
+// for a slot: about as many as work in the slots (cron.concurrency 16),
+// so that the pass neither stalls nor crowds them out.
+const sweepShare = 16
+
+// sweepWidth is how many timers the start's arming pass may arm at once
+// now. The fires come first: from tickHeadsUp before an on-time tick
+// until it is published one (not none: under a load of fires that never lets up, the soonest
+// ticks still get their timers); while fires wait for a slot
+// sweepShare; else sweepParallel. A fire in hand of a job the pass
+// comes to keeps the job: the pass leaves it, and the job's timers are
+// checked once the fire is done (armMissing, tryTurn).
+func (s *Scheduler) sweepWidth() int {
+	switch {
+	case s.publishing.busy():
+		return 1
+	case s.queued.busy():
+		return sweepShare
+	}
+	return sweepParallel
+}
 
 func (s *Scheduler) sweepOnce(ctx context.Context) (int, error) {
 	s.mu.Lock()
@@ -378,23 +397,28 @@ func (s *Scheduler) sweepOnce(ctx context.Context) (int, error) {
 	failed := 0
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(sweepParallel)
-	// Fires come first: while any fire works on the bus (holds a slot),
-	// the pass starts an arm only when fewer than sweepYield of its own
-	// are at work.
-	yield := make(chan struct{}, sweepYield)
+	// Fires come first (see sweepWidth); an arm that ends lets the pass
+	// look again.
+	var inFlight atomic.Int32
+	ended := make(chan struct{}, 1)
+arming:
 	for _, a := range todo {
-		held := false
-		if len(s.slots) > 0 {
+		for int(inFlight.Load()) >= s.sweepWidth() {
 			select {
-			case yield <- struct{}{}:
-				held = true
+			case <-ended:
 			case <-ctx.Done():
+				break arming
 			}
 		}
+		inFlight.Add(1)
 		g.Go(func() error {
-			if held {
-				defer func() { <-yield }()
-			}
+			defer func() {
+				inFlight.Add(-1)
+				select {
+				case ended <- struct{}{}:
+				default:
+				}
+			}()
 			var err error
 			if a.next.IsZero() {
 				err = s.checkOne(gctx, a.id)
@@ -411,6 +435,9 @@ func (s *Scheduler) sweepOnce(ctx context.Context) (int, error) {
 		})
 	}
 	_ = g.Wait()
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
 	if failed > 0 {
 		return len(todo) - failed, fmt.Errorf("%d jobs' timers not armed", failed)
 	}
