@@ -115,6 +115,8 @@ func (c *Console) Handler(s *api.Server) http.Handler {
 	mux.HandleFunc("POST /jobs/new", h.post(false, h.saveJob))
 	mux.HandleFunc("GET /jobs/{id}/edit", h.get(h.editJob))
 	mux.HandleFunc("POST /jobs/{id}/edit", h.post(false, h.saveJob))
+	// The job form's checks as you type change nothing either.
+	mux.HandleFunc("POST /jobs/check", h.post(false, h.checkJob))
 	mux.HandleFunc("GET /heartbeat", h.get(h.heartbeat))
 	mux.HandleFunc("POST /heartbeat/{action}", h.post(true, h.heartbeatAction))
 	mux.HandleFunc("GET /deliveries", h.get(h.deliveries))

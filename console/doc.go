@@ -6,7 +6,8 @@
 // Pages: the overview (parts up or down, the heartbeat, runs of the last
 // 24 hours by outcome, failed deliveries), runs (filters, paging, new runs
 // live over the event stream) and each run, cron jobs (run now, pause,
-// resume, delete; create and edit, with the next fire times), the
+// resume, delete; create and edit, checked as you type with the API's
+// dry run and the next fire times, saved at the revision opened), the
 // heartbeat (wake, pause, resume, history), workflows (a run's steps as a
 // server-drawn SVG graph and a timeline), approvals, memory,
 // failed deliveries (retry one or all), usage (tokens per day as a
