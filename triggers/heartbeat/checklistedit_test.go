@@ -311,4 +311,3 @@ func TestChecklistHTTPAuth(t *testing.T) {
 		t.Errorf("PUT with the admin token = %d %+v", got.status, got.problem)
 	}
 }
-
