@@ -119,6 +119,8 @@ func (c *Console) Handler(s *api.Server) http.Handler {
 	mux.HandleFunc("POST /jobs/check", h.post(false, h.checkJob))
 	mux.HandleFunc("GET /heartbeat", h.get(h.heartbeat))
 	mux.HandleFunc("POST /heartbeat/{action}", h.post(true, h.heartbeatAction))
+	mux.HandleFunc("GET /heartbeat/checklist", h.get(h.checklistEditor))
+	mux.HandleFunc("POST /heartbeat/checklist", h.post(true, h.saveChecklist))
 	mux.HandleFunc("GET /deliveries", h.get(h.deliveries))
 	mux.HandleFunc("POST /deliveries/{id}/retry", h.post(true, h.retryDelivery))
 	mux.HandleFunc("POST /deliveries-retry-all", h.post(true, h.retryAll))

@@ -8,7 +8,9 @@
 // live over the event stream) and each run, cron jobs (run now, pause,
 // resume, delete; create and edit, checked as you type with the API's
 // dry run and the next fire times, saved at the revision opened), the
-// heartbeat (wake, pause, resume, history), workflows (a run's steps as a
+// heartbeat (wake, pause, resume, history; its checklist shown and
+// edited at its revision, a conflicting save shown beside the typed
+// text), workflows (a run's steps as a
 // server-drawn SVG graph and a timeline), approvals, memory,
 // failed deliveries (retry one or all), usage (tokens per day as a
 // server-drawn SVG chart, per job and model, budgets) and tools (MCP

@@ -350,8 +350,9 @@ func (h *handler) flash(r *http.Request, err error, ok string) {
 
 // heartbeatPage is the data of the heartbeat page.
 type heartbeatPage struct {
-	Status  *heartbeatStatus
-	History []agentwork.Record
+	Status    *heartbeatStatus
+	History   []agentwork.Record
+	Checklist *checklistShown // checklist.go
 }
 
 func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, v *view) {
@@ -368,6 +369,7 @@ func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, v *view) {
 			v.Error = "The history could not be read: " + err.Error()
 		}
 		p.History = hist.Runs
+		p.Checklist = new(h.heartbeatChecklist(r.Context()))
 	case status(err) != http.StatusNotFound:
 		v.Error = "The heartbeat could not be read: " + err.Error()
 	}

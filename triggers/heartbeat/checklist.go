@@ -2,6 +2,8 @@ package heartbeat
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -38,26 +40,61 @@ const ReasonNoChecklist = "no-checklist"
 // readChecklist reads and parses path. status is "" when the checklist is
 // usable, else checklistEmpty or checklistMissing with detail saying why.
 func readChecklist(path string) (c Checklist, status, detail string) {
-	f, err := os.Open(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return c, checklistMissing, fmt.Sprintf("%s does not exist: create it (see examples/quickstart/HEARTBEAT.md) or set heartbeat.checklist", path)
-		}
-		return c, checklistMissing, fmt.Sprintf("cannot read %s: %v", path, err)
+	data, _, status, detail := readChecklistFile(path)
+	if status != "" {
+		return c, status, detail
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxChecklistBytes+1))
-	if err != nil {
-		return c, checklistMissing, fmt.Sprintf("cannot read %s: %v", path, err)
-	}
-	if len(data) > MaxChecklistBytes {
-		return c, checklistMissing, fmt.Sprintf("%s is larger than %d KiB: shorten it", path, MaxChecklistBytes>>10)
-	}
+	return parseChecklistFile(path, data)
+}
+
+// parseChecklistFile parses data read from path: status checklistEmpty
+// when it has no items.
+func parseChecklistFile(path string, data []byte) (c Checklist, status, detail string) {
 	c = ParseChecklist(data)
 	if c.Empty() {
 		return c, checklistEmpty, fmt.Sprintf("%s has no items (only headings, comments or empty list items)", path)
 	}
 	return c, "", ""
+}
+
+// readChecklistFile reads the checklist file path: its bytes and its
+// revision (fileRevision of all its bytes; "" when it does not exist).
+// status is checklistMissing, with detail saying why, when it cannot be
+// read or is larger than MaxChecklistBytes (then data is nil and the
+// revision is still that of the whole file, so a write may replace it).
+func readChecklistFile(path string) (data []byte, rev, status, detail string) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, "", checklistMissing, fmt.Sprintf("%s does not exist: create it (see examples/quickstart/HEARTBEAT.md) or set heartbeat.checklist", path)
+		}
+		return nil, "", checklistMissing, fmt.Sprintf("cannot read %s: %v", path, err)
+	}
+	defer f.Close()
+	data, err = io.ReadAll(io.LimitReader(f, MaxChecklistBytes+1))
+	if err != nil {
+		return nil, "", checklistMissing, fmt.Sprintf("cannot read %s: %v", path, err)
+	}
+	if len(data) > MaxChecklistBytes {
+		sum := sha256.New()
+		sum.Write(data)
+		if _, err := io.Copy(sum, f); err != nil {
+			return nil, "", checklistMissing, fmt.Sprintf("cannot read %s: %v", path, err)
+		}
+		return nil, hex.EncodeToString(sum.Sum(nil))[:revisionHex], checklistMissing, fmt.Sprintf("%s is larger than %d KiB: shorten it", path, MaxChecklistBytes>>10)
+	}
+	return data, fileRevision(data), "", ""
+}
+
+// revisionHex is the length of a checklist file's revision.
+const revisionHex = 16
+
+// fileRevision is the revision of a checklist file holding data: the
+// first 16 hex digits of its SHA-256, so an edit made with any editor
+// changes it.
+func fileRevision(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])[:revisionHex]
 }
 
 // Memory is where a checklist kept in memory lives
@@ -82,22 +119,38 @@ func (h *Heartbeat) checklistNow(ctx context.Context) (c Checklist, name, status
 		c, status, detail = readChecklist(h.checklist)
 		return c, filepath.Base(h.checklist), status, detail, nil
 	}
-	d, err := h.memory.Read(ctx, memory.Checklist)
-	if errors.Is(err, memory.ErrNotFound) {
-		d, status, detail, err = h.seedChecklist(ctx)
-		if status != "" || err != nil {
-			return c, "", status, detail, err
-		}
-	}
-	if err != nil {
-		return c, "", "", "", fmt.Errorf("read the checklist from memory: %w", err)
+	d, status, detail, err := h.memoryChecklist(ctx)
+	if status != "" || err != nil {
+		return c, "", status, detail, err
 	}
 	name = fmt.Sprintf("%s in your memory, revision %d", d.File, d.Revision)
 	c = ParseChecklist([]byte(d.Text))
 	if c.Empty() {
-		return c, name, checklistEmpty, fmt.Sprintf("the checklist in memory (revision %d) has no items (only headings, comments or empty list items): agentwork memory edit checklist", d.Revision), nil
+		return c, name, checklistEmpty, memoryEmptyDetail(d.Revision), nil
 	}
 	return c, name, "", "", nil
+}
+
+// memoryEmptyDetail says why a checklist in memory at rev skips.
+func memoryEmptyDetail(rev uint64) string {
+	return fmt.Sprintf("the checklist in memory (revision %d) has no items (only headings, comments or empty list items): agentwork memory edit checklist", rev)
+}
+
+// memoryChecklist reads the checklist document of the memory as a run
+// does: a document never written is filled from the file first
+// (seedChecklist); when there is no file either, status says so.
+func (h *Heartbeat) memoryChecklist(ctx context.Context) (d memory.Doc, status, detail string, err error) {
+	d, err = h.memory.Read(ctx, memory.Checklist)
+	if errors.Is(err, memory.ErrNotFound) {
+		d, status, detail, err = h.seedChecklist(ctx)
+		if status != "" || err != nil {
+			return d, status, detail, err
+		}
+	}
+	if err != nil {
+		return d, "", "", fmt.Errorf("read the checklist from memory: %w", err)
+	}
+	return d, "", "", nil
 }
 
 // seedChecklist copies the checklist file into the memory document that
