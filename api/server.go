@@ -97,6 +97,11 @@ type Deps struct {
 	Details func() map[string]string
 	// Console, if set, serves the web console at "/" and below.
 	Console Console
+	// Credentials, if set, finds the webhook token credentials by name
+	// (Server.Credential): the console checks each request of a session
+	// against the credential it was made with, as the config has it now.
+	// nil: only admin sessions are accepted.
+	Credentials CredentialLookup
 }
 
 // Server is agentwork's HTTP API. Safe for concurrent use.

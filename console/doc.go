@@ -19,9 +19,15 @@
 // Login takes the admin token or a webhook token whose grant has sources:
 // [console] (read-only unless the grant has console: write). A session is
 // an HttpOnly, SameSite=Strict cookie (Secure over TLS) naming a session
-// held in the process's memory: a restart logs everyone out. Every form
-// that changes state carries the session's CSRF token; sessions end at
-// logout, after DefaultIdle without a request, and after DefaultMaxAge.
+// kept on the bus (agentwork_console_sessions, under the SHA-256 of the
+// cookie; no secret stored), so every instance shares it and a restart
+// keeps it. Each request looks the session's credential up as the server
+// accepts it now (api.Server.Credential): its grant then, not at login,
+// and only while the token it was made with is still that credential's.
+// Every form that changes state carries the session's CSRF token, derived
+// from the cookie; sessions end at logout, after Config.SessionIdle
+// without a request, and after Config.SessionMax. With the bus away,
+// pages answer 503.
 //
 // The console is a client of the HTTP API: every page reads, and every
 // form changes, through the API's own handlers called in-process
