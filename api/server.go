@@ -83,6 +83,13 @@ type Deps struct {
 	// /v1/workflows/{name}/runs that do not send the admin token (the
 	// webhook's credentials); nil: only the admin token may start runs.
 	Callers CallerAuth
+	// Credential, if set, finds the webhook token credential called name
+	// as a Caller (false if none is configured). POST
+	// /v1/workflows/{name}/runs served in process (Local) for an Actor
+	// acting for a credential (the console's logged-in user) holds the
+	// request to that credential's grant, as over HTTP; nil: such an
+	// actor may start no run.
+	Credential func(name string) (Caller, bool)
 	// Approvals, if set, serves /v1/approvals (admin) and the pages of
 	// the approvals' signed links, /approvals/{id}/{verb} (open: the
 	// signature is the credential).
@@ -370,6 +377,7 @@ func (s *Server) routes() http.Handler {
 	local.HandleFunc("GET /healthz", s.healthz)
 	local.HandleFunc("GET /readyz", s.readyz)
 	local.Handle("/v1/", problemMux(admin))
+	s.workflowLocalRoutes(local)
 	s.local = s.withServer(problemMux(local))
 	if s.deps.Console != nil {
 		root.Handle("/", s.deps.Console.Handler(s))

@@ -240,7 +240,7 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 			deps.Ready = append(deps.Ready, r)
 		}
 		if h, ok := t.(*webhook.Handler); ok {
-			deps.Callers = h.Authenticate
+			deps.Callers, deps.Credential = h.Authenticate, h.Credential
 			authn := mcpAuth(h)
 			deps.MCP = func(apiHandler http.Handler) http.Handler {
 				return mcpserver.New(apiHandler, mcpserver.WithLogger(log.Named("mcp"))).Handler(authn)

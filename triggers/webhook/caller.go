@@ -81,3 +81,14 @@ func (h *Handler) byName(name string) (Credential, bool) {
 	}
 	return Credential{}, false
 }
+
+// Credential finds the token credential called name as an api.Caller
+// with its grant (api.Deps.Credential): the console's logged-in user,
+// known by the credential's name, starts a workflow held to it.
+func (h *Handler) Credential(name string) (api.Caller, bool) {
+	c, ok := h.byName(name)
+	if !ok {
+		return api.Caller{}, false
+	}
+	return api.Caller{Name: c.Name, Allows: c.Grant.Allows}, true
+}

@@ -182,3 +182,21 @@ func TestMCPGrant(t *testing.T) {
 		}
 	}
 }
+
+// Credential finds a token credential by name, with its grant: the
+// console's user starts a workflow held to it.
+func TestCredentialByName(t *testing.T) {
+	t.Parallel()
+	h, err := webhook.New(bustest.New(t), webhook.Config{Tokens: []webhook.Token{
+		{Name: "ops", Token: "0123456789abcdef0123", Grant: webhook.Grant{Sources: []string{"console", "workflow"}, Names: []string{"deploy"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := h.Credential("ops")
+	if !ok || c.Name != "ops" || c.Allows == nil || !c.Allows("workflow", "deploy") || c.Allows("workflow", "other") || c.Allows("task", "deploy") {
+		t.Errorf("Credential(ops) = %+v, %v, want ops allowed workflow deploy only", c, ok)
+	}
+	if _, ok := h.Credential("nobody"); ok {
+		t.Error("Credential(nobody) found one")
+	}
+}
