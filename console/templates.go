@@ -16,7 +16,7 @@ import (
 )
 
 // pageNames are the templates that extend base.html.
-var pageNames = []string{"login", "error", "overview", "runs", "run", "jobs", "heartbeat", "deliveries", "approvals", "approval", "workflows", "workflow_run", "memory", "memory_doc", "usage", "tools", "job_form"}
+var pageNames = []string{"login", "error", "overview", "runs", "run", "jobs", "heartbeat", "deliveries", "approvals", "approval", "workflows", "workflow_run", "memory", "memory_doc", "usage", "tools", "job_form", "workflow"}
 
 // funcs are the templates' helpers. None returns template.HTML but
 // markdown, whose HTML is its safe renderer's (markdown.go): what a
