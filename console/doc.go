@@ -7,8 +7,10 @@
 // 24 hours by outcome, failed deliveries), runs (filters, paging, new runs
 // live over the event stream) and each run, cron jobs (run now, pause,
 // resume, delete; create and edit, with the next fire times), the
-// heartbeat (wake, pause, resume, history), workflows (a run's steps as a
-// server-drawn SVG graph and a timeline), approvals, memory,
+// heartbeat (wake, pause, resume, history), workflows (start one with a
+// form typed by its declared inputs, a nonce per form as the run's
+// idempotency key; a run's steps as a server-drawn SVG graph and a
+// timeline), approvals, memory (rendered Markdown, markdown.go),
 // failed deliveries (retry one or all), usage (tokens per day as a
 // server-drawn SVG chart, per job and model, budgets) and tools (MCP
 // servers, built-ins, scopes).
@@ -26,7 +28,10 @@
 // token and the grant. It has no other way to change state.
 //
 // What a model or a web page wrote is data: html/template escapes it
-// everywhere, and the script builds rows with textContent. Every response
+// everywhere, and the script builds rows with textContent. The one HTML
+// made of it is a memory document's Markdown, rendered by a safe renderer
+// (markdown.go: raw HTML as text, links only to http, https, mailto or a
+// path, no image loaded). Every response
 // has a Content-Security-Policy without inline script or style and
 // frame-ancestors 'none'.
 //
