@@ -99,8 +99,11 @@ type Deps struct {
 	Console Console
 	// Credentials, if set, finds the webhook token credentials by name
 	// (Server.Credential): the console checks each request of a session
-	// against the credential it was made with, as the config has it now.
-	// nil: only admin sessions are accepted.
+	// against the credential it was made with, as the config has it now,
+	// and POST /v1/workflows/{name}/runs served in process (Local) for an
+	// Actor acting for a credential holds the request to that credential's
+	// grant, as over HTTP. nil: only admin sessions are accepted, and such
+	// an actor may start no run.
 	Credentials CredentialLookup
 }
 
@@ -375,6 +378,7 @@ func (s *Server) routes() http.Handler {
 	local.HandleFunc("GET /healthz", s.healthz)
 	local.HandleFunc("GET /readyz", s.readyz)
 	local.Handle("/v1/", problemMux(admin))
+	s.workflowLocalRoutes(local)
 	s.local = s.withServer(problemMux(local))
 	if s.deps.Console != nil {
 		root.Handle("/", s.deps.Console.Handler(s))

@@ -118,6 +118,8 @@ func (c *Console) Handler(s *api.Server) http.Handler {
 	mux.HandleFunc("GET /approvals/{id}", h.get(h.approval))
 	mux.HandleFunc("POST /approvals/{id}", h.post(true, h.decide))
 	mux.HandleFunc("GET /workflows", h.get(h.workflows))
+	mux.HandleFunc("GET /workflows/{name}", h.get(h.workflowDef))
+	mux.HandleFunc("POST /workflows/{name}/run", h.post(true, h.startWorkflow))
 	mux.HandleFunc("GET /workflow-runs/{id}", h.get(h.workflowRun))
 	mux.HandleFunc("POST /workflow-runs/{id}/{action}", h.post(true, h.workflowRunAction))
 	mux.HandleFunc("GET /memory", h.get(h.memoryList))

@@ -10,8 +10,10 @@
 // dry run and the next fire times, saved at the revision opened), the
 // heartbeat (wake, pause, resume, history; its checklist shown and
 // edited at its revision, a conflicting save shown beside the typed
-// text), workflows (a run's steps as a
-// server-drawn SVG graph and a timeline), approvals, memory,
+// text), workflows (start one with a form typed by its declared inputs,
+// a nonce per form as the run's idempotency key; a run's steps as a
+// server-drawn SVG graph and a timeline), approvals, memory (rendered
+// Markdown, markdown.go),
 // failed deliveries (retry one or all), usage (tokens per day as a
 // server-drawn SVG chart, per job and model, budgets) and tools (MCP
 // servers, built-ins, scopes).
@@ -35,7 +37,10 @@
 // token and the grant. It has no other way to change state.
 //
 // What a model or a web page wrote is data: html/template escapes it
-// everywhere, and the script builds rows with textContent. Every response
+// everywhere, and the script builds rows with textContent. The one HTML
+// made of it is a memory document's Markdown, rendered by a safe renderer
+// (markdown.go: raw HTML as text, links only to http, https, mailto or a
+// path, no image loaded). Every response
 // has a Content-Security-Policy without inline script or style and
 // frame-ancestors 'none'.
 //

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentwork/agentwork/api"
+	"github.com/agentwork/agentwork/console"
 	"github.com/agentwork/agentwork/tools/memory"
 )
 
@@ -41,8 +42,12 @@ func TestMemoryPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := viewer.do("GET", "/memory/long", nil)
-	if p.status != 200 || strings.Contains(p.body, "<script>alert") || !strings.Contains(p.body, "# Notes\n&lt;script&gt;alert(1)&lt;/script&gt;") || !strings.Contains(p.body, `id="history"`) {
-		t.Fatalf("GET /memory/long = %d, want the text escaped and its history:\n%s", p.status, p.body)
+	if p.status != 200 || strings.Contains(p.body, "<script>alert") || !strings.Contains(p.body, "<h1>Notes</h1>") ||
+		!strings.Contains(p.body, "&lt;script&gt;alert(1)&lt;/script&gt;") || !strings.Contains(p.body, `id="history"`) || !strings.Contains(p.body, `href="/memory/long?view=source"`) {
+		t.Fatalf("GET /memory/long = %d, want the Markdown rendered, the script as text, a link to the source and the history:\n%s", p.status, p.body)
+	}
+	if p := viewer.do("GET", "/memory/long?view=source", nil); p.status != 200 || strings.Contains(p.body, "<h1>Notes</h1>") || !strings.Contains(p.body, "# Notes\n&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Fatalf("GET /memory/long?view=source = %d, want the text as it is, escaped:\n%s", p.status, p.body)
 	}
 	if strings.Contains(p.body, `id="edit"`) {
 		t.Error("a read-only session is offered to edit")
@@ -116,5 +121,44 @@ func TestMemoryOff(t *testing.T) {
 	f := newFixture(t)
 	if p := f.browser(t).login(viewerToken).do("GET", "/memory", nil); p.status != 200 || !strings.Contains(p.body, "keeps no memory") {
 		t.Errorf("GET /memory without memory = %d:\n%s", p.status, p.body)
+	}
+}
+
+// A document's Markdown is rendered on its page and in its history, and
+// nothing in it runs: raw HTML is text, script links are no links, images
+// are not loaded; the page keeps its CSP.
+func TestMemoryMarkdown(t *testing.T) {
+	t.Parallel()
+	f, st := memoryFixture(t)
+	hostile := "# Plan\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n<script>alert(1)</script>\n\n" +
+		"[x](JaVaScRiPt:alert(1)) <img src=x onerror=alert(1)> ![p](https://evil.example/p.png) <memory-context>x</memory-context>\n"
+	if _, err := st.Put(t.Context(), "long", "first *rev*", "test", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put(t.Context(), "long", hostile, "agent", nil); err != nil {
+		t.Fatal(err)
+	}
+	viewer := f.browser(t).login(viewerToken)
+	p := viewer.do("GET", "/memory/long", nil)
+	if p.status != 200 {
+		t.Fatalf("GET /memory/long = %d:\n%s", p.status, p.body)
+	}
+	if csp := p.header.Get("Content-Security-Policy"); csp != console.ContentSecurityPolicy || !strings.Contains(csp, "img-src 'self' data:") || !strings.Contains(csp, "script-src 'self'") {
+		t.Errorf("the page's CSP = %q", csp)
+	}
+	for _, want := range []string{"<h1>Plan</h1>", "<li>one</li>", "<td>1</td>", "&lt;script&gt;alert(1)&lt;/script&gt;", "&lt;img src=x onerror=alert(1)&gt;",
+		`<span class="md-nolink">x</span>`, "&lt;memory-context&gt;", `rel="noopener noreferrer nofollow">image: p</a>`, "<p>first <em>rev</em></p>"} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the rendered page lacks %q:\n%s", want, p.body)
+		}
+	}
+	for _, bad := range []string{"<script>alert", "<img", "onerror=alert(1)>", `href="javascript`, `href="JaVaScRiPt`, "<memory-context>"} {
+		if strings.Contains(p.body, bad) {
+			t.Errorf("the rendered page has %q:\n%s", bad, p.body)
+		}
+	}
+	src := viewer.do("GET", "/memory/long?view=source", nil)
+	if strings.Contains(src.body, "<h1>Plan</h1>") || strings.Contains(src.body, "<em>rev</em>") || !strings.Contains(src.body, "first *rev*") || !strings.Contains(src.body, `href="/memory/long"`) {
+		t.Errorf("the source view renders Markdown, or lacks the text or the link back:\n%s", src.body)
 	}
 }
