@@ -347,6 +347,7 @@ func (s *Server) routes() http.Handler {
 	admin.HandleFunc("GET /v1/events", s.events)
 	admin.HandleFunc("GET /v1/runs", s.runs)
 	admin.HandleFunc("GET /v1/runs/{id}", s.run)
+	admin.HandleFunc("GET /v1/runs/counts", s.runCounts)
 	admin.HandleFunc("GET /v1/usage", s.usage)
 	s.deliveryRoutes(admin)
 	s.toolRoutes(admin)

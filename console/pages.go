@@ -123,7 +123,6 @@ type overview struct {
 	Heartbeat   *heartbeatStatus
 	HeartbeatEr string
 	Outcomes    []outcomeCount
-	RunsMore    bool // the 24 h hold more runs than were counted
 	RunsErr     string
 	Failed      int
 	FailedErr   string
@@ -134,7 +133,7 @@ type part struct{ Name, State string }
 
 type outcomeCount struct {
 	Outcome string
-	Count   int
+	Count   uint64
 }
 
 func (h *handler) overview(w http.ResponseWriter, r *http.Request, v *view) {
@@ -163,17 +162,15 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request, v *view) {
 		o.HeartbeatEr = err.Error()
 	}
 
-	runs, err := h.listRuns(ctx, url.Values{"since": {"24h"}, "limit": {strconv.Itoa(agentwork.MaxHistoryLimit)}})
-	if err != nil {
+	// Counted by the bus, exactly, without reading the runs.
+	var counts struct {
+		Counts map[string]uint64 `json:"counts"`
+	}
+	if err := h.call(ctx, http.MethodGet, "/v1/runs/counts?since=24h", nil, &counts, nil); err != nil {
 		o.RunsErr = err.Error()
 	}
-	o.RunsMore = len(runs) >= agentwork.MaxHistoryLimit
-	counts := map[string]int{}
-	for _, run := range runs {
-		counts[run.Result.Outcome]++
-	}
 	for _, out := range []string{bus.OutcomeDone, bus.OutcomeSkip, bus.OutcomeError} {
-		o.Outcomes = append(o.Outcomes, outcomeCount{out, counts[out]})
+		o.Outcomes = append(o.Outcomes, outcomeCount{out, counts.Counts[out]})
 	}
 
 	var dl struct {
