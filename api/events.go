@@ -413,6 +413,10 @@ const (
 	// runScanMax bounds the events read for one run or its deliveries.
 	runScanMax   = 20000
 	runScanBatch = 256
+	// runAlertsWithin is how long after a run its page looks for the
+	// results of notifications its event does not name (alerts queued
+	// after it), at least.
+	runAlertsWithin = time.Minute
 )
 
 // RunReply is the body of GET /v1/runs/{id}: the run's event (its record:
@@ -444,7 +448,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply := RunReply{Run: found.JSON, Deliveries: []json.RawMessage{}}
-	if found.RunID != "" && len(found.Result.NotificationIDs) > 0 {
+	if found.RunID != "" {
 		reply.Deliveries, err = s.runDeliveries(ctx, found)
 		if err != nil {
 			problem.Unavailable(w, 5*time.Second, "cannot read the deliveries: "+err.Error())
@@ -463,10 +467,12 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 // one that failed went on: still failed (the dead letter names its last
 // failure, and whether a retry waits), or delivered on a retry (the dead
 // letter is gone): then the read goes on to that delivery, however late.
-// Other notifications about the run (an alert queued after its event, an
-// approval's question) are in the answer when their result comes before
-// the read stops. The read so costs the events between the run and its
-// notifications' results, not an hour of every run's deliveries.
+// Other notifications about the run (an alert queued after its event: a
+// failure, a job paused at its budget) are in the answer when their
+// result comes before the read stops, which is never before
+// runAlertsWithin after the run. The read so costs the events between the
+// run and its notifications' results (at least that minute), not an hour
+// of every run's deliveries.
 func (s *Server) runDeliveries(ctx context.Context, run *agentwork.Record) ([]json.RawMessage, error) {
 	type last struct {
 		seen    bool
@@ -499,10 +505,11 @@ func (s *Server) runDeliveries(ctx context.Context, run *agentwork.Record) ([]js
 	}
 	out := []json.RawMessage{}
 	var ferr error
+	alertsUntil, allSettled := run.Time.Add(runAlertsWithin), len(wanted) == 0
 	err := s.scanEvents(ctx, []string{s.deps.Bus.Subjects.Event(bus.SourceDelivery, "*")},
-		run.Time.Add(-resumeWindow), func(_ time.Time, ev bus.Event, data []byte) bool {
+		run.Time.Add(-resumeWindow), func(stored time.Time, ev bus.Event, data []byte) bool {
 			if ev.RunID != run.RunID {
-				return true
+				return !allSettled || stored.Before(alertsUntil)
 			}
 			out = append(out, append(json.RawMessage(nil), data...))
 			var res connectors.Result
@@ -511,7 +518,7 @@ func (s *Server) runDeliveries(ctx context.Context, run *agentwork.Record) ([]js
 			}
 			l, ok := wanted[res.Notification.ID]
 			if !ok || (l.seen && res.Notification.Retry < l.retry) {
-				return true
+				return !allSettled || stored.Before(alertsUntil)
 			}
 			l.seen, l.retry, l.outcome = true, res.Notification.Retry, ev.Type[strings.LastIndexByte(ev.Type, '.')+1:]
 			for id, l := range wanted {
@@ -524,7 +531,8 @@ func (s *Server) runDeliveries(ctx context.Context, run *agentwork.Record) ([]js
 					return true
 				}
 			}
-			return false
+			allSettled = true
+			return stored.Before(alertsUntil)
 		})
 	return out, cmp.Or(ferr, err)
 }
@@ -585,12 +593,12 @@ func (s *Server) scanEvents(ctx context.Context, subjects []string, start time.T
 		defer cancel()
 		_ = js.DeleteConsumer(dctx, bus.StreamEvents, cons.CachedInfo().Name)
 	}()
-	left := min(cons.CachedInfo().NumPending, runScanMax)
-	for left > 0 {
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		msgs, err := cons.Fetch(int(min(left, runScanBatch)), jetstream.FetchContext(fctx))
+	// Read until the stream's end as it is now, not a count of pending
+	// messages: a consumer with several filter subjects and a start time
+	// can report fewer than it delivers (seen with nats-server 2.15).
+	for left := runScanMax; left > 0; {
+		msgs, err := cons.FetchNoWait(min(left, runScanBatch))
 		if err != nil {
-			cancel()
 			return err
 		}
 		n, done := 0, false
@@ -610,7 +618,6 @@ func (s *Server) scanEvents(ctx context.Context, subjects []string, start time.T
 			done = !fn(md.Timestamp, ev, m.Data())
 		}
 		ferr := msgs.Error()
-		cancel()
 		if ferr != nil && !errors.Is(ferr, jetstream.ErrNoMessages) && !errors.Is(ferr, context.DeadlineExceeded) {
 			return ferr
 		}
@@ -620,7 +627,7 @@ func (s *Server) scanEvents(ctx context.Context, subjects []string, start time.T
 		if done || n == 0 {
 			return nil
 		}
-		left -= min(uint64(n), left)
+		left -= min(n, left)
 	}
 	return nil
 }

@@ -143,6 +143,12 @@ func TestRunDeliveries(t *testing.T) {
 	quiet := runWith(t, b, "r-quiet")
 	noise()
 
+	// A failed run names no notification; the alert about it, queued
+	// after its event, is on its page too.
+	alerted := runWith(t, b, "r-alerted")
+	noise()
+	alert := result(t, b, "r-alerted", "r-alerted.alert", 0, connectors.OutcomeDelivered)
+
 	lateDelivered := result(t, b, "r-late", "r-late.a", 1, connectors.OutcomeDelivered)
 	againSecond := result(t, b, "r-again", "r-again.a", 1, connectors.OutcomeFailed)
 	deadLetter(t, b, "r-again", "r-again.a", 1, 1)
@@ -159,6 +165,7 @@ func TestRunDeliveries(t *testing.T) {
 		{"a retry pending", pending, []bus.Event{pendingFirst}},
 		{"not delivered yet", waiting, nil},
 		{"queued nothing", quiet, nil},
+		{"an alert after the run", alerted, []bus.Event{alert}},
 	} {
 		r := f.do(t, "GET", "/v1/runs/"+c.run.ID, adminToken, "")
 		var got struct {
