@@ -417,6 +417,8 @@ const (
 	// results of notifications its event does not name (alerts queued
 	// after it), at least.
 	runAlertsWithin = time.Minute
+	// runAlertsScan bounds the delivery results read in that minute.
+	runAlertsScan = 2000
 )
 
 // RunReply is the body of GET /v1/runs/{id}: the run's event (its record:
@@ -505,11 +507,20 @@ func (s *Server) runDeliveries(ctx context.Context, run *agentwork.Record) ([]js
 	}
 	out := []json.RawMessage{}
 	var ferr error
-	alertsUntil, allSettled := run.Time.Add(runAlertsWithin), len(wanted) == 0
+	alertsUntil, allSettled, extra := run.Time.Add(runAlertsWithin), len(wanted) == 0, 0
+	// more reports whether to read on once every named notification has
+	// its result: for alerts, within the minute and runAlertsScan events.
+	more := func(stored time.Time) bool {
+		if !allSettled {
+			return true
+		}
+		extra++
+		return stored.Before(alertsUntil) && extra < runAlertsScan
+	}
 	err := s.scanEvents(ctx, []string{s.deps.Bus.Subjects.Event(bus.SourceDelivery, "*")},
 		run.Time.Add(-resumeWindow), func(stored time.Time, ev bus.Event, data []byte) bool {
 			if ev.RunID != run.RunID {
-				return !allSettled || stored.Before(alertsUntil)
+				return more(stored)
 			}
 			out = append(out, append(json.RawMessage(nil), data...))
 			var res connectors.Result
@@ -518,7 +529,7 @@ func (s *Server) runDeliveries(ctx context.Context, run *agentwork.Record) ([]js
 			}
 			l, ok := wanted[res.Notification.ID]
 			if !ok || (l.seen && res.Notification.Retry < l.retry) {
-				return !allSettled || stored.Before(alertsUntil)
+				return more(stored)
 			}
 			l.seen, l.retry, l.outcome = true, res.Notification.Retry, ev.Type[strings.LastIndexByte(ev.Type, '.')+1:]
 			for id, l := range wanted {
@@ -532,7 +543,7 @@ func (s *Server) runDeliveries(ctx context.Context, run *agentwork.Record) ([]js
 				}
 			}
 			allSettled = true
-			return stored.Before(alertsUntil)
+			return more(stored)
 		})
 	return out, cmp.Or(ferr, err)
 }
