@@ -16,6 +16,9 @@ import (
 // (Result.ModelCalls): one turn of the tool loop. A fallback list that
 // passed the call on to another model is one call.
 type ModelCall struct {
+	// N is the call's number in the run, from 1: where the event leaves
+	// calls out (Result.ModelCallsOmitted), the numbers it lists skip them.
+	N int `json:"n"`
 	// Model is the model that answered, as its server named it; for a
 	// call that failed, or a provider that names no model in its replies,
 	// the provider's own name (e.g. "openai/gpt-4o", "cheap, then strong").
@@ -45,9 +48,10 @@ type modelCalls struct {
 	Omitted int
 }
 
-// add lists c, the run's latest call, leaving out the oldest after the
-// first RecordFirst when the list is full.
+// add lists c, the run's latest call, numbered, leaving out the oldest
+// after the first RecordFirst when the list is full.
 func (m *modelCalls) add(c ModelCall) {
+	c.N = len(m.List) + m.Omitted + 1
 	m.List = append(m.List, c)
 	if len(m.List) > RecordFirst+RecordLast {
 		m.List = slices.Delete(m.List, RecordFirst, RecordFirst+1)

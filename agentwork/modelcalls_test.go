@@ -42,7 +42,7 @@ func nope(n int) []model.ToolCall {
 func modelCallList(r agentwork.Result) string {
 	var out []string
 	for _, c := range r.ModelCalls {
-		out = append(out, fmt.Sprintf("%s %d/%d %d %q %q a%d", c.Model, c.Usage.InputTokens, c.Usage.OutputTokens, c.ToolCalls, c.StopReason, c.Error, c.Attempt))
+		out = append(out, fmt.Sprintf("%d %s %d/%d %d %q %q a%d", c.N, c.Model, c.Usage.InputTokens, c.Usage.OutputTokens, c.ToolCalls, c.StopReason, c.Error, c.Attempt))
 	}
 	return strings.Join(out, "\n")
 }
@@ -69,9 +69,9 @@ func TestRunListsItsModelCalls(t *testing.T) {
 				{reply: model.Reply{Model: "m-2", Usage: model.Usage{InputTokens: 30, OutputTokens: 4}, StopReason: "stop", Text: "done"}},
 			},
 			outcome: bus.OutcomeDone,
-			want: `m-1 10/2 2 "tool_calls" "" a1
-m-2 20/3 1 "tool_calls" "" a1
-m-2 30/4 0 "stop" "" a1`,
+			want: `1 m-1 10/2 2 "tool_calls" "" a1
+2 m-2 20/3 1 "tool_calls" "" a1
+3 m-2 30/4 0 "stop" "" a1`,
 		},
 		{
 			name: "a turn that fails",
@@ -80,8 +80,8 @@ m-2 30/4 0 "stop" "" a1`,
 				{err: &model.Error{Class: model.ClassPermanent, Status: 401, Message: "key " + key + " <script>x</script> refused"}},
 			},
 			outcome: bus.OutcomeError,
-			want: `m-1 10/2 1 "tool_calls" "" a1
- 0/0 0 "" "model: key [redacted] <script>x</script> refused" a1`,
+			want: `1 m-1 10/2 1 "tool_calls" "" a1
+2  0/0 0 "" "model: key [redacted] <script>x</script> refused" a1`,
 		},
 		{
 			name: "a retry goes on from the checkpoint and lists the calls of the try before",
@@ -91,9 +91,9 @@ m-2 30/4 0 "stop" "" a1`,
 				{reply: model.Reply{Model: "m-1", Usage: model.Usage{InputTokens: 30, OutputTokens: 4}, StopReason: "stop", Text: "done"}},
 			},
 			outcome: bus.OutcomeDone,
-			want: `m-1 10/2 1 "tool_calls" "" a1
- 0/0 0 "" "model: overloaded" a1
-m-1 30/4 0 "stop" "" a2`,
+			want: `1 m-1 10/2 1 "tool_calls" "" a1
+2  0/0 0 "" "model: overloaded" a1
+3 m-1 30/4 0 "stop" "" a2`,
 		},
 	}
 	for _, tt := range tests {
@@ -155,9 +155,13 @@ func TestRunListsItsFirstAndLastModelCalls(t *testing.T) {
 			listed, r.ModelCallsOmitted, r.Usage, agentwork.RecordFirst+agentwork.RecordLast, steps-listed, steps)
 	}
 	first, lastOfFirst, firstOfLast, last := r.ModelCalls[0], r.ModelCalls[agentwork.RecordFirst-1], r.ModelCalls[agentwork.RecordFirst], r.ModelCalls[listed-1]
-	if first.Model != "m-1" || lastOfFirst.Model != fmt.Sprint("m-", agentwork.RecordFirst) ||
-		firstOfLast.Model != fmt.Sprint("m-", steps-agentwork.RecordLast+1) || last.Model != fmt.Sprint("m-", steps) || last.ToolCalls != 0 {
-		t.Errorf("listed %s, %s, %s … %s; want the first %d and the last %d", first.Model, lastOfFirst.Model, firstOfLast.Model, last.Model,
+	for _, c := range []agentwork.ModelCall{first, lastOfFirst, firstOfLast, last} {
+		if c.Model != fmt.Sprint("m-", c.N) {
+			t.Errorf("call %d is of model %s, want m-%d: numbered in the run", c.N, c.Model, c.N)
+		}
+	}
+	if first.N != 1 || lastOfFirst.N != agentwork.RecordFirst || firstOfLast.N != steps-agentwork.RecordLast+1 || last.N != steps || last.ToolCalls != 0 {
+		t.Errorf("listed %d, %d, %d … %d; want the first %d and the last %d", first.N, lastOfFirst.N, firstOfLast.N, last.N,
 			agentwork.RecordFirst, agentwork.RecordLast)
 	}
 }

@@ -94,9 +94,9 @@ type Result struct {
 	ToolCallsOmitted int    `json:"tool_calls_omitted,omitempty"`
 	ToolCallsDropped int    `json:"tool_calls_dropped,omitempty"`
 	ToolCallsNote    string `json:"tool_calls_note,omitempty"`
-	// ModelCalls are the run's model calls, in order, each with its model,
-	// tokens, duration, stop reason and the tool calls it asked for, or
-	// its error; those of its memory flush last (ModelCall.Flush). Those
+	// ModelCalls are the run's model calls, in order, each numbered in the
+	// run and with its model, tokens, duration, stop reason and the tool
+	// calls it asked for, or its error; those of its memory flush last (ModelCall.Flush). Those
 	// of a try before a retry, a crash or an approval are listed when the
 	// run went on from the checkpoint that kept them. ModelCallsOmitted
 	// counts the calls left out, so that the event fits the bus's max
