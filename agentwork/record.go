@@ -104,7 +104,9 @@ func (r *Runner) fit(run *Run, res *Result, limit int) {
 		if len(res.ModelCalls) == 0 || (len(res.ToolCalls) > 0 && jsonSize(res.ToolCalls) >= jsonSize(res.ModelCalls)) {
 			r.halveToolCalls(run, res)
 		} else {
-			res.ModelCalls, res.ModelCallsOmitted = halve(res.ModelCalls), res.ModelCallsOmitted+len(res.ModelCalls)-len(res.ModelCalls)/2
+			n := len(res.ModelCalls)
+			res.ModelCalls = halve(res.ModelCalls)
+			res.ModelCallsOmitted += n - len(res.ModelCalls)
 		}
 		size = jsonSize(res)
 	}
@@ -145,8 +147,9 @@ func (r *Runner) halveToolCalls(run *Run, res *Result) {
 	res.ToolCallsNote = callsNote(made, keep, res.ToolCallsDropped)
 }
 
-// halve returns the first half of s, rounded up, of half its length
-// (rounded down), and as many of its last: the first and the last stay.
+// halve returns half of s (rounded down): of those, the first half
+// (rounded up) from its start, the rest from its end, so the first and
+// the last stay.
 func halve[T any](s []T) []T {
 	n := len(s)
 	keep := n / 2
