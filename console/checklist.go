@@ -119,7 +119,7 @@ func (h *handler) saveChecklist(w http.ResponseWriter, r *http.Request, ss *sess
 		return
 	}
 	// Refused: the editor again, nothing lost.
-	v := &view{Who: ss.who, Write: ss.write, CSRF: ss.csrf, Path: r.URL.Path, Nav: "heartbeat", Title: "Heartbeat: checklist"}
+	v := &view{Who: ss.who, Write: ss.write, Admin: ss.cred == "", CSRF: ss.csrf, Path: r.URL.Path, Nav: "heartbeat", Title: "Heartbeat: checklist"}
 	p := checklistPage{Text: text, Revision: rev}
 	code := status(err)
 	if rerr := h.call(r.Context(), http.MethodGet, "/v1/heartbeat/checklist", nil, &p.Checklist, nil); rerr != nil {

@@ -104,7 +104,11 @@ func TestMemoryPages(t *testing.T) {
 	if p := op.do("GET", "/memory/checklist", nil); p.status != 200 || !strings.Contains(p.body, "Nothing was written to this document yet") {
 		t.Errorf("an empty document = %d:\n%s", p.status, p.body)
 	}
-	if got := op.do("POST", "/memory/checklist", url.Values{"csrf": {op.csrf}, "text": {"- look"}, "revision": {"0"}}); got.status != http.StatusSeeOther {
+	if got := op.do("POST", "/memory/checklist", url.Values{"csrf": {op.csrf}, "text": {"- look"}, "revision": {"0"}}); got.status != http.StatusForbidden {
+		t.Errorf("a credential writing the heartbeat's checklist = %d, want 403 (the admin's only):\n%s", got.status, got.body)
+	}
+	admin := f.browser(t).login(adminToken)
+	if got := admin.do("POST", "/memory/checklist", url.Values{"csrf": {admin.csrf}, "text": {"- look"}, "revision": {"0"}}); got.status != http.StatusSeeOther {
 		t.Errorf("writing a new document = %d:\n%s", got.status, got.body)
 	}
 	if d, _ := st.Read(t.Context(), "checklist"); d.Text != "- look" {

@@ -311,3 +311,42 @@ func TestChecklistHTTPAuth(t *testing.T) {
 		t.Errorf("PUT with the admin token = %d %+v", got.status, got.problem)
 	}
 }
+
+// A console session of a credential (console: write) may not change the
+// checklist (the heartbeat runs it with the operator's tools and
+// targets): 403, nothing written. The admin's session may; so may an MCP
+// caller (its grant's kind jobs covers the checklist).
+func TestChecklistHTTPConsoleCredential(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "HEARTBEAT.md")
+	writeChecklist(t, dir, checklistText)
+	h := newHeartbeat(t, b, heartbeat.Config{}, clock.NewFake(nextYear), dir)
+	as := func(a api.Actor) checklistAPI {
+		mux := http.NewServeMux()
+		h.Routes(mux)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mux.ServeHTTP(w, r.WithContext(api.WithActor(r.Context(), a)))
+		}))
+		t.Cleanup(srv.Close)
+		return checklistAPI{t: t, url: srv.URL}
+	}
+	cred := as(api.Actor{Via: "console", Name: "ops", Credential: "ops"})
+	rev := cred.do("GET", "").view.Revision
+	got := cred.do("PUT", "- [ ] x\n", "If-Match", rev)
+	if got.status != http.StatusForbidden || !strings.Contains(got.problem.Detail, "only the admin") {
+		t.Errorf("PUT from a credential's console session = %d %+v, want 403 saying only the admin", got.status, got.problem)
+	}
+	if f := readFile(t, path); f != checklistText {
+		t.Fatalf("a refused PUT changed the file: %q", f)
+	}
+	got = as(api.Actor{Via: "console", Name: "admin"}).do("PUT", "- [ ] by the admin\n", "If-Match", rev)
+	if got.status != 200 || readFile(t, path) != "- [ ] by the admin\n" {
+		t.Fatalf("PUT from the admin's console session = %d %+v", got.status, got.problem)
+	}
+	got = as(api.Actor{Via: "mcp", Name: "ops", Credential: "ops"}).do("PUT", "- [ ] by mcp\n", "If-Match", got.view.Revision)
+	if got.status != 200 || readFile(t, path) != "- [ ] by mcp\n" {
+		t.Errorf("PUT through MCP = %d %+v, want 200 (its grant's kind jobs decides)", got.status, got.problem)
+	}
+}
