@@ -73,8 +73,8 @@ func TestHeartbeatChecklist(t *testing.T) {
 	p := viewer.do("GET", "/heartbeat", nil)
 	if p.status != 200 || strings.Contains(p.body, "<script>alert") || !strings.Contains(p.body, `<pre class="text" id="checklist-text"># Heartbeat
 - [ ] Check &lt;script&gt;alert(1)&lt;/script&gt;`) || !strings.Contains(p.body, `<dd id="checklist-items">1</dd>`) ||
-		!strings.Contains(p.body, "file <code>"+path+"</code>") {
-		t.Fatalf("GET /heartbeat = %d, want the checklist escaped with its source and items:\n%s", p.status, p.body)
+		!strings.Contains(p.body, "file <code>HEARTBEAT.md</code>") || strings.Contains(p.body, dir) {
+		t.Fatalf("GET /heartbeat = %d, want the checklist escaped with its source (its base name only: no directory) and items:\n%s", p.status, p.body)
 	}
 	if strings.Contains(p.body, `id="edit-checklist"`) {
 		t.Error("a read-only session is offered to edit the checklist")
@@ -156,6 +156,12 @@ func TestHeartbeatChecklist(t *testing.T) {
 	}
 	if p := op.do("GET", "/heartbeat", nil); !strings.Contains(p.body, `<dd id="checklist-status" class="error-text">missing: `+path+` does not exist: create it`) {
 		t.Errorf("a missing checklist is not shown as such:\n%s", p.body)
+	}
+	if p := viewer.do("GET", "/heartbeat", nil); !strings.Contains(p.body, `<dd id="checklist-status" class="error-text">missing: HEARTBEAT.md does not exist: create it`) || strings.Contains(p.body, dir) {
+		t.Errorf("a missing checklist shows a non-admin session its directory:\n%s", p.body)
+	}
+	if p := viewer.do("GET", "/heartbeat/checklist", nil); strings.Contains(p.body, dir) {
+		t.Errorf("the checklist's page shows a non-admin session its directory:\n%s", p.body)
 	}
 	if p := op.do("GET", "/heartbeat/checklist", nil); checklistRevision.FindStringSubmatch(p.body) == nil || checklistRevision.FindStringSubmatch(p.body)[1] != "" {
 		t.Errorf("the editor of a missing checklist has a revision:\n%s", p.body)
