@@ -76,6 +76,9 @@ func (s *Server) memoryHistory(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) putMemory(w http.ResponseWriter, r *http.Request) {
+	if memory.IsChecklist(r.PathValue("doc")) && RefuseChecklistChange(w, r) {
+		return
+	}
 	rev, ok := IfMatch(w, r)
 	if !ok {
 		return

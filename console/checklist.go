@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -40,12 +41,27 @@ type checklistShown struct {
 }
 
 // heartbeatChecklist reads the checklist for the heartbeat page.
-func (h *handler) heartbeatChecklist(ctx context.Context) checklistShown {
+func (h *handler) heartbeatChecklist(ctx context.Context, admin bool) checklistShown {
 	var c checklistView
 	if err := h.call(ctx, http.MethodGet, "/v1/heartbeat/checklist", nil, &c, nil); err != nil {
 		return checklistShown{Err: err.Error()}
 	}
+	c.hidePath(admin)
 	return checklistShown{View: &c}
+}
+
+// hidePath shows a session that is not the admin's the checklist file's
+// base name only, in its path and its detail: where the server keeps its
+// files is the operator's.
+func (c *checklistView) hidePath(admin bool) {
+	if admin || c.Path == "" {
+		return
+	}
+	dir := filepath.Dir(c.Path)
+	if dir != "." {
+		c.Detail = strings.ReplaceAll(c.Detail, dir+string(filepath.Separator), "")
+	}
+	c.Path = filepath.Base(c.Path)
 }
 
 // checklistPage is the data of the checklist's editor: the checklist as
@@ -66,6 +82,7 @@ func (h *handler) checklistEditor(w http.ResponseWriter, r *http.Request, v *vie
 		h.checklistError(w, v, err)
 		return
 	}
+	p.Checklist.hidePath(v.Admin)
 	p.Text, p.Revision = p.Checklist.Text, p.Checklist.Revision
 	v.Data = p
 	h.render(w, http.StatusOK, "heartbeat_checklist", v)
@@ -119,13 +136,14 @@ func (h *handler) saveChecklist(w http.ResponseWriter, r *http.Request, ss *sess
 		return
 	}
 	// Refused: the editor again, nothing lost.
-	v := &view{Who: ss.who, Write: ss.write, CSRF: ss.csrf, Path: r.URL.Path, Nav: "heartbeat", Title: "Heartbeat: checklist"}
+	v := &view{Who: ss.who, Write: ss.write, Admin: ss.cred == "", CSRF: ss.csrf, Path: r.URL.Path, Nav: "heartbeat", Title: "Heartbeat: checklist"}
 	p := checklistPage{Text: text, Revision: rev}
 	code := status(err)
 	if rerr := h.call(r.Context(), http.MethodGet, "/v1/heartbeat/checklist", nil, &p.Checklist, nil); rerr != nil {
 		h.checklistError(w, v, rerr)
 		return
 	}
+	p.Checklist.hidePath(v.Admin)
 	if code == http.StatusPreconditionFailed {
 		p.Conflict, p.Revision = true, p.Checklist.Revision
 		v.Error = "Not saved: the checklist changed after you opened it (someone else, or the agent, saved it). Your text is kept below, next to theirs; merge them and save again (that replaces theirs)."

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"os"
@@ -72,8 +73,8 @@ func TestHeartbeatChecklist(t *testing.T) {
 	p := viewer.do("GET", "/heartbeat", nil)
 	if p.status != 200 || strings.Contains(p.body, "<script>alert") || !strings.Contains(p.body, `<pre class="text" id="checklist-text"># Heartbeat
 - [ ] Check &lt;script&gt;alert(1)&lt;/script&gt;`) || !strings.Contains(p.body, `<dd id="checklist-items">1</dd>`) ||
-		!strings.Contains(p.body, "file <code>"+path+"</code>") {
-		t.Fatalf("GET /heartbeat = %d, want the checklist escaped with its source and items:\n%s", p.status, p.body)
+		!strings.Contains(p.body, "file <code>HEARTBEAT.md</code>") || strings.Contains(p.body, dir) {
+		t.Fatalf("GET /heartbeat = %d, want the checklist escaped with its source (its base name only: no directory) and items:\n%s", p.status, p.body)
 	}
 	if strings.Contains(p.body, `id="edit-checklist"`) {
 		t.Error("a read-only session is offered to edit the checklist")
@@ -88,9 +89,30 @@ func TestHeartbeatChecklist(t *testing.T) {
 		t.Fatal("a refused save changed the file")
 	}
 
-	op := f.browser(t).login(opToken)
+	// A credential with console: write does not change the checklist:
+	// the heartbeat runs it with the operator's tools and targets.
+	cred := f.browser(t).login(opToken)
+	if p := cred.do("GET", "/heartbeat", nil); strings.Contains(p.body, `id="edit-checklist"`) {
+		t.Error("a credential's session is offered to edit the checklist")
+	}
+	if p := cred.do("GET", "/heartbeat/checklist", nil); strings.Contains(p.body, "<textarea") || !strings.Contains(p.body, "Only the admin changes the heartbeat") {
+		t.Errorf("the editor for a credential's session = %d, want no form and why:\n%s", p.status, p.body)
+	}
+	rev := checklistRevision.FindStringSubmatch(f.browser(t).login(adminToken).do("GET", "/heartbeat/checklist", nil).body)
+	if rev == nil {
+		t.Fatal("the admin's editor has no revision")
+	}
+	if got := cred.do("POST", "/heartbeat/checklist", url.Values{"csrf": {cred.csrf}, "text": {"- [ ] x"}, "revision": {rev[1]}}); got.status != http.StatusForbidden ||
+		!strings.Contains(got.body, "only the admin changes the heartbeat") {
+		t.Errorf("a credential's save = %d, want 403 saying only the admin:\n%s", got.status, got.body)
+	}
+	if fileText(t, path) != evil {
+		t.Fatal("a credential's refused save changed the file")
+	}
+
+	op := f.browser(t).login(adminToken)
 	if p := op.do("GET", "/heartbeat", nil); !strings.Contains(p.body, `href="/heartbeat/checklist" id="edit-checklist"`) {
-		t.Errorf("the heartbeat page offers no editor:\n%s", p.body)
+		t.Errorf("the heartbeat page offers the admin no editor:\n%s", p.body)
 	}
 	p = op.do("GET", "/heartbeat/checklist", nil)
 	m := checklistRevision.FindStringSubmatch(p.body)
@@ -135,6 +157,12 @@ func TestHeartbeatChecklist(t *testing.T) {
 	if p := op.do("GET", "/heartbeat", nil); !strings.Contains(p.body, `<dd id="checklist-status" class="error-text">missing: `+path+` does not exist: create it`) {
 		t.Errorf("a missing checklist is not shown as such:\n%s", p.body)
 	}
+	if p := viewer.do("GET", "/heartbeat", nil); !strings.Contains(p.body, `<dd id="checklist-status" class="error-text">missing: HEARTBEAT.md does not exist: create it`) || strings.Contains(p.body, dir) {
+		t.Errorf("a missing checklist shows a non-admin session its directory:\n%s", p.body)
+	}
+	if p := viewer.do("GET", "/heartbeat/checklist", nil); strings.Contains(p.body, dir) {
+		t.Errorf("the checklist's page shows a non-admin session its directory:\n%s", p.body)
+	}
 	if p := op.do("GET", "/heartbeat/checklist", nil); checklistRevision.FindStringSubmatch(p.body) == nil || checklistRevision.FindStringSubmatch(p.body)[1] != "" {
 		t.Errorf("the editor of a missing checklist has a revision:\n%s", p.body)
 	}
@@ -151,16 +179,32 @@ func TestHeartbeatChecklistInMemory(t *testing.T) {
 	t.Parallel()
 	f, dir, mem := heartbeatFixture(t, true)
 	writeFile(t, filepath.Join(dir, "HEARTBEAT.md"), "- [ ] from the file\n")
-	op := f.browser(t).login(opToken)
+	op := f.browser(t).login(adminToken)
 	p := op.do("GET", "/heartbeat", nil)
-	if !strings.Contains(p.body, "memory document <code>checklist</code>, revision 1") || !strings.Contains(p.body, "- [ ] from the file") {
-		t.Fatalf("the heartbeat page lacks the checklist in memory:\n%s", p.body)
+	if !strings.Contains(p.body, "memory document <code>checklist</code> (not in memory yet: will be filled from HEARTBEAT.md at the next run") || !strings.Contains(p.body, "- [ ] from the file") {
+		t.Fatalf("the heartbeat page lacks the checklist to be filled from the file:\n%s", p.body)
 	}
-	got := op.do("POST", "/heartbeat/checklist", url.Values{"csrf": {op.csrf}, "text": {"- [ ] from the console\n"}, "revision": {"1"}})
+	if _, err := mem.Read(t.Context(), memory.Checklist); !errors.Is(err, memory.ErrNotFound) {
+		t.Fatalf("showing the checklist wrote it: %v", err)
+	}
+	// A credential with console: write changes it neither here nor in the
+	// memory's editor.
+	cred := f.browser(t).login(opToken)
+	if got := cred.do("POST", "/heartbeat/checklist", url.Values{"csrf": {cred.csrf}, "text": {"- [ ] x\n"}, "revision": {"1"}}); got.status != http.StatusForbidden {
+		t.Errorf("a credential's save = %d, want 403:\n%s", got.status, got.body)
+	}
+	if p := cred.do("GET", "/memory/checklist", nil); strings.Contains(p.body, `id="edit"`) || !strings.Contains(p.body, "Only the admin changes the heartbeat") {
+		t.Errorf("the memory page offers a credential to edit the checklist:\n%s", p.body)
+	}
+	if got := cred.do("POST", "/memory/checklist", url.Values{"csrf": {cred.csrf}, "text": {"- [ ] x\n"}, "revision": {"1"}}); got.status != http.StatusForbidden ||
+		!strings.Contains(got.body, "only the admin changes the heartbeat") {
+		t.Errorf("a credential's save in the memory editor = %d, want 403 saying only the admin:\n%s", got.status, got.body)
+	}
+	got := op.do("POST", "/heartbeat/checklist", url.Values{"csrf": {op.csrf}, "text": {"- [ ] from the console\n"}, "revision": {""}})
 	if got.status != http.StatusSeeOther {
 		t.Fatalf("save = %d:\n%s", got.status, got.body)
 	}
-	if d, _ := mem.Read(t.Context(), memory.Checklist); d.Text != "- [ ] from the console\n" || d.By != "console:oper" || d.Revision != 2 {
-		t.Errorf("the document = %q by %q at %d, want the console's by console:oper at 2", d.Text, d.By, d.Revision)
+	if d, _ := mem.Read(t.Context(), memory.Checklist); d.Text != "- [ ] from the console\n" || d.By != "console:admin" || d.Revision != 1 {
+		t.Errorf("the document = %q by %q at %d, want the console's by console:admin at 1", d.Text, d.By, d.Revision)
 	}
 }

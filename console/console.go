@@ -156,6 +156,7 @@ type view struct {
 	Nav     string // the nav entry to mark current
 	Who     string
 	Write   bool
+	Admin   bool // logged in with the admin token (not a webhook credential)
 	CSRF    string
 	Flash   string
 	Error   string // a failure of the API, shown on the page
@@ -172,7 +173,7 @@ func (h *handler) get(page func(w http.ResponseWriter, r *http.Request, v *view)
 			h.noSession(w, r, why, err)
 			return
 		}
-		v := &view{Who: ss.who, Write: ss.write, CSRF: ss.csrf, Flash: ss.flash, Path: r.URL.Path}
+		v := &view{Who: ss.who, Write: ss.write, Admin: ss.cred == "", CSRF: ss.csrf, Flash: ss.flash, Path: r.URL.Path}
 		page(w, r, v)
 	}
 }
@@ -199,7 +200,7 @@ func (h *handler) post(write bool, change func(w http.ResponseWriter, r *http.Re
 		}
 		// The API records the change as the session's user, and the
 		// rules of who may decide what (an approval's approvers) apply.
-		r = r.WithContext(api.WithActor(r.Context(), api.Actor{Via: "console", Name: ss.who, Credential: ss.cred}))
+		r = r.WithContext(api.WithActor(r.Context(), api.Actor{Via: api.ViaConsole, Name: ss.who, Credential: ss.cred}))
 		change(w, r, ss)
 	}
 }

@@ -162,7 +162,7 @@ func formFrom(r *http.Request) (jobForm, error) {
 	if v := r.PostFormValue("revision"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return jobForm{}, fmt.Errorf("the form's revision %q is not a number: open the job's form again", v)
+			return jobForm{}, fmt.Errorf("the form's revision %q is not a number: open the job's form again", cut(v, 40))
 		}
 		rev = n
 	}

@@ -2,13 +2,17 @@ package console
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"html/template"
 	"strings"
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
+	extast "github.com/yuin/goldmark/extension/ast"
 	"github.com/yuin/goldmark/renderer"
+	gmtext "github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
 )
 
@@ -41,15 +45,117 @@ var md = goldmark.New(
 // linkRel is the rel of every link a document makes.
 const linkRel = "noopener noreferrer nofollow"
 
-// markdown renders text as safe HTML (see md); on a failure of the
-// renderer, the text escaped in a <pre>.
+// The bounds of what a document may render to. A table's every row is
+// padded to its header's columns, so a 32 KiB document with a wide header
+// and thousands of empty rows would make hundreds of MB of HTML; deep
+// nesting makes as many open and close tags as characters. A document
+// past one of these bounds, or whose HTML would pass max(outMin, outPer ×
+// its size), is shown as its source instead (escaped, in a <pre>).
+const (
+	maxTableColumns = 64
+	maxTableCells   = 10_000
+	maxDepth        = 32
+	outMin          = 1 << 20
+	outPer          = 16
+)
+
+// markdown renders text as safe HTML (see md) within the bounds above;
+// past them, or on a failure of the renderer, it is the text escaped in a
+// <pre>, with a note saying why.
 func markdown(text string) template.HTML {
-	var buf bytes.Buffer
-	if err := md.Convert([]byte(text), &buf); err != nil {
-		return template.HTML("<pre class=\"text\">" + template.HTMLEscapeString(text) + "</pre>") //nolint:gosec // escaped
-	}
-	return template.HTML(buf.String()) //nolint:gosec // the safe renderer's output: see md
+	return markdownCapped(text, max(outMin, outPer*len(text)))
 }
+
+// markdownCapped is markdown with its output capped at limit bytes.
+func markdownCapped(text string, limit int) template.HTML {
+	if why := tooBigSource(text); why != "" {
+		return asSource(text, why)
+	}
+	src := []byte(text)
+	doc := md.Parser().Parse(gmtext.NewReader(src))
+	if why := tooBig(doc); why != "" {
+		return asSource(text, why)
+	}
+	out := &cappedWriter{limit: limit}
+	if err := md.Renderer().Render(out, src, doc); err != nil || out.over {
+		if out.over {
+			return asSource(text, fmt.Sprintf("its HTML would be more than %d bytes", limit))
+		}
+		return asSource(text, "it could not be rendered")
+	}
+	return template.HTML(out.buf.String()) //nolint:gosec // the safe renderer's output: see md
+}
+
+// asSource is text escaped in a <pre>, after a note saying why it is not
+// rendered.
+func asSource(text, why string) template.HTML {
+	return template.HTML(`<p class="muted md-note">This document is shown as its source: ` + template.HTMLEscapeString(why) + //nolint:gosec // escaped
+		`.</p><pre class="text">` + template.HTMLEscapeString(text) + "</pre>")
+}
+
+// tooBigSource says why text may not even be parsed, or "": goldmark's
+// parser makes every cell of a table, padding each row to the header's
+// columns, so a line with more than maxTableColumns+1 pipes and a dash
+// (a table's delimiter row may be such a line) is refused before the
+// parse, as is a line opening more than maxDepth block quotes.
+func tooBigSource(text string) string {
+	for line := range strings.Lines(text) {
+		if strings.Count(line, "|") > maxTableColumns+1 && strings.Contains(line, "-") {
+			return fmt.Sprintf("a table has more than %d columns", maxTableColumns)
+		}
+		lead := line[:len(line)-len(strings.TrimLeft(line, "> \t"))]
+		if strings.Count(lead, ">") > maxDepth {
+			return fmt.Sprintf("it nests more than %d levels deep", maxDepth)
+		}
+	}
+	return ""
+}
+
+// tooBig says why doc may not be rendered (a table too wide or with too
+// many cells, nesting too deep), or "".
+func tooBig(doc ast.Node) string {
+	cells, depth, why := 0, -1, "" // the document itself is at depth 0
+	_ = ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		if !entering {
+			depth--
+			return ast.WalkContinue, nil
+		}
+		depth++
+		switch {
+		case depth > maxDepth:
+			why = fmt.Sprintf("it nests more than %d levels deep", maxDepth)
+		case n.Kind() == extast.KindTable && len(n.(*extast.Table).Alignments) > maxTableColumns:
+			why = fmt.Sprintf("a table has %d columns, more than %d", len(n.(*extast.Table).Alignments), maxTableColumns)
+		case n.Kind() == extast.KindTableCell:
+			if cells++; cells > maxTableCells {
+				why = fmt.Sprintf("its tables have more than %d cells", maxTableCells)
+			}
+		}
+		if why != "" {
+			return ast.WalkStop, nil
+		}
+		return ast.WalkContinue, nil
+	})
+	return why
+}
+
+// cappedWriter keeps what is written up to limit bytes; past it, it
+// keeps nothing more, fails every write, and says so (over).
+type cappedWriter struct {
+	buf   bytes.Buffer
+	limit int
+	over  bool
+}
+
+func (w *cappedWriter) Write(p []byte) (int, error) {
+	if w.over || w.buf.Len()+len(p) > w.limit {
+		w.over = true
+		return 0, errOutputCap
+	}
+	return w.buf.Write(p)
+}
+
+var errOutputCap = errors.New("console: the document's HTML passed its cap")
 
 // safeRenderer overrides goldmark's renderers of what could run script
 // or load something: raw HTML, links, autolinks and images.

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/agentwork/agentwork/tools/memory"
 )
 
 // tagRe is one tag as the safe renderer writes them: a name, attributes
@@ -16,7 +18,7 @@ var (
 // allowedTags are the elements a document may become, with the
 // attributes each may carry.
 var allowedTags = map[string]map[string]bool{
-	"p": {}, "h1": {}, "h2": {}, "h3": {}, "h4": {}, "h5": {}, "h6": {}, "hr": {}, "br": {},
+	"p": {"class": true}, "h1": {}, "h2": {}, "h3": {}, "h4": {}, "h5": {}, "h6": {}, "hr": {}, "br": {},
 	"ul": {}, "ol": {"start": true}, "li": {}, "blockquote": {}, "em": {}, "strong": {}, "del": {},
 	"code": {"class": true}, "pre": {"class": true}, "span": {"class": true},
 	"a":     {"href": true, "title": true, "rel": true, "class": true},
@@ -165,4 +167,63 @@ func TestSafeURL(t *testing.T) {
 			t.Errorf("safeURL(%q) = %v, want %v", u, got, want)
 		}
 	}
+}
+
+// tableBomb is a document of memory.MaxDoc bytes whose 2,000-column
+// header makes goldmark pad each of its thousands of empty rows to 2,000
+// cells: hundreds of MB of HTML when rendered.
+func tableBomb() string {
+	c := 2000
+	doc := "|" + strings.Repeat("a|", c) + "\n|" + strings.Repeat("-|", c) + "\n"
+	return doc + strings.Repeat("|\n", (memory.MaxDoc-len(doc))/2)
+}
+
+// A document that would render out of all proportion to its size (a
+// table too wide or too long, nesting too deep, output past the cap) is
+// shown as its source, escaped, with a note saying why.
+func TestMarkdownBounded(t *testing.T) {
+	t.Parallel()
+	wide := "|" + strings.Repeat("a|", 65) + "\n|" + strings.Repeat("-|", 65) + "\n|x|\n"
+	long := "|a|b|\n|-|-|\n" + strings.Repeat("|x|y|\n", 5001)
+	for name, in := range map[string]string{
+		"table bomb":     tableBomb(),
+		"65 columns":     wide,
+		"10,002 cells":   long,
+		"33 quotes deep": strings.Repeat(">", 33) + " x",
+		"32k quotes":     strings.Repeat(">", memory.MaxDoc),
+		"33 lists deep":  nestedList(33),
+		"emphasis":       strings.Repeat("*a_", 10000),
+		"open links":     strings.Repeat("[a](", 8000),
+	} {
+		out := string(markdown(in))
+		if len(out) > 2<<20 {
+			t.Errorf("%s: %d bytes of HTML from %d of Markdown, want at most 2 MiB", name, len(out), len(in))
+		}
+		if name == "emphasis" || name == "open links" {
+			continue // text, in bounds: rendered
+		}
+		if !strings.Contains(out, `<pre class="text">`) || !strings.Contains(out, "shown as its source") {
+			t.Errorf("%s: not shown as source with a note:\n%s", name, cut(out, 300))
+		}
+		checkSafe(t, name, out)
+	}
+	// Output past the cap (max(1 MiB, 16× the input) in markdown) is
+	// dropped for the source.
+	if out := string(markdownCapped("# big\n\n"+strings.Repeat("word ", 100), 200)); !strings.Contains(out, "shown as its source") || strings.Contains(out, "<h1>") {
+		t.Errorf("past the cap = \n%s\nwant the source with a note", out)
+	}
+	// Within the bounds a table and nesting still render.
+	ok := "|" + strings.Repeat("a|", 64) + "\n|" + strings.Repeat("-|", 64) + "\n|x|\n\n" + strings.Repeat(">", 30) + " deep"
+	if out := string(markdown(ok)); !strings.Contains(out, "<table>") || strings.Count(out, "<blockquote>") != 30 || strings.Contains(out, "shown as its source") {
+		t.Errorf("a 64-column table and 30 quotes = \n%s\nwant them rendered", cut(out, 300))
+	}
+}
+
+// nestedList is a list n levels deep.
+func nestedList(n int) string {
+	var b strings.Builder
+	for i := range n {
+		b.WriteString(strings.Repeat("  ", i) + "- x\n")
+	}
+	return b.String()
 }

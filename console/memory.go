@@ -73,11 +73,15 @@ type memoryDocPage struct {
 	// Source shows the text as it is (?view=source) instead of its
 	// Markdown rendered (markdown.go says what is not rendered).
 	Source bool
+	// AdminOnly: the document is the heartbeat's checklist, which only
+	// the admin changes in the console (api.RefuseChecklistChange).
+	AdminOnly bool
 }
 
 func (h *handler) memoryDoc(w http.ResponseWriter, r *http.Request, v *view) {
 	q := r.URL.Query()
 	p := memoryDocPage{Name: r.PathValue("doc"), Edit: q.Get("edit") != "", Source: q.Get("view") == "source"}
+	p.AdminOnly = memory.IsChecklist(p.Name)
 	v.Title, v.Nav = "Memory: "+p.Name, "memory"
 	if code, ok := h.readDoc(w, r, v, &p); !ok {
 		h.render(w, code, "error", v)
@@ -149,8 +153,8 @@ func (h *handler) saveMemory(w http.ResponseWriter, r *http.Request, ss *session
 		return
 	}
 	// Refused: the editor again, nothing lost.
-	v := &view{Who: ss.who, Write: ss.write, CSRF: ss.csrf, Path: r.URL.Path, Nav: "memory", Title: "Memory: " + name}
-	p := memoryDocPage{Name: name, Edit: true, Text: text, Revision: rev}
+	v := &view{Who: ss.who, Write: ss.write, Admin: ss.cred == "", CSRF: ss.csrf, Path: r.URL.Path, Nav: "memory", Title: "Memory: " + name}
+	p := memoryDocPage{Name: name, Edit: true, Text: text, Revision: rev, AdminOnly: memory.IsChecklist(name)}
 	code := status(err)
 	if code == http.StatusPreconditionFailed {
 		p.Conflict, p.Mine = true, text

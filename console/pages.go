@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -366,7 +367,10 @@ func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, v *view) {
 			v.Error = "The history could not be read: " + err.Error()
 		}
 		p.History = hist.Runs
-		p.Checklist = new(h.heartbeatChecklist(r.Context()))
+		p.Checklist = new(h.heartbeatChecklist(r.Context(), v.Admin))
+		if !v.Admin && hb.Checklist != "" {
+			hb.Checklist = filepath.Base(hb.Checklist)
+		}
 	case status(err) != http.StatusNotFound:
 		v.Error = "The heartbeat could not be read: " + err.Error()
 	}

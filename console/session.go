@@ -302,6 +302,7 @@ func (s *sessions) write(ctx context.Context, key string, rec record, rev uint64
 
 // setFlash leaves msg for the next page of r's session.
 func (s *sessions) setFlash(r *http.Request, msg string) {
+	msg = cut(msg, maxFlash)
 	id := cookieOf(r)
 	if id == "" {
 		return
@@ -322,6 +323,11 @@ func (s *sessions) setFlash(r *http.Request, msg string) {
 		s.log.Warn("console: a session's message", zap.Error(err))
 	}
 }
+
+// maxFlash bounds a flash message, in characters: it may echo what a
+// user sent, and it is kept in the session's record (at most
+// bus.ConsoleSessionMaxSize).
+const maxFlash = 600
 
 // end removes r's session from the bus.
 func (s *sessions) end(r *http.Request) error {

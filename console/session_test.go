@@ -364,3 +364,20 @@ func TestSessionBusDown(t *testing.T) {
 		}
 	}
 }
+
+// A refused form's message echoes the user's input cut short: a
+// session's record stays small.
+func TestFlashCut(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	op := f.browser(t).login(opToken)
+	long := strings.Repeat("9x", 70<<10) // near maxForm
+	got := op.do("POST", "/jobs/new", url.Values{"csrf": {op.csrf}, "revision": {long}})
+	if got.status != http.StatusSeeOther {
+		t.Fatalf("a form with a bad revision = %d:\n%s", got.status, got.body)
+	}
+	p := op.do("GET", got.header.Get("Location"), nil)
+	if !strings.Contains(p.body, "is not a number") || strings.Contains(p.body, strings.Repeat("9x", 1000)) {
+		t.Errorf("the message is missing or not cut:\n%s", p.body[:min(len(p.body), 3000)])
+	}
+}

@@ -58,16 +58,25 @@ func parseChecklistFile(path string, data []byte) (c Checklist, status, detail s
 }
 
 // readChecklistFile reads the checklist file path: its bytes and its
-// revision (fileRevision of all its bytes; "" when it does not exist).
-// status is checklistMissing, with detail saying why, when it cannot be
-// read or is larger than MaxChecklistBytes (then data is nil and the
-// revision is still that of the whole file, so a write may replace it).
+// revision (fileRevision of its bytes; "" when it does not exist). status
+// is checklistMissing, with detail saying why, when it cannot be read, is
+// no regular file (a device or a FIFO is never read: it could be endless
+// or block), or is larger than MaxChecklistBytes: then data is nil, the
+// file is read no further than the cap, and the revision is
+// bigFileRevision's, so a write may still replace it.
 func readChecklistFile(path string) (data []byte, rev, status, detail string) {
-	f, err := os.Open(path)
+	fi, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, "", checklistMissing, fmt.Sprintf("%s does not exist: create it (see examples/quickstart/HEARTBEAT.md) or set heartbeat.checklist", path)
 		}
+		return nil, "", checklistMissing, fmt.Sprintf("cannot read %s: %v", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, "", checklistMissing, fmt.Sprintf("%s is not a regular file (%s): point heartbeat.checklist at a Markdown file", path, fi.Mode().Type())
+	}
+	f, err := os.Open(path)
+	if err != nil {
 		return nil, "", checklistMissing, fmt.Sprintf("cannot read %s: %v", path, err)
 	}
 	defer f.Close()
@@ -76,14 +85,22 @@ func readChecklistFile(path string) (data []byte, rev, status, detail string) {
 		return nil, "", checklistMissing, fmt.Sprintf("cannot read %s: %v", path, err)
 	}
 	if len(data) > MaxChecklistBytes {
-		sum := sha256.New()
-		sum.Write(data)
-		if _, err := io.Copy(sum, f); err != nil {
+		if fi, err = f.Stat(); err != nil {
 			return nil, "", checklistMissing, fmt.Sprintf("cannot read %s: %v", path, err)
 		}
-		return nil, hex.EncodeToString(sum.Sum(nil))[:revisionHex], checklistMissing, fmt.Sprintf("%s is larger than %d KiB: shorten it", path, MaxChecklistBytes>>10)
+		return nil, bigFileRevision(data, fi), checklistMissing, fmt.Sprintf("%s is larger than %d KiB: shorten it", path, MaxChecklistBytes>>10)
 	}
 	return data, fileRevision(data), "", ""
+}
+
+// bigFileRevision is the revision of a file larger than the cap: of its
+// first bytes read (head), its size and its modification time, so it is
+// never read to its end.
+func bigFileRevision(head []byte, fi fs.FileInfo) string {
+	sum := sha256.New()
+	sum.Write(head)
+	fmt.Fprintf(sum, "\x00%d\x00%d", fi.Size(), fi.ModTime().UnixNano())
+	return hex.EncodeToString(sum.Sum(nil))[:revisionHex]
 }
 
 // revisionHex is the length of a checklist file's revision.
@@ -155,14 +172,12 @@ func (h *Heartbeat) memoryChecklist(ctx context.Context) (d memory.Doc, status, 
 
 // seedChecklist copies the checklist file into the memory document that
 // was never written, once (a create: of instances that race, one writes
-// and the others read what it wrote).
+// and the others read what it wrote). Only a run (and a write) seeds:
+// a read shows the file instead (fileForMemory).
 func (h *Heartbeat) seedChecklist(ctx context.Context) (d memory.Doc, status, detail string, err error) {
-	data, err := os.ReadFile(h.checklist)
-	if errors.Is(err, fs.ErrNotExist) {
-		return d, checklistMissing, fmt.Sprintf("the checklist in memory is empty and %s, which would fill it, does not exist: write it with agentwork memory edit checklist", h.checklist), nil
-	}
-	if err != nil {
-		return d, checklistMissing, fmt.Sprintf("the checklist in memory is empty and %s cannot be read: %v", h.checklist, err), nil
+	data, status, detail := h.fileForMemory()
+	if status != "" {
+		return d, status, detail, nil
 	}
 	var none uint64
 	d, err = h.memory.Put(ctx, memory.Checklist, string(data), "heartbeat: copied from "+filepath.Base(h.checklist), &none)
@@ -175,4 +190,24 @@ func (h *Heartbeat) seedChecklist(ctx context.Context) (d memory.Doc, status, de
 		h.log.Info("checklist copied into memory", zap.String("from", h.checklist), zap.Uint64("revision", d.Revision))
 	}
 	return d, "", "", err
+}
+
+// fileForMemory reads the file that fills the checklist in memory never
+// written (bounded as readChecklistFile); status checklistMissing, with
+// what to do, when it cannot.
+func (h *Heartbeat) fileForMemory() (data []byte, status, detail string) {
+	data, _, status, detail = readChecklistFile(h.checklist)
+	switch {
+	case status == "":
+		return data, "", ""
+	case errors.Is(statErr(h.checklist), fs.ErrNotExist):
+		return nil, checklistMissing, fmt.Sprintf("the checklist in memory is empty and %s, which would fill it, does not exist: write it with agentwork memory edit checklist", h.checklist)
+	}
+	return nil, checklistMissing, "the checklist in memory is empty and its file cannot fill it: " + detail
+}
+
+// statErr is os.Stat's error for path.
+func statErr(path string) error {
+	_, err := os.Stat(path)
+	return err
 }

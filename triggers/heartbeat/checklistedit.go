@@ -62,8 +62,10 @@ type ChecklistView struct {
 }
 
 // Checklist reads the checklist as the next run would: from the file, or
-// from the memory document (filled from the file the first time, as a
-// run fills it). An error is the memory's (503: retry).
+// from the memory document; a document never written shows the file's
+// text that the next run fills it with (without writing it: only runs
+// and writes do), with no revision. An error is the memory's (503:
+// retry).
 func (h *Heartbeat) Checklist(ctx context.Context) (ChecklistView, error) {
 	v := h.checklistView(SourceFile)
 	if !h.cfg.ChecklistInMemory {
@@ -76,13 +78,25 @@ func (h *Heartbeat) Checklist(ctx context.Context) (ChecklistView, error) {
 		return v, nil
 	}
 	v = h.checklistView(SourceMemory)
-	d, status, detail, err := h.memoryChecklist(ctx)
-	if err != nil {
-		return ChecklistView{}, err
-	}
-	if status != "" {
-		v.Status, v.Detail = status, detail
+	d, err := h.memory.Read(ctx, memory.Checklist)
+	if errors.Is(err, memory.ErrNotFound) {
+		// Never written: the file that the next run fills it from, as
+		// it is; nothing is written by a read.
+		data, status, detail := h.fileForMemory()
+		if status != "" {
+			v.Status, v.Detail = status, detail
+			return v, nil
+		}
+		v.setText(string(data))
+		v.Detail = "not in memory yet: will be filled from " + filepath.Base(h.checklist) + " at the next run (or by a write)"
+		if v.Items == 0 {
+			v.Status = checklistEmpty
+			v.Detail = fmt.Sprintf("%s, which will fill the checklist in memory at the next run, has no items (only headings, comments or empty list items)", h.checklist)
+		}
 		return v, nil
+	}
+	if err != nil {
+		return ChecklistView{}, fmt.Errorf("read the checklist from memory: %w", err)
 	}
 	v.memoryDoc(d)
 	return v, nil

@@ -2,6 +2,7 @@ package heartbeat_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,7 +10,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
@@ -223,8 +226,8 @@ func TestChecklistHTTPFileTooLarge(t *testing.T) {
 	}
 }
 
-// A checklist in memory: GET fills the document from the file as a run
-// would; a PUT is the store's compare-and-set, by the caller, and the next
+// A checklist in memory: GET shows the file that will fill the document
+// (writing nothing); a PUT is the store's compare-and-set, by the caller, and the next
 // run uses it.
 func TestChecklistHTTPMemory(t *testing.T) {
 	t.Parallel()
@@ -247,17 +250,17 @@ func TestChecklistHTTPMemory(t *testing.T) {
 	c := serveRoutes(t, h)
 
 	got := c.do("GET", "")
-	if v := got.view; got.status != 200 || v.Source != "memory" || v.Document != "checklist" || v.Text != checklistText || v.Revision != "1" || v.Items != 1 ||
-		got.header.Get("ETag") != `"1"` || v.By == "" {
-		t.Fatalf("GET = %d %+v", got.status, got.view)
+	if v := got.view; got.status != 200 || v.Source != "memory" || v.Document != "checklist" || v.Text != checklistText || v.Revision != "" || v.Items != 1 ||
+		got.header.Get("ETag") != "" || !strings.Contains(v.Detail, "will be filled from HEARTBEAT.md") {
+		t.Fatalf("GET = %d %+v, want the file's text, to fill the document at the next run", got.status, got.view)
 	}
 	// The agent changes it meanwhile.
 	if _, err := mem.Put(t.Context(), memory.Checklist, "- [ ] the agent's\n", "agent", nil); err != nil {
 		t.Fatal(err)
 	}
-	got = c.do("PUT", "- [ ] mine\n", "If-Match", `"1"`)
-	if got.status != http.StatusPreconditionFailed || !strings.Contains(got.problem.Detail, "revision 2") {
-		t.Errorf("PUT at a stale revision = %d %+v, want 412 naming revision 2", got.status, got.problem)
+	got = c.do("PUT", "- [ ] mine\n", "If-None-Match", "*")
+	if got.status != http.StatusPreconditionFailed || !strings.Contains(got.problem.Detail, "revision 1") {
+		t.Errorf("PUT at a stale revision = %d %+v, want 412 naming revision 1", got.status, got.problem)
 	}
 	if d, _ := mem.Read(t.Context(), memory.Checklist); d.Text != "- [ ] the agent's\n" {
 		t.Fatalf("the refused PUT changed the document: %q", d.Text)
@@ -265,18 +268,18 @@ func TestChecklistHTTPMemory(t *testing.T) {
 	if got := c.do("PUT", "- [ ] mine\n", "If-Match", "abc"); got.status != http.StatusBadRequest || !strings.Contains(got.problem.Detail, "ETag") {
 		t.Errorf("PUT at a file's kind of revision = %d %+v, want 400", got.status, got.problem)
 	}
-	got = c.do("PUT", "- [ ] Check the mail queue\n", "If-Match", `"2"`)
-	if got.status != 200 || got.view.Revision != "3" || got.view.Items != 1 || got.header.Get("ETag") != `"3"` {
+	got = c.do("PUT", "- [ ] Check the mail queue\n", "If-Match", `"1"`)
+	if got.status != 200 || got.view.Revision != "2" || got.view.Items != 1 || got.header.Get("ETag") != `"2"` {
 		t.Fatalf("PUT at the right revision = %d %+v %+v", got.status, got.view, got.problem)
 	}
 	if d, _ := mem.Read(t.Context(), memory.Checklist); d.Text != "- [ ] Check the mail queue\n" || d.By != "http" {
 		t.Errorf("the document after PUT = %q by %q", d.Text, d.By)
 	}
-	if p := wakeAndPrompt(t, h, s, m, 1); !strings.Contains(p, "Check the mail queue") || !strings.Contains(p, "revision 3") {
+	if p := wakeAndPrompt(t, h, s, m, 1); !strings.Contains(p, "Check the mail queue") || !strings.Contains(p, "revision 2") {
 		t.Errorf("the next run's prompt lacks the new checklist:\n%s", p)
 	}
 	big := strings.Repeat("x", memory.MaxDoc+1)
-	if got := c.do("PUT", big, "If-Match", `"3"`); got.status != http.StatusRequestEntityTooLarge {
+	if got := c.do("PUT", big, "If-Match", `"2"`); got.status != http.StatusRequestEntityTooLarge {
 		t.Errorf("PUT larger than a memory document = %d %+v, want 413", got.status, got.problem)
 	}
 }
@@ -309,5 +312,125 @@ func TestChecklistHTTPAuth(t *testing.T) {
 	}
 	if got := c.do("PUT", "- [ ] x\n", "If-Match", rev); got.status != 200 {
 		t.Errorf("PUT with the admin token = %d %+v", got.status, got.problem)
+	}
+}
+
+// A console session of a credential (console: write) may not change the
+// checklist (the heartbeat runs it with the operator's tools and
+// targets): 403, nothing written. The admin's session may; so may an MCP
+// caller (its grant's kind jobs covers the checklist).
+func TestChecklistHTTPConsoleCredential(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "HEARTBEAT.md")
+	writeChecklist(t, dir, checklistText)
+	h := newHeartbeat(t, b, heartbeat.Config{}, clock.NewFake(nextYear), dir)
+	as := func(a api.Actor) checklistAPI {
+		mux := http.NewServeMux()
+		h.Routes(mux)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mux.ServeHTTP(w, r.WithContext(api.WithActor(r.Context(), a)))
+		}))
+		t.Cleanup(srv.Close)
+		return checklistAPI{t: t, url: srv.URL}
+	}
+	cred := as(api.Actor{Via: "console", Name: "ops", Credential: "ops"})
+	rev := cred.do("GET", "").view.Revision
+	got := cred.do("PUT", "- [ ] x\n", "If-Match", rev)
+	if got.status != http.StatusForbidden || !strings.Contains(got.problem.Detail, "only the admin") {
+		t.Errorf("PUT from a credential's console session = %d %+v, want 403 saying only the admin", got.status, got.problem)
+	}
+	if f := readFile(t, path); f != checklistText {
+		t.Fatalf("a refused PUT changed the file: %q", f)
+	}
+	got = as(api.Actor{Via: "console", Name: "admin"}).do("PUT", "- [ ] by the admin\n", "If-Match", rev)
+	if got.status != 200 || readFile(t, path) != "- [ ] by the admin\n" {
+		t.Fatalf("PUT from the admin's console session = %d %+v", got.status, got.problem)
+	}
+	got = as(api.Actor{Via: "mcp", Name: "ops", Credential: "ops"}).do("PUT", "- [ ] by mcp\n", "If-Match", got.view.Revision)
+	if got.status != 200 || readFile(t, path) != "- [ ] by mcp\n" {
+		t.Errorf("PUT through MCP = %d %+v, want 200 (its grant's kind jobs decides)", got.status, got.problem)
+	}
+}
+
+// Reading a checklist in memory that was never written writes nothing:
+// it shows the file's text, to be filled in at the next run, and no
+// revision (a PUT creates it with If-None-Match: *). The next run fills
+// it.
+func TestChecklistReadDoesNotSeed(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	dir := t.TempDir()
+	writeChecklist(t, dir, checklistText)
+	mem, err := memory.New(b, memory.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := heartbeat.New(b, heartbeat.Config{ChecklistInMemory: true}, heartbeat.WithBaseDir(dir), heartbeat.WithMemory(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := h.Checklist(t.Context())
+	if err != nil || v.Text != checklistText || v.Revision != "" || v.Items != 1 || v.Status != "" || !strings.Contains(v.Detail, "will be filled from HEARTBEAT.md at the next run") {
+		t.Fatalf("Checklist() = %+v, %v; want the file's text, no revision, and that it will be filled at the next run", v, err)
+	}
+	if d, err := mem.Read(t.Context(), memory.Checklist); !errors.Is(err, memory.ErrNotFound) {
+		t.Fatalf("a read wrote the document: %+v %v", d, err)
+	}
+	if _, name, _, _, err := h.ChecklistNow(t.Context()); err != nil || name != "HEARTBEAT.md in your memory, revision 1" {
+		t.Errorf("the run's read = %q %v, want it filled at revision 1", name, err)
+	}
+}
+
+// A file past the cap is read only to the cap: its revision is made of
+// what was read, its size and time, so a write may still replace it. A
+// symlink to /dev/zero or a FIFO is refused at once, never read to its
+// end (or waited on).
+func TestChecklistFileBounded(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, heartbeat.DefaultChecklist)
+	h := newHeartbeat(t, b, heartbeat.Config{}, clock.NewFake(nextYear), dir)
+	read := func() heartbeat.ChecklistView {
+		t.Helper()
+		got := make(chan heartbeat.ChecklistView, 1)
+		go func() {
+			v, _ := h.Checklist(t.Context())
+			got <- v
+		}()
+		select {
+		case v := <-got:
+			return v
+		case <-time.After(20 * time.Second):
+			t.Fatal("reading the checklist hangs")
+			return heartbeat.ChecklistView{}
+		}
+	}
+	writeChecklist(t, dir, strings.Repeat("x", heartbeat.MaxChecklistBytes+1))
+	v := read()
+	if v.Status != "missing" || !hexRevision.MatchString(v.Revision) || !strings.Contains(v.Detail, "larger than") {
+		t.Errorf("a file past the cap = %+v", v)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/dev/zero"); err == nil {
+		if err := os.Symlink("/dev/zero", path); err != nil {
+			t.Fatal(err)
+		}
+		if v := read(); v.Status != "missing" || v.Revision != "" || !strings.Contains(v.Detail, "not a regular file") {
+			t.Errorf("a symlink to /dev/zero = %+v, want missing: not a regular file", v)
+		}
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	if v := read(); v.Status != "missing" || !strings.Contains(v.Detail, "not a regular file") {
+		t.Errorf("a FIFO = %+v, want missing: not a regular file", v)
 	}
 }

@@ -62,6 +62,9 @@ func (h *Heartbeat) httpChecklist(w http.ResponseWriter, r *http.Request) {
 // blind write would silently drop a change made meanwhile; asking for the
 // revision costs a script one GET.
 func (h *Heartbeat) httpPutChecklist(w http.ResponseWriter, r *http.Request) {
+	if api.RefuseChecklistChange(w, r) {
+		return
+	}
 	im := strings.TrimSpace(r.Header.Get("If-Match"))
 	create := im == "" && strings.TrimSpace(r.Header.Get("If-None-Match")) == "*" // only while there is none
 	rev := strings.Trim(strings.TrimPrefix(im, "W/"), `"`)
