@@ -48,9 +48,10 @@ type record struct {
 	// Cred names the credential logged in with: api.AdminName or a
 	// webhook token's name. Its grant is looked up at every request.
 	Cred string `json:"cred"`
-	// Token is HMAC-SHA256, under the fingerprint key, of the SHA-256 of
-	// the token logged in with (hex): the session lives while that token
-	// is still the credential's.
+	// Token is HMAC-SHA256, under the fingerprint key, of the session's
+	// bus key and the SHA-256 of the token logged in with (hex): the
+	// session lives while that token is still the credential's, and the
+	// record is good under its own key only (a copy under another fails).
 	Token   string    `json:"token"`
 	Created time.Time `json:"created"`
 	// Seen is the last request, written at most every refreshEvery.
@@ -134,13 +135,16 @@ func (s *sessions) kv() jetstream.KeyValue { return s.srv.Bus().ConsoleSessions 
 // unavailable wraps an error of the bus.
 func unavailable(err error) error { return fmt.Errorf("console: the sessions on the bus: %w", err) }
 
-// fingerprint is the keyed fingerprint of a token's SHA-256.
-func (s *sessions) fingerprint(ctx context.Context, sum [sha256.Size]byte) (string, error) {
+// fingerprint is the keyed fingerprint of a token's SHA-256 for the
+// session kept under the bus key at.
+func (s *sessions) fingerprint(ctx context.Context, at string, sum [sha256.Size]byte) (string, error) {
 	key, err := s.key(ctx)
 	if err != nil {
 		return "", err
 	}
 	m := hmac.New(sha256.New, key)
+	m.Write([]byte(at))
+	m.Write([]byte{0})
 	m.Write(sum[:])
 	return hex.EncodeToString(m.Sum(nil)), nil
 }
@@ -196,7 +200,8 @@ func (s *sessions) expired(rec record, now time.Time) bool {
 func (s *sessions) create(ctx context.Context, cred string, tokenSum [sha256.Size]byte) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, busTimeout)
 	defer cancel()
-	fp, err := s.fingerprint(ctx, tokenSum)
+	id := randomToken()
+	fp, err := s.fingerprint(ctx, keyOf(id), tokenSum)
 	if err != nil {
 		return "", err
 	}
@@ -206,7 +211,6 @@ func (s *sessions) create(ctx context.Context, cred string, tokenSum [sha256.Siz
 	if err != nil {
 		return "", err
 	}
-	id := randomToken()
 	if _, err := s.kv().Create(ctx, keyOf(id), data, jetstream.KeyTTL(s.ttl(rec, now))); err != nil {
 		return "", unavailable(err)
 	}
@@ -249,7 +253,7 @@ func (s *sessions) get(r *http.Request, take bool) (*session, ended, error) {
 	}
 	c, sum, ok := s.srv.Credential(rec.Cred)
 	if ok {
-		fp, err := s.fingerprint(ctx, sum)
+		fp, err := s.fingerprint(ctx, key, sum)
 		if err != nil {
 			return nil, endedNone, err
 		}

@@ -381,3 +381,27 @@ func TestFlashCut(t *testing.T) {
 		t.Errorf("the message is missing or not cut:\n%s", p.body[:min(len(p.body), 3000)])
 	}
 }
+
+// A session's record is bound to its own key: someone who can write the
+// sessions bucket (but knows no token and no fingerprint key) cannot copy
+// the admin's record under the key of a cookie they choose.
+func TestSessionRecordCopiedElsewhereIsRefused(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	in := startInstance(t, b, adminToken, ops)
+	admin := loginAt(t, in, adminToken)
+	e, err := b.ConsoleSessions.Get(t.Context(), sessionKey(admin.cookie))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := &client{t: t, cookie: "a-cookie-of-the-attackers-choosing-0123456789"}
+	if _, err := b.ConsoleSessions.Put(t.Context(), sessionKey(forged.cookie), e.Value()); err != nil {
+		t.Fatal(err)
+	}
+	if p := forged.do(in, "GET", "/", nil); p.status == http.StatusOK {
+		t.Errorf("a copy of the admin's session record under another cookie's key opens the overview (%d)", p.status)
+	}
+	if p := admin.do(in, "GET", "/", nil); p.status != http.StatusOK {
+		t.Errorf("the admin's own session = %d, want 200", p.status)
+	}
+}
