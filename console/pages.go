@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/agentwork/usage"
+	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 )
@@ -128,6 +130,15 @@ type overview struct {
 	Failed      int
 	FailedErr   string
 	Waiting     int // approvals pending; -1 when the server runs none
+	// TokensToday are the model tokens of today's runs (UTC), per model.
+	TokensToday []usage.Record
+	TokensTotal int64
+	TokensErr   string
+	// Budgets counts the daily token budgets; Watch are those paused by
+	// their budget or at 80% of it or more.
+	Budgets    int
+	Watch      []budgetRow
+	BudgetsErr string
 }
 
 type part struct{ Name, State string }
@@ -182,6 +193,27 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request, v *view) {
 	}
 	o.Failed = len(dl.Deliveries)
 	o.Waiting = h.pendingCount(r)
+
+	// Today's tokens against the budgets (the usage page has the detail).
+	var today api.UsageReply
+	if err := h.call(ctx, http.MethodGet, "/v1/usage?"+url.Values{"since": {"1d"}, "by": {"day,model"}}.Encode(), nil, &today, nil); err != nil {
+		o.TokensErr = err.Error()
+	}
+	day := h.now().UTC().Format(time.DateOnly)
+	for _, rec := range today.Usage {
+		if rec.Day == day {
+			o.TokensToday = append(o.TokensToday, rec)
+			o.TokensTotal += rec.Total()
+		}
+	}
+	var budgets []budgetRow
+	budgets, o.BudgetsErr = h.budgets(r)
+	o.Budgets = len(budgets)
+	for _, b := range budgets {
+		if b.Paused || b.Reason != "" || b.Percent >= 80 {
+			o.Watch = append(o.Watch, b)
+		}
+	}
 	v.Title, v.Nav, v.Data = "Overview", "overview", o
 	h.render(w, http.StatusOK, "overview", v)
 }

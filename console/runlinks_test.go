@@ -1,11 +1,13 @@
 package console_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/agentwork/usage"
 	"github.com/agentwork/agentwork/bus"
 )
 
@@ -36,5 +38,39 @@ func TestRunPageLinksItsWorkflowRunAndApprovals(t *testing.T) {
 	}
 	if strings.Contains(got.body, evil) {
 		t.Error("an approval's comment is not escaped")
+	}
+}
+
+// The overview shows today's tokens by model and the budgets near their
+// limit or paused by it, each linking to the list behind it.
+func TestOverviewTokensAgainstBudgets(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now().UTC()
+	for _, r := range []usage.Record{
+		{Day: now.Format(time.DateOnly), Source: "cron", Name: "nightly", Model: "gpt-<b>", Runs: 1, InputTokens: 1200, OutputTokens: 34},
+		{Day: now.AddDate(0, 0, -1).Format(time.DateOnly), Source: "cron", Name: "nightly", Model: "old", Runs: 1, InputTokens: 9000},
+	} {
+		raw, _ := json.Marshal(r)
+		if _, err := f.b.Usage.Put(t.Context(), usage.Key(r.Day, r.Source, r.Name, r.Model), raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := f.browser(t).login(viewerToken)
+	got := b.do("GET", "/", nil)
+	if got.status != 200 {
+		t.Fatalf("GET / = %d:\n%s", got.status, got.body)
+	}
+	for _, want := range []string{
+		`<a href="/usage" id="tokens-today"><span class="num">1.2k</span> tokens today (UTC): gpt-&lt;b&gt; 1.2k</a>`,
+		`2 daily budgets: <a href="/usage#budgets">budgets</a>`,
+		`<a href="/jobs#job-nightly">nightly</a>: 900 of 1k (90%) — <span class="paused">paused by its budget</span>`,
+	} {
+		if !strings.Contains(got.body, want) {
+			t.Errorf("the overview lacks %q:\n%s", want, got.body)
+		}
+	}
+	if strings.Contains(got.body, `href="/heartbeat">heartbeat</a>: 1.2k`) {
+		t.Error("the heartbeat's budget (24% used) is listed as near its limit")
 	}
 }
