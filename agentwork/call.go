@@ -25,6 +25,7 @@ func (r *Runner) callModel(ctx context.Context, run *Run, pol Policy, set Settin
 	if err != nil {
 		return Output{}, err
 	}
+	provider = recordedModel{p: provider, r: r, run: run}
 	timeout := set.Timeout
 	mctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

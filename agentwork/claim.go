@@ -70,6 +70,11 @@ type checkpoint struct {
 	// Approvals are the decided approvals of the run's gated calls so
 	// far, for its event.
 	Approvals []CallApproval `json:"approvals,omitempty"`
+	// ModelCalls are the run's model calls so far, for its event (see
+	// modelCalls): with Conversation, or alone after a try that failed
+	// before it kept one.
+	ModelCalls        []ModelCall `json:"model_calls,omitempty"`
+	ModelCallsOmitted int         `json:"model_calls_omitted,omitempty"`
 }
 
 func claimKey(requestID string) string { return "run." + requestID }

@@ -66,6 +66,7 @@ func (j claimJournal) Save(ctx context.Context, s tools.State) error {
 	cp := &checkpoint{Conversation: p, Flush: j.flush}
 	if j.run != nil {
 		cp.Approvals = slices.Clone(j.run.approvals)
+		cp.ModelCalls, cp.ModelCallsOmitted = slices.Clone(j.run.calls.List), j.run.calls.Omitted
 	}
 	if err := j.held.save(ctx, j.r, j.requestID, cp, j.lease); err != nil {
 		return fmt.Errorf("%w: %w", errCheckpoint, err)

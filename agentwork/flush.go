@@ -118,6 +118,7 @@ func (r *Runner) flush(ctx, tctx context.Context, run *Run, p model.Provider, re
 		return out, nil
 	}
 	j.flush = fm
+	run.flushing = true // its model calls are the flush's
 	// notify_user sends nothing from here on: the flush is silent.
 	fctx := tools.WithDelivery(tctx, &tools.Delivery{Mode: tools.DeliveryNone})
 	// Keep the flush's state before its first model call: a run cut short

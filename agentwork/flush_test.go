@@ -153,6 +153,13 @@ func TestMemoryFlush(t *testing.T) {
 			if want := (model.Usage{InputTokens: 600, OutputTokens: 31}); res.Usage == nil || *res.Usage != want {
 				t.Errorf("usage = %+v, want %+v (the work's and the flush's)", res.Usage, want)
 			}
+			var flags []bool
+			for _, c := range res.ModelCalls {
+				flags = append(flags, c.Flush)
+			}
+			if fmt.Sprint(flags) != "[false true true]" {
+				t.Errorf("model calls flagged as the flush's: %v, want [false true true] (the work's, then the flush's two)", flags)
+			}
 		})
 	}
 }

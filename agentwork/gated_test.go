@@ -212,6 +212,10 @@ func TestGatedCallParksAndRunsOnceApproved(t *testing.T) {
 	if ap := ev.Run.Approvals; len(ap) != 1 || ap[0].ID != a.ID || ap[0].Verdict != "approve" || ap[0].By != "telegram:123" || ap[0].Tool != "append" {
 		t.Errorf("event approvals = %+v, want %s approved by telegram:123", ap, a.ID)
 	}
+	// The model call before the run parked is listed, from its checkpoint.
+	if mc := ev.Run.ModelCalls; len(mc) != 2 || mc[0].ToolCalls != 1 || mc[1].ToolCalls != 0 {
+		t.Errorf("event model calls = %+v, want the one that asked for append, then the one after it", mc)
+	}
 	sent := w.phone.waitSent(t, 2)
 	if last := sent[len(sent)-1]; last.Text != "all done" {
 		t.Errorf("delivered %q, want the model's reply", last.Text)

@@ -93,21 +93,21 @@ func callsNote(made, listed, dropped int) string {
 }
 
 // fit cuts res until its JSON takes at most limit bytes, so that its event
-// and the claim that keeps it can be published: first the tool calls it
-// lists, half of them at a time (the first and the last stay), down to
-// none; then the longest of its texts, each cut with a note of what was
-// kept. limit is eventMax, less what the claim keeps beside res.
+// and the claim that keeps it can be published: first the tool calls and
+// the model calls it lists, half of the longer list at a time (the first
+// and the last stay), down to none; then the longest of its texts, each
+// cut with a note of what was kept. limit is eventMax, less what the claim
+// keeps beside res.
 func (r *Runner) fit(run *Run, res *Result, limit int) {
 	size := jsonSize(res)
-	for size > limit && len(res.ToolCalls) > 0 {
-		n := len(res.ToolCalls)
-		made := n + res.ToolCallsOmitted
-		keep := n / 2
-		first := (keep + 1) / 2
-		r.logLeftOut(run, res.ToolCalls[first:n-(keep-first)])
-		res.ToolCalls = append(res.ToolCalls[:first:first], res.ToolCalls[n-(keep-first):]...)
-		res.ToolCallsOmitted += n - keep
-		res.ToolCallsNote = callsNote(made, keep, res.ToolCallsDropped)
+	for size > limit && len(res.ToolCalls)+len(res.ModelCalls) > 0 {
+		if len(res.ModelCalls) == 0 || (len(res.ToolCalls) > 0 && jsonSize(res.ToolCalls) >= jsonSize(res.ModelCalls)) {
+			r.halveToolCalls(run, res)
+		} else {
+			n := len(res.ModelCalls)
+			res.ModelCalls = halve(res.ModelCalls)
+			res.ModelCallsOmitted += n - len(res.ModelCalls)
+		}
 		size = jsonSize(res)
 	}
 	for size > limit {
@@ -127,6 +127,32 @@ func (r *Runner) fit(run *Run, res *Result, limit int) {
 		// Escapes only lengthen the JSON: cutting the excess, and room for
 		// the note, is enough.
 		*p = cutResult(*p, max(len(*p)-(size-limit)-256, 0), why)
-		size = jsonSize(res)
+		was := size
+		if size = jsonSize(res); size >= was {
+			return // the texts are down to their notes: the write says what is too large
+		}
 	}
+}
+
+// halveToolCalls lists half of the tool calls res lists, the first and
+// the last, and logs and counts those it leaves out.
+func (r *Runner) halveToolCalls(run *Run, res *Result) {
+	n := len(res.ToolCalls)
+	made := n + res.ToolCallsOmitted
+	keep := n / 2
+	first := (keep + 1) / 2
+	r.logLeftOut(run, res.ToolCalls[first:n-(keep-first)])
+	res.ToolCalls = halve(res.ToolCalls)
+	res.ToolCallsOmitted += n - keep
+	res.ToolCallsNote = callsNote(made, keep, res.ToolCallsDropped)
+}
+
+// halve returns half of s (rounded down): of those, the first half
+// (rounded up) from its start, the rest from its end, so the first and
+// the last stay.
+func halve[T any](s []T) []T {
+	n := len(s)
+	keep := n / 2
+	first := (keep + 1) / 2
+	return append(s[:first:first], s[n-(keep-first):]...)
 }

@@ -43,6 +43,11 @@ type Run struct {
 	resumed   string
 	parked    string
 	approvals []CallApproval
+
+	// calls are the run's model calls so far (see recordedModel);
+	// flushing says its memory flush is under way.
+	calls    modelCalls
+	flushing bool
 }
 
 // Result is the data of every run event (agentwork.<source>.done|skip|error).
@@ -89,6 +94,17 @@ type Result struct {
 	ToolCallsOmitted int    `json:"tool_calls_omitted,omitempty"`
 	ToolCallsDropped int    `json:"tool_calls_dropped,omitempty"`
 	ToolCallsNote    string `json:"tool_calls_note,omitempty"`
+	// ModelCalls are the run's model calls, in order, each numbered in the
+	// run and with its model, tokens, duration, stop reason and the tool
+	// calls it asked for, or its error; those of its memory flush last (ModelCall.Flush). Those
+	// of a try before a retry, a crash or an approval are listed when the
+	// run went on from the checkpoint that kept them. ModelCallsOmitted
+	// counts the calls left out, so that the event fits the bus's max
+	// payload: those between the first and the last ones it lists (at
+	// most RecordFirst and RecordLast). On every outcome after the model
+	// ran.
+	ModelCalls        []ModelCall `json:"model_calls,omitempty"`
+	ModelCallsOmitted int         `json:"model_calls_omitted,omitempty"`
 	// Flush is the run's memory flush, if one ran (its tool calls are the
 	// last of ToolCalls).
 	Flush *FlushResult `json:"flush,omitempty"`

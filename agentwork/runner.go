@@ -261,6 +261,10 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) (v bus.Verdict) {
 		req = rq
 	}
 	run := &Run{ID: cr.claim.RunID, Request: req, Envelope: ev, Attempt: cr.claim.Attempts, Started: r.now(), resumed: resume}
+	if cp := cr.claim.Checkpoint; cp != nil && cp.Result == nil {
+		// The model calls of the tries before, which its event lists too.
+		run.calls = modelCalls{List: slices.Clone(cp.ModelCalls), Omitted: cp.ModelCallsOmitted}
+	}
 	run.Targets = r.targetsFor(req, pol)
 	run.Overlap = pol.Overlap.Mode
 	held := r.holdClaim(ctx, req.ID, cr.claim, lease)
@@ -339,7 +343,7 @@ func (r *Runner) handle(ctx context.Context, m jetstream.Msg) (v bus.Verdict) {
 		if v.Kind() == bus.VerdictDefer {
 			state = claimDeferred
 		}
-		if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, held.release(), state, ""); err != nil {
+		if err := r.settleClaim(context.WithoutCancel(ctx), req.ID, keepModelCalls(held.release(), run), state, ""); err != nil {
 			log.Warn("release claim", zap.Error(err))
 		}
 		return v
@@ -625,6 +629,7 @@ func (r *Runner) result(run *Run, outcome string) *Result {
 		}
 	}
 	res.Approvals = slices.Clone(run.approvals)
+	res.ModelCalls, res.ModelCallsOmitted = slices.Clone(run.calls.List), run.calls.Omitted
 	return res
 }
 

@@ -3,6 +3,9 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
+
+	"github.com/agentwork/agentwork/api/problem"
 
 	"github.com/agentwork/agentwork/approval"
 
@@ -34,6 +37,26 @@ func (a Actor) Decider() string {
 		return "admin"
 	}
 	return approval.ByCredential(a.Credential)
+}
+
+// ViaConsole is the Via of the web console's requests.
+const ViaConsole = "console"
+
+// RefuseChecklistChange answers 403 and reports true when r comes from a
+// console session of a webhook credential: the heartbeat runs its
+// checklist with the operator's own tools and targets, so in the console
+// only the admin changes it (a credential with console: write changes
+// only the jobs it created). MCP callers are not refused here: their
+// grant's kind jobs covers the checklist (mcpserver).
+func RefuseChecklistChange(w http.ResponseWriter, r *http.Request) bool {
+	a, ok := ActorFrom(r.Context())
+	if !ok || a.Via != ViaConsole || a.Credential == "" {
+		return false
+	}
+	problem.Write(w, problem.Details{Status: http.StatusForbidden, Code: "admin_only", Instance: r.URL.Path,
+		Detail: "only the admin changes the heartbeat's checklist: the heartbeat runs it with the operator's own tools and targets, and token " +
+			strconv.Quote(a.Credential) + " changes only the jobs it created; nothing changed. Log in with the admin token, or ask the operator"})
+	return true
 }
 
 // ViaHeader, "mcp" on a request with the admin token, makes its Actor

@@ -17,6 +17,7 @@ import (
 // Approvals (Deps.Approvals), admin:
 //
 //	GET  /v1/approvals[?state=<state>&limit=<n>]  the approvals, newest first
+//	GET  /v1/approvals/counts                     how many in each state
 //	GET  /v1/approvals/{id}                       one
 //	POST /v1/approvals/{id}/approve|reject        decide, by "admin" (through MCP: the
 //	                                              token's Actor.Decider); body {"comment": "..."} (optional)
@@ -29,6 +30,7 @@ func (s *Server) approvalRoutes(mux *http.ServeMux) {
 	}
 	mux.HandleFunc("GET /v1/approvals", s.approvals)
 	mux.HandleFunc("GET /v1/approvals/{id}", s.approval)
+	mux.HandleFunc("GET /v1/approvals/counts", s.approvalCounts)
 	mux.HandleFunc("POST /v1/approvals/{id}/{verb}", s.decideApproval)
 }
 
@@ -55,6 +57,30 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, struct {
 		Approvals []approval.Approval `json:"approvals"`
 	}{list})
+}
+
+// approvalCounts answers how many approvals are in each state, every
+// state named (0 for none): {"counts": {"pending": 2, ...}}. It does not
+// list them (approval.Service.Count).
+func (s *Server) approvalCounts(w http.ResponseWriter, r *http.Request) {
+	if len(r.URL.Query()) > 0 {
+		problem.Invalid(w, "GET /v1/approvals/counts takes no parameters: it counts every state")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
+	defer cancel()
+	counts, err := s.deps.Approvals.Count(ctx)
+	if err != nil {
+		approvalProblem(w, err)
+		return
+	}
+	out := make(map[approval.State]int, len(approval.States))
+	for _, st := range approval.States {
+		out[st] = counts[st]
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Counts map[approval.State]int `json:"counts"`
+	}{out})
 }
 
 func (s *Server) approval(w http.ResponseWriter, r *http.Request) {

@@ -73,3 +73,55 @@ func TestApprovals(t *testing.T) {
 		t.Errorf("forged link = %d %s", r.status, r.body)
 	}
 }
+
+// GET /v1/approvals/counts counts the approvals by state, without
+// listing them; admin only; no route without approvals.
+func TestApprovalCounts(t *testing.T) {
+	t.Parallel()
+	var svc *approval.Service
+	f := newFixture(t, func(_ *api.Config, d *api.Deps) {
+		svc = approval.New(d.Bus, approval.Config{PublicURL: "http://127.0.0.1:8080", LinkKey: []byte("k0123456789abcdef")})
+		d.Approvals = svc
+	})
+	for i := range 3 {
+		run := "run" + string(rune('a'+i))
+		if _, _, err := svc.Ask(t.Context(), approval.Request{
+			ID: approval.ToolCallID(run, 0), Kind: approval.KindToolCall, Run: run, Source: "heartbeat", Name: "default",
+			Question: "Run exec?", Tool: "exec", Args: `{}`, Targets: []string{"console"}, Timeout: time.Hour,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := svc.Decide(t.Context(), approval.ToolCallID("runa", 0), approval.Reject, approval.ByAdmin, ""); err != nil {
+		t.Fatal(err)
+	}
+	r := f.do(t, "GET", "/v1/approvals/counts", adminToken, "")
+	var got struct {
+		Counts map[string]int `json:"counts"`
+	}
+	if r.status != 200 || json.Unmarshal(r.body, &got) != nil {
+		t.Fatalf("GET /v1/approvals/counts = %d %s, want 200", r.status, r.body)
+	}
+	want := map[string]int{"pending": 2, "approved": 0, "rejected": 1, "expired": 0, "cancelled": 0}
+	if len(got.Counts) != len(want) {
+		t.Errorf("counts = %v, want %v", got.Counts, want)
+	}
+	for k, v := range want {
+		if n, ok := got.Counts[k]; !ok || n != v {
+			t.Errorf("counts[%s] = %d (%v), want %d", k, n, ok, v)
+		}
+	}
+	if r := f.do(t, "GET", "/v1/approvals/counts?state=pending", adminToken, ""); r.status != 400 {
+		t.Errorf("GET /v1/approvals/counts?state=pending = %d, want 400 (it counts every state)", r.status)
+	}
+	for _, tok := range []string{"", "wrong-token-0123456789", taskToken} {
+		if r := f.do(t, "GET", "/v1/approvals/counts", tok, ""); r.status != http.StatusUnauthorized {
+			t.Errorf("GET /v1/approvals/counts with token %q = %d, want 401", tok, r.status)
+		}
+	}
+	// Without approvals the route is not there, as /v1/approvals is not.
+	off := newFixture(t, nil)
+	if r := off.do(t, "GET", "/v1/approvals/counts", adminToken, ""); r.status != http.StatusNotFound {
+		t.Errorf("GET /v1/approvals/counts without approvals = %d, want 404", r.status)
+	}
+}

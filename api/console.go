@@ -5,6 +5,8 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+
+	"github.com/agentwork/agentwork/bus"
 )
 
 // The console grant: a caller may use the web console when its Allows
@@ -36,7 +38,7 @@ func (s *Server) Authenticate(r *http.Request, token string) (Caller, error) {
 	if want := s.admin.Load(); want != nil {
 		sum := sha256.Sum256([]byte(token))
 		if subtle.ConstantTimeCompare(sum[:], want[:]) == 1 {
-			return Caller{Name: "admin", Admin: true, Allows: func(string, string) bool { return true }}, nil
+			return Caller{Name: AdminName, Admin: true, Allows: func(string, string) bool { return true }}, nil
 		}
 	}
 	if s.deps.Callers == nil {
@@ -49,6 +51,37 @@ func (s *Server) Authenticate(r *http.Request, token string) (Caller, error) {
 	req.Header.Set("Authorization", "Bearer "+token)
 	return s.deps.Callers(req, nil)
 }
+
+// CredentialLookup finds the webhook token credential called name as the
+// config has it now: its Caller (the grant the API applies to it) and the
+// SHA-256 of its token. ok is false when no token has that name.
+type CredentialLookup func(name string) (c Caller, tokenSum [sha256.Size]byte, ok bool)
+
+// AdminName is the name of the admin token's caller. No webhook
+// credential may take it (webhook.ReservedNames).
+const AdminName = "admin"
+
+// Credential finds the credential called name as this server accepts it
+// now: the admin token's caller (AdminName; not before Run has read a
+// generated token) or a webhook token's (Deps.Credentials), with the
+// SHA-256 of its token, so that a caller can tell whether a token it
+// saw is still the one accepted. ok is false for a name no token has.
+func (s *Server) Credential(name string) (c Caller, tokenSum [sha256.Size]byte, ok bool) {
+	if name == AdminName {
+		want := s.admin.Load()
+		if want == nil {
+			return Caller{}, tokenSum, false
+		}
+		return Caller{Name: AdminName, Admin: true, Allows: func(string, string) bool { return true }}, *want, true
+	}
+	if s.deps.Credentials == nil {
+		return Caller{}, tokenSum, false
+	}
+	return s.deps.Credentials(name)
+}
+
+// Bus is the bus the server serves (Deps.Bus).
+func (s *Server) Bus() *bus.Bus { return s.deps.Bus }
 
 // Local serves the API in-process as the admin sees it: every /v1 route
 // without the token check, and /healthz and /readyz. It is for a part of

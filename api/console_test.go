@@ -80,17 +80,19 @@ func TestRunsPageAndOne(t *testing.T) {
 
 	// A run with a notification delivered to one target and failed on
 	// another; another run's delivery is not its.
-	res := agentwork.Result{Source: "task", Name: "digest", Outcome: bus.OutcomeDone, Text: "all good"}
+	runID := bus.NewID()
+	res := agentwork.Result{Source: "task", Name: "digest", Outcome: bus.OutcomeDone, Text: "all good",
+		NotificationIDs: []string{connectors.NotificationID(runID, "", "console"), connectors.NotificationID(runID, "", "phone")}}
 	run, err := bus.NewEvent("agentwork/runner", bus.TypeOf("task", bus.OutcomeDone), "digest", time.Now(), res)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run.RunID = bus.NewID()
+	run.RunID = runID
 	if _, err := f.b.Publish(t.Context(), f.b.Subjects.Event("task", bus.OutcomeDone), run, ""); err != nil {
 		t.Fatal(err)
 	}
 	deliver := func(runID, outcome, connector string) {
-		d := connectors.Result{Notification: connectors.Notification{ID: bus.NewID(), Target: connector, Text: "all good", RunID: runID},
+		d := connectors.Result{Notification: connectors.Notification{ID: connectors.NotificationID(runID, "", connector), Target: connector, Text: "all good", RunID: runID},
 			Connector: connector, Attempts: 1, Receipt: &connectors.Receipt{MessageIDs: []string{"m-1"}}}
 		ev, err := bus.NewEvent("agentwork/connectors/"+connector, bus.TypeOf(bus.SourceDelivery, outcome), connector, time.Now(), d)
 		if err != nil {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -409,12 +410,15 @@ func contains(s []string, v string) bool {
 
 // Bounds of the search for one run (GET /v1/runs/{id}).
 const (
-	// runDeliveriesWithin is how long after a run's event its deliveries
-	// are looked for (retries with backoff included).
-	runDeliveriesWithin = time.Hour
 	// runScanMax bounds the events read for one run or its deliveries.
 	runScanMax   = 20000
 	runScanBatch = 256
+	// runAlertsWithin is how long after a run its page looks for the
+	// results of notifications its event does not name (alerts queued
+	// after it), at least.
+	runAlertsWithin = time.Minute
+	// runAlertsScan bounds the delivery results read in that minute.
+	runAlertsScan = 2000
 )
 
 // RunReply is the body of GET /v1/runs/{id}: the run's event (its record:
@@ -447,21 +451,101 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	}
 	reply := RunReply{Run: found.JSON, Deliveries: []json.RawMessage{}}
 	if found.RunID != "" {
-		// Its deliveries end after it: read on from a little before it,
-		// for an hour of retries.
-		until := found.Time.Add(runDeliveriesWithin)
-		_ = s.scanEvents(ctx, []string{s.deps.Bus.Subjects.Event(bus.SourceDelivery, connectors.OutcomeDelivered), s.deps.Bus.Subjects.Event(bus.SourceDelivery, connectors.OutcomeFailed)},
-			found.Time.Add(-resumeWindow), func(stored time.Time, ev bus.Event, data []byte) bool {
-				if stored.After(until) {
-					return false
-				}
-				if ev.RunID == found.RunID {
-					reply.Deliveries = append(reply.Deliveries, append(json.RawMessage(nil), data...))
-				}
-				return true
-			})
+		reply.Deliveries, err = s.runDeliveries(ctx, found)
+		if err != nil {
+			problem.Unavailable(w, 5*time.Second, "cannot read the deliveries: "+err.Error())
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, reply)
+}
+
+// runDeliveries returns the delivery results of run, oldest first: the
+// results stored after it (from a little before, for clocks) up to the
+// latest result of each notification its event names (notification_ids),
+// or up to where it is known none is left: each notification ends with
+// one result, delivered or failed, and one more for each retry a person
+// asks for (connectors.DeadLetters.Retry). The failed deliveries say how
+// one that failed went on: still failed (the dead letter names its last
+// failure, and whether a retry waits), or delivered on a retry (the dead
+// letter is gone): then the read goes on to that delivery, however late.
+// Other notifications about the run (an alert queued after its event: a
+// failure, a job paused at its budget) are in the answer when their
+// result comes before the read stops, which is never before
+// runAlertsWithin after the run. The read so costs the events between the
+// run and its notifications' results (at least that minute), not an hour
+// of every run's deliveries.
+func (s *Server) runDeliveries(ctx context.Context, run *agentwork.Record) ([]json.RawMessage, error) {
+	type last struct {
+		seen    bool
+		retry   int
+		outcome string
+	}
+	wanted := make(map[string]*last, len(run.Result.NotificationIDs))
+	for _, id := range run.Result.NotificationIDs {
+		wanted[id] = &last{}
+	}
+	dead := s.deadLetters()
+	// settled reports whether id's latest result is known to be l.
+	settled := func(id string, l *last) (bool, error) {
+		switch {
+		case !l.seen:
+			return false, nil // queued, or its result is further on
+		case l.outcome == connectors.OutcomeDelivered:
+			return true, nil
+		}
+		d, err := dead.Get(ctx, id)
+		if errors.Is(err, connectors.ErrNoDeadLetter) {
+			return false, nil // delivered on a retry since (or expired)
+		}
+		if err != nil {
+			return false, err
+		}
+		// Its last failure is this one (a retry may wait, without a
+		// result yet), or a later retry's, further on.
+		return d.FailedRetry <= l.retry, nil
+	}
+	out := []json.RawMessage{}
+	var ferr error
+	alertsUntil, allSettled, extra := run.Time.Add(runAlertsWithin), len(wanted) == 0, 0
+	// more reports whether to read on once every named notification has
+	// its result: for alerts, within the minute and runAlertsScan events.
+	more := func(stored time.Time) bool {
+		if !allSettled {
+			return true
+		}
+		extra++
+		return stored.Before(alertsUntil) && extra < runAlertsScan
+	}
+	err := s.scanEvents(ctx, []string{s.deps.Bus.Subjects.Event(bus.SourceDelivery, "*")},
+		run.Time.Add(-resumeWindow), func(stored time.Time, ev bus.Event, data []byte) bool {
+			if ev.RunID != run.RunID {
+				return more(stored)
+			}
+			out = append(out, append(json.RawMessage(nil), data...))
+			var res connectors.Result
+			if ev.DecodeData(&res) != nil {
+				return true
+			}
+			l, ok := wanted[res.Notification.ID]
+			if !ok || (l.seen && res.Notification.Retry < l.retry) {
+				return more(stored)
+			}
+			l.seen, l.retry, l.outcome = true, res.Notification.Retry, ev.Type[strings.LastIndexByte(ev.Type, '.')+1:]
+			for id, l := range wanted {
+				done, err := settled(id, l)
+				if err != nil {
+					ferr = err
+					return false
+				}
+				if !done {
+					return true
+				}
+			}
+			allSettled = true
+			return more(stored)
+		})
+	return out, cmp.Or(ferr, err)
 }
 
 // findRun finds the run event of id: its event id, its run id or the id
@@ -520,12 +604,12 @@ func (s *Server) scanEvents(ctx context.Context, subjects []string, start time.T
 		defer cancel()
 		_ = js.DeleteConsumer(dctx, bus.StreamEvents, cons.CachedInfo().Name)
 	}()
-	left := min(cons.CachedInfo().NumPending, runScanMax)
-	for left > 0 {
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		msgs, err := cons.Fetch(int(min(left, runScanBatch)), jetstream.FetchContext(fctx))
+	// Read until the stream's end as it is now, not a count of pending
+	// messages: a consumer with several filter subjects and a start time
+	// can report fewer than it delivers (seen with nats-server 2.15).
+	for left := runScanMax; left > 0; {
+		msgs, err := cons.FetchNoWait(min(left, runScanBatch))
 		if err != nil {
-			cancel()
 			return err
 		}
 		n, done := 0, false
@@ -545,7 +629,6 @@ func (s *Server) scanEvents(ctx context.Context, subjects []string, start time.T
 			done = !fn(md.Timestamp, ev, m.Data())
 		}
 		ferr := msgs.Error()
-		cancel()
 		if ferr != nil && !errors.Is(ferr, jetstream.ErrNoMessages) && !errors.Is(ferr, context.DeadlineExceeded) {
 			return ferr
 		}
@@ -555,7 +638,7 @@ func (s *Server) scanEvents(ctx context.Context, subjects []string, start time.T
 		if done || n == 0 {
 			return nil
 		}
-		left -= min(uint64(n), left)
+		left -= min(n, left)
 	}
 	return nil
 }

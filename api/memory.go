@@ -55,7 +55,7 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) {
 		memoryProblem(w, r, err)
 		return
 	}
-	w.Header().Set("ETag", strconv.Quote(strconv.FormatUint(d.Revision, 10)))
+	w.Header().Set("ETag", ETag(d.Revision))
 	if strings.Contains(r.Header.Get("Accept"), "text/markdown") {
 		w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
 		_, _ = io.WriteString(w, d.Text)
@@ -76,15 +76,14 @@ func (s *Server) memoryHistory(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) putMemory(w http.ResponseWriter, r *http.Request) {
-	var rev *uint64
-	if m := strings.TrimSpace(r.Header.Get("If-Match")); m != "" && m != "*" {
-		n, err := strconv.ParseUint(strings.Trim(strings.TrimPrefix(m, "W/"), `"`), 10, 64)
-		if err != nil {
-			problem.Invalid(w, "If-Match: "+strconv.Quote(m)+" is not a revision: send the ETag (or revision) of the GET you edited", problem.FieldError{Field: "If-Match", Detail: "want a revision such as \"7\""})
-			return
-		}
-		rev = &n
-	} else if r.Header.Get("If-None-Match") == "*" {
+	if memory.IsChecklist(r.PathValue("doc")) && RefuseChecklistChange(w, r) {
+		return
+	}
+	rev, ok := IfMatch(w, r)
+	if !ok {
+		return
+	}
+	if rev == nil && r.Header.Get("If-None-Match") == "*" {
 		rev = new(uint64)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, memory.MaxDoc))
@@ -108,7 +107,7 @@ func (s *Server) putMemory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Text = ""
-	w.Header().Set("ETag", strconv.Quote(strconv.FormatUint(d.Revision, 10)))
+	w.Header().Set("ETag", ETag(d.Revision))
 	writeJSON(w, http.StatusOK, d)
 }
 

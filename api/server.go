@@ -97,6 +97,14 @@ type Deps struct {
 	Details func() map[string]string
 	// Console, if set, serves the web console at "/" and below.
 	Console Console
+	// Credentials, if set, finds the webhook token credentials by name
+	// (Server.Credential): the console checks each request of a session
+	// against the credential it was made with, as the config has it now,
+	// and POST /v1/workflows/{name}/runs served in process (Local) for an
+	// Actor acting for a credential holds the request to that credential's
+	// grant, as over HTTP. nil: only admin sessions are accepted, and such
+	// an actor may start no run.
+	Credentials CredentialLookup
 }
 
 // Server is agentwork's HTTP API. Safe for concurrent use.
@@ -339,6 +347,7 @@ func (s *Server) routes() http.Handler {
 	admin.HandleFunc("GET /v1/events", s.events)
 	admin.HandleFunc("GET /v1/runs", s.runs)
 	admin.HandleFunc("GET /v1/runs/{id}", s.run)
+	admin.HandleFunc("GET /v1/runs/counts", s.runCounts)
 	admin.HandleFunc("GET /v1/usage", s.usage)
 	s.deliveryRoutes(admin)
 	s.toolRoutes(admin)
@@ -370,6 +379,7 @@ func (s *Server) routes() http.Handler {
 	local.HandleFunc("GET /healthz", s.healthz)
 	local.HandleFunc("GET /readyz", s.readyz)
 	local.Handle("/v1/", problemMux(admin))
+	s.workflowLocalRoutes(local)
 	s.local = s.withServer(problemMux(local))
 	if s.deps.Console != nil {
 		root.Handle("/", s.deps.Console.Handler(s))

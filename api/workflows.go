@@ -63,6 +63,17 @@ func (s *Server) workflowPublicRoutes(root *http.ServeMux) {
 	root.HandleFunc("POST /v1/workflows/{name}/runs", s.startWorkflowRun)
 }
 
+// workflowLocalRoutes mounts POST /v1/workflows/{name}/runs in process
+// (Local): the caller is the request's Actor (the console's logged-in
+// user), its credential's grant checked as over HTTP; without an Actor
+// it is the admin, as every Local route.
+func (s *Server) workflowLocalRoutes(local *http.ServeMux) {
+	if s.deps.Workflows == nil {
+		return
+	}
+	local.HandleFunc("POST /v1/workflows/{name}/runs", s.startWorkflowRunLocal)
+}
+
 // workflowProblem writes err of the engine's API as a problem.
 func workflowProblem(w http.ResponseWriter, err error) {
 	var fields []problem.FieldError
@@ -197,6 +208,19 @@ type startResponse struct {
 }
 
 func (s *Server) startWorkflowRun(w http.ResponseWriter, r *http.Request) {
+	s.startRun(w, r, false)
+}
+
+func (s *Server) startWorkflowRunLocal(w http.ResponseWriter, r *http.Request) {
+	s.startRun(w, r, true)
+}
+
+// startRun starts a run of the workflow the path names. Over HTTP (local
+// false) the caller is the admin token or a webhook credential
+// (Deps.Callers), and a credential's run is a webhook run; in process
+// (local) the caller is the request's Actor, and its run is a manual run
+// that acts for the actor's credential, if any (Cause.Credential).
+func (s *Server) startRun(w http.ResponseWriter, r *http.Request, local bool) {
 	name := r.PathValue("name")
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWorkflowBody))
 	if err != nil {
@@ -208,7 +232,20 @@ func (s *Server) startWorkflowRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller := Caller{Name: "admin"}
-	if !s.isAdmin(r) {
+	actor, _ := ActorFrom(r.Context())
+	switch {
+	case local && actor.Credential != "":
+		c, found := Caller{}, false
+		if s.deps.Credentials != nil {
+			c, _, found = s.deps.Credentials(actor.Credential)
+		}
+		if !found || c.Allows == nil {
+			forbidden(w, fmt.Sprintf("credential %q is no longer configured, so it may start no run; log in again with a configured token", actor.Credential))
+			return
+		}
+		caller = c
+	case local:
+	case !s.isAdmin(r):
 		if s.deps.Callers == nil {
 			problem.Unauthorized(w, "agentwork", "send Authorization: Bearer <admin token>, or a webhook credential (webhook.tokens, webhook.secrets) granted sources: [workflow]")
 			return
@@ -268,7 +305,10 @@ func (s *Server) startWorkflowRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cause := workflow.Cause{Kind: workflow.CauseManual, ID: key}
-	if caller.Allows != nil {
+	switch {
+	case local:
+		cause.Credential = actor.Credential
+	case caller.Allows != nil:
 		cause = workflow.Cause{Kind: workflow.CauseWebhook, ID: caller.Name, Credential: caller.Name}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)

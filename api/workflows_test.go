@@ -48,7 +48,7 @@ func workflowFixture(t *testing.T) *fixture {
 }
 
 // workflowFixtureEngine is workflowFixture and its engine.
-func workflowFixtureEngine(t *testing.T) (*fixture, *workflow.Engine) {
+func workflowFixtureEngine(t *testing.T, named ...api.CredentialLookup) (*fixture, *workflow.Engine) {
 	t.Helper()
 	var n yaml.Node
 	src := `
@@ -82,6 +82,9 @@ manual:
 	f := newFixture(t, func(_ *api.Config, d *api.Deps) {
 		e = workflow.NewEngine(d.Bus, workflow.Config{Definitions: set})
 		d.Workflows, d.Callers = e, callers
+		if len(named) > 0 {
+			d.Credentials = named[0]
+		}
 	})
 	return f, e
 }

@@ -62,6 +62,9 @@ type Bus struct {
 	WorkflowRuns jetstream.KeyValue
 	// Approvals is agentwork_approvals: the approvals.
 	Approvals jetstream.KeyValue
+	// ConsoleSessions is agentwork_console_sessions: the web console's
+	// sessions.
+	ConsoleSessions jetstream.KeyValue
 
 	storeFull atomic.Bool // a write was refused for lack of space (NoteWrite)
 

@@ -41,6 +41,10 @@ const (
 	// BucketApprovals holds the approvals, one key per approval id
 	// (package approval).
 	BucketApprovals = "agentwork_approvals"
+	// BucketConsoleSessions holds the web console's sessions, one key per
+	// session (package console): no cookie, no token, each key expiring
+	// by a per-key TTL at its idle time.
+	BucketConsoleSessions = "agentwork_console_sessions"
 )
 
 // Retention of the streams and buckets. Each window is sized to what it
@@ -136,6 +140,18 @@ const (
 	// ApprovalsMarkerTTL is how long the marker of an expired approval
 	// stays.
 	ApprovalsMarkerTTL = time.Minute
+	// ConsoleSessionsMarkerTTL is how long the marker of an expired or
+	// ended console session stays: the shortest the server allows.
+	// Nothing watches the bucket.
+	ConsoleSessionsMarkerTTL = time.Second
+	// ConsoleSessionsMaxBytes bounds the console's sessions bucket: at
+	// the bound a new login is refused (the bus answers "maximum bytes
+	// exceeded") until sessions expire, instead of logins without end
+	// filling the disk.
+	ConsoleSessionsMaxBytes = 64 << 20
+	// ConsoleSessionMaxSize bounds one session's record (its credential,
+	// times and flash message: well under 1 KiB).
+	ConsoleSessionMaxSize = 16 << 10
 )
 
 // StreamConfigs returns the desired configuration of the streams.
@@ -194,6 +210,8 @@ func (b *Bus) bucketConfigs() []jetstream.KeyValueConfig {
 		{Bucket: BucketMemory, Description: "the agent's memory: long-term memory, daily logs (per-key TTL), the checklist", History: MemoryHistory, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: MemoryMarkerTTL},
 		{Bucket: BucketWorkflowRuns, Description: "workflow runs: state and outbox (ended runs expire by a per-key TTL)", History: 1, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: WorkflowRunsMarkerTTL},
 		{Bucket: BucketApprovals, Description: "approvals (ended ones expire by a per-key TTL)", History: 1, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: ApprovalsMarkerTTL},
+		{Bucket: BucketConsoleSessions, Description: "web console sessions (each expires by a per-key TTL)", History: 1, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: ConsoleSessionsMarkerTTL,
+			MaxBytes: ConsoleSessionsMaxBytes, MaxValueSize: ConsoleSessionMaxSize},
 	}
 }
 
@@ -263,6 +281,7 @@ func (b *Bus) bindBuckets(ctx context.Context) error {
 	b.Memory = bind(BucketMemory)
 	b.WorkflowRuns = bind(BucketWorkflowRuns)
 	b.Approvals = bind(BucketApprovals)
+	b.ConsoleSessions = bind(BucketConsoleSessions)
 	return err
 }
 

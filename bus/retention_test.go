@@ -249,3 +249,18 @@ func TestWorkStreamsUseSmallerBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleSessionsBounded: the console's sessions bucket is bounded in
+// bytes and in the size of a session, so logins without end fill no disk.
+func TestConsoleSessionsBounded(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, err := b.JetStream().Stream(t.Context(), "KV_"+bus.BucketConsoleSessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	if cfg.MaxBytes != bus.ConsoleSessionsMaxBytes || cfg.MaxMsgSize != bus.ConsoleSessionMaxSize || cfg.MaxBytes <= 0 || cfg.MaxMsgSize <= 0 {
+		t.Errorf("the sessions bucket: MaxBytes %d, MaxMsgSize %d; want %d and %d", cfg.MaxBytes, cfg.MaxMsgSize, bus.ConsoleSessionsMaxBytes, bus.ConsoleSessionMaxSize)
+	}
+}

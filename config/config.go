@@ -24,6 +24,7 @@ import (
 	"github.com/agentwork/agentwork/approval"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
+	webconsole "github.com/agentwork/agentwork/console"
 	"github.com/agentwork/agentwork/internal/secret"
 	"github.com/agentwork/agentwork/internal/yamlstrict"
 	"github.com/agentwork/agentwork/model"
@@ -77,6 +78,8 @@ type File struct {
 	// Approvals: the base of the approvals' signed links, their default
 	// timeout.
 	Approvals approval.Config `yaml:"approvals" json:"approvals,omitempty"`
+	// Console: how long the web console's sessions last.
+	Console webconsole.Config `yaml:"console" json:"console,omitempty"`
 	// Log: level and format of the service's own log.
 	Log Log `yaml:"log" json:"log,omitempty"`
 	// Workflows: multi-step work by name (steps of agents, tools,
@@ -200,6 +203,7 @@ func (f *File) Validate() error {
 	add(f.Memory.Validate())
 	add(f.HTTP.Validate())
 	add(f.Approvals.Validate())
+	add(f.Console.Validate())
 	add(f.validateTargets())
 	add(f.validateWebhookSources())
 	add(f.validateServerNames())

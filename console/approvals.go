@@ -131,16 +131,17 @@ func (h *handler) approvals(w http.ResponseWriter, r *http.Request, v *view) {
 	h.render(w, http.StatusOK, "approvals", v)
 }
 
-// pendingCount is how many approvals are pending; -1 if unknown (the
-// server runs no approvals, or the list failed).
+// pendingCount is how many approvals are pending (GET
+// /v1/approvals/counts, which lists none); -1 if unknown (the server runs
+// no approvals, or the count failed).
 func (h *handler) pendingCount(r *http.Request) int {
 	var body struct {
-		Approvals []approval.Approval `json:"approvals"`
+		Counts map[approval.State]int `json:"counts"`
 	}
-	if h.call(r.Context(), http.MethodGet, "/v1/approvals?state=pending&limit=100000", nil, &body, nil) != nil {
+	if h.call(r.Context(), http.MethodGet, "/v1/approvals/counts", nil, &body, nil) != nil {
 		return -1
 	}
-	return len(body.Approvals)
+	return body.Counts[approval.Pending]
 }
 
 func (h *handler) approval(w http.ResponseWriter, r *http.Request, v *view) {

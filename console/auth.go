@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"net/http"
 	"net/url"
 	"strings"
@@ -17,11 +18,19 @@ type loginData struct {
 
 func (h *handler) loginPage(w http.ResponseWriter, r *http.Request) {
 	next := localPath(r.URL.Query().Get("next"), "/")
-	if h.sessions.get(r, false) != nil {
+	ss, _, err := h.sessions.get(r, false)
+	if err != nil {
+		h.busDown(w, err)
+		return
+	}
+	if ss != nil {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	h.render(w, http.StatusOK, "login", &view{Title: "Log in", Data: loginData{Next: next}})
+	// Why the last session ended: a fixed text by its code, never
+	// anything of the query's own.
+	notice := notices[ended(r.URL.Query().Get("ended"))]
+	h.render(w, http.StatusOK, "login", &view{Title: "Log in", Flash: notice, Data: loginData{Next: next}})
 }
 
 // refusedLogin is the one answer to every refused token: it does not tell
@@ -53,19 +62,27 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	// A session of its own for every login (no fixation): an old cookie's
 	// session ends.
-	h.sessions.end(r)
+	_ = h.sessions.end(r)
 	cred := c.Name
 	if c.Admin {
-		cred = ""
+		cred = api.AdminName
 	}
-	id, _ := h.sessions.create(c.Name, cred, c.Allows(api.KindConsole, api.ConsoleWrite))
+	id, err := h.sessions.create(r.Context(), cred, sha256.Sum256([]byte(tok)))
+	if err != nil {
+		h.busDown(w, err)
+		return
+	}
 	setCookie(w, r, id, 0)
 	h.log.Info("console login", zap.String("who", c.Name), zap.String("remote", r.RemoteAddr))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 func (h *handler) logout(w http.ResponseWriter, r *http.Request, _ *session) {
-	h.sessions.end(r)
+	if err := h.sessions.end(r); err != nil {
+		// The session lives on: say so rather than seem logged out.
+		h.busDown(w, err)
+		return
+	}
 	setCookie(w, r, "", -1)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
@@ -75,7 +92,13 @@ func (h *handler) logout(w http.ResponseWriter, r *http.Request, _ *session) {
 // (source, name, outcome) and the browser's Last-Event-ID. Without a
 // session: 401 (an EventSource cannot follow a redirect to a login page).
 func (h *handler) events(w http.ResponseWriter, r *http.Request) {
-	if h.sessions.get(r, false) == nil {
+	ss, _, err := h.sessions.get(r, false)
+	if err != nil {
+		h.log.Warn("console: sessions unavailable", zap.Error(err))
+		http.Error(w, "the console cannot reach the bus to check the session; try again in a moment", http.StatusServiceUnavailable)
+		return
+	}
+	if ss == nil {
 		http.Error(w, "log in first", http.StatusUnauthorized)
 		return
 	}

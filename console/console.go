@@ -20,17 +20,6 @@ import (
 	"github.com/agentwork/agentwork/tools/memory"
 )
 
-// Defaults.
-const (
-	// DefaultIdle is how long a session lasts without a request.
-	DefaultIdle = 12 * time.Hour
-	// DefaultMaxAge is how long a session lasts at most.
-	DefaultMaxAge = 7 * 24 * time.Hour
-	// DefaultMaxSessions bounds the sessions held; past it the least
-	// recently used one ends.
-	DefaultMaxSessions = 1000
-)
-
 // ContentSecurityPolicy is the policy of every console response: no
 // inline script or style, nothing from elsewhere, no framing.
 const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
@@ -50,8 +39,7 @@ const maxForm = 3*memory.MaxDoc + 64<<10
 type Console struct {
 	log      *zap.Logger
 	now      func() time.Time
-	idle     time.Duration
-	maxAge   time.Duration
+	cfg      Config
 	sessions *sessions
 	pages    map[string]*template.Template
 	schedule ScheduleParser
@@ -78,18 +66,19 @@ func WithLogger(l *zap.Logger) Option { return func(c *Console) { c.log = l } }
 // WithClock sets the time source of session expiry (default time.Now).
 func WithClock(now func() time.Time) Option { return func(c *Console) { c.now = now } }
 
-// WithIdle sets how long a session lasts without a request (default
-// DefaultIdle).
-func WithIdle(d time.Duration) Option { return func(c *Console) { c.idle = d } }
+// WithConfig sets the console section (default: its defaults). It is
+// not validated here: config.File.Validate does that.
+func WithConfig(cfg Config) Option { return func(c *Console) { c.cfg = cfg } }
 
 // New builds the console. It does no I/O and starts nothing; the api
-// server mounts it (api.Deps.Console).
+// server mounts it (api.Deps.Console), and its sessions live on that
+// server's bus.
 func New(opts ...Option) *Console {
-	c := &Console{log: zap.NewNop(), now: time.Now, idle: DefaultIdle, maxAge: DefaultMaxAge}
+	c := &Console{log: zap.NewNop(), now: time.Now}
 	for _, o := range opts {
 		o(c)
 	}
-	c.sessions = newSessions(c.idle, c.maxAge, DefaultMaxSessions, c.now)
+	c.sessions = newSessions(c.cfg, c.now, c.log)
 	c.pages = parsePages()
 	return c
 }
@@ -97,6 +86,7 @@ func New(opts ...Option) *Console {
 // Handler serves the console for s: called once, by api.New.
 func (c *Console) Handler(s *api.Server) http.Handler {
 	h := &handler{Console: c, api: s}
+	c.sessions.srv = s
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
@@ -115,8 +105,12 @@ func (c *Console) Handler(s *api.Server) http.Handler {
 	mux.HandleFunc("POST /jobs/new", h.post(false, h.saveJob))
 	mux.HandleFunc("GET /jobs/{id}/edit", h.get(h.editJob))
 	mux.HandleFunc("POST /jobs/{id}/edit", h.post(false, h.saveJob))
+	// The job form's checks as you type change nothing either.
+	mux.HandleFunc("POST /jobs/check", h.post(false, h.checkJob))
 	mux.HandleFunc("GET /heartbeat", h.get(h.heartbeat))
 	mux.HandleFunc("POST /heartbeat/{action}", h.post(true, h.heartbeatAction))
+	mux.HandleFunc("GET /heartbeat/checklist", h.get(h.checklistEditor))
+	mux.HandleFunc("POST /heartbeat/checklist", h.post(true, h.saveChecklist))
 	mux.HandleFunc("GET /deliveries", h.get(h.deliveries))
 	mux.HandleFunc("POST /deliveries/{id}/retry", h.post(true, h.retryDelivery))
 	mux.HandleFunc("POST /deliveries-retry-all", h.post(true, h.retryAll))
@@ -124,6 +118,8 @@ func (c *Console) Handler(s *api.Server) http.Handler {
 	mux.HandleFunc("GET /approvals/{id}", h.get(h.approval))
 	mux.HandleFunc("POST /approvals/{id}", h.post(true, h.decide))
 	mux.HandleFunc("GET /workflows", h.get(h.workflows))
+	mux.HandleFunc("GET /workflows/{name}", h.get(h.workflowDef))
+	mux.HandleFunc("POST /workflows/{name}/run", h.post(true, h.startWorkflow))
 	mux.HandleFunc("GET /workflow-runs/{id}", h.get(h.workflowRun))
 	mux.HandleFunc("POST /workflow-runs/{id}/{action}", h.post(true, h.workflowRunAction))
 	mux.HandleFunc("GET /memory", h.get(h.memoryList))
@@ -160,6 +156,7 @@ type view struct {
 	Nav     string // the nav entry to mark current
 	Who     string
 	Write   bool
+	Admin   bool // logged in with the admin token (not a webhook credential)
 	CSRF    string
 	Flash   string
 	Error   string // a failure of the API, shown on the page
@@ -171,12 +168,12 @@ type view struct {
 // get wraps a page: without a session it redirects to the login page.
 func (h *handler) get(page func(w http.ResponseWriter, r *http.Request, v *view)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ss := h.sessions.get(r, true)
+		ss, why, err := h.sessions.get(r, true)
 		if ss == nil {
-			toLogin(w, r)
+			h.noSession(w, r, why, err)
 			return
 		}
-		v := &view{Who: ss.who, Write: ss.write, CSRF: ss.csrf, Flash: ss.flash, Path: r.URL.Path}
+		v := &view{Who: ss.who, Write: ss.write, Admin: ss.cred == "", CSRF: ss.csrf, Flash: ss.flash, Path: r.URL.Path}
 		page(w, r, v)
 	}
 }
@@ -188,9 +185,9 @@ func (h *handler) get(page func(w http.ResponseWriter, r *http.Request, v *view)
 func (h *handler) post(write bool, change func(w http.ResponseWriter, r *http.Request, ss *session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-		ss := h.sessions.get(r, false)
+		ss, why, err := h.sessions.get(r, false)
 		if ss == nil {
-			toLogin(w, r)
+			h.noSession(w, r, why, err)
 			return
 		}
 		if !sameOrigin(r) || !ss.validCSRF(r) {
@@ -203,7 +200,7 @@ func (h *handler) post(write bool, change func(w http.ResponseWriter, r *http.Re
 		}
 		// The API records the change as the session's user, and the
 		// rules of who may decide what (an approval's approvers) apply.
-		r = r.WithContext(api.WithActor(r.Context(), api.Actor{Via: "console", Name: ss.who, Credential: ss.cred}))
+		r = r.WithContext(api.WithActor(r.Context(), api.Actor{Via: api.ViaConsole, Name: ss.who, Credential: ss.cred}))
 		change(w, r, ss)
 	}
 }
@@ -235,13 +232,36 @@ func sameOrigin(r *http.Request) bool {
 	return true
 }
 
-// toLogin redirects to the login page, coming back to r's page.
-func toLogin(w http.ResponseWriter, r *http.Request) {
+// noSession answers a request without a session: 503 when the bus did
+// not say (err), else a redirect to the login page, which says why a
+// session ended (why), coming back to r's page.
+func (h *handler) noSession(w http.ResponseWriter, r *http.Request, why ended, err error) {
+	if err != nil {
+		h.busDown(w, err)
+		return
+	}
 	next := "/"
 	if r.Method == http.MethodGet {
 		next = r.URL.RequestURI()
 	}
-	http.Redirect(w, r, "/login?next="+url.QueryEscape(next), http.StatusSeeOther)
+	q := "/login?next=" + url.QueryEscape(next)
+	if why != endedNone {
+		setCookie(w, r, "", -1)
+		q += "&ended=" + string(why)
+	}
+	http.Redirect(w, r, q, http.StatusSeeOther)
+}
+
+// busUnavailable is the page of a request whose session could not be
+// checked.
+const busUnavailable = "The console cannot reach the bus, where it keeps its sessions, so it cannot tell who you are. " +
+	"The bus may be restarting: try again in a moment. If this lasts, see /readyz and the server's log."
+
+// busDown answers 503: the session's bus did not answer.
+func (h *handler) busDown(w http.ResponseWriter, err error) {
+	h.log.Warn("console: sessions unavailable", zap.Error(err))
+	w.Header().Set("Retry-After", "5")
+	h.render(w, http.StatusServiceUnavailable, "error", &view{Title: "Unavailable", Error: busUnavailable})
 }
 
 // back redirects to the page a form came from (its "back" field, a local

@@ -3,6 +3,7 @@ package console_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"net/http"
@@ -47,6 +48,19 @@ func callers(r *http.Request, _ []byte) (api.Caller, error) {
 		return api.Caller{}, errors.New("unknown token")
 	}
 	return api.Caller{Name: strings.Fields(r.Header.Get("Authorization"))[1][:4], Allows: allows}, nil
+}
+
+// credentials finds the credentials of callers by name (api.Deps.Credentials).
+func credentials(name string) (api.Caller, [sha256.Size]byte, bool) {
+	for _, tok := range []string{viewerToken, opToken, taskToken} {
+		if tok[:4] == name {
+			r, _ := http.NewRequest(http.MethodPost, "/", http.NoBody)
+			r.Header.Set("Authorization", "Bearer "+tok)
+			c, err := callers(r, nil)
+			return c, sha256.Sum256([]byte(tok)), err == nil
+		}
+	}
+	return api.Caller{}, [sha256.Size]byte{}, false
 }
 
 // routes answers the cron and heartbeat routes as their triggers do, and
@@ -117,7 +131,7 @@ func newFixture(t *testing.T, opts ...func(*api.Deps)) *fixture {
 	t.Helper()
 	b := bustest.New(t)
 	f := &fixture{b: b, routes: &routes{}, now: &clock{t: time.Now()}, approvals: approval.New(b, approval.Config{})}
-	deps := api.Deps{Bus: b, Routes: []api.Router{f.routes}, Callers: callers,
+	deps := api.Deps{Bus: b, Routes: []api.Router{f.routes}, Callers: callers, Credentials: credentials,
 		Approvals: f.approvals, Console: console.New(console.WithClock(f.now.Now), console.WithSchedules(func(expr string, loc *time.Location) (interface{ Next(time.Time) time.Time }, error) {
 			return cron.ParseSchedule(expr, loc)
 		}))}

@@ -1,15 +1,12 @@
 package console_test
 
 import (
-	"context"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/triggers/cron"
 )
 
@@ -19,25 +16,7 @@ import (
 // times in the job's zone, and what is typed is escaped.
 func TestJobForm(t *testing.T) {
 	t.Parallel()
-	var s *cron.Scheduler
-	f := newFixture(t, func(d *api.Deps) {
-		var err error
-		if s, err = cron.New(d.Bus, cron.Config{}); err != nil {
-			t.Fatal(err)
-		}
-		d.Routes = []api.Router{s}
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-s.Started():
-	case err := <-done:
-		t.Fatalf("the scheduler stopped: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the scheduler did not load in 10s")
-	}
+	f, s := withScheduler(t)
 	// The admin's session: a credential's console session cannot set a
 	// job's tools, nor edit jobs it did not create (checked at the end).
 	op := f.browser(t).login(adminToken)

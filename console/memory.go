@@ -70,10 +70,18 @@ type memoryDocPage struct {
 	History  []memory.Doc
 	Newer    string
 	Older    string
+	// Source shows the text as it is (?view=source) instead of its
+	// Markdown rendered (markdown.go says what is not rendered).
+	Source bool
+	// AdminOnly: the document is the heartbeat's checklist, which only
+	// the admin changes in the console (api.RefuseChecklistChange).
+	AdminOnly bool
 }
 
 func (h *handler) memoryDoc(w http.ResponseWriter, r *http.Request, v *view) {
-	p := memoryDocPage{Name: r.PathValue("doc"), Edit: r.URL.Query().Get("edit") != ""}
+	q := r.URL.Query()
+	p := memoryDocPage{Name: r.PathValue("doc"), Edit: q.Get("edit") != "", Source: q.Get("view") == "source"}
+	p.AdminOnly = memory.IsChecklist(p.Name)
 	v.Title, v.Nav = "Memory: "+p.Name, "memory"
 	if code, ok := h.readDoc(w, r, v, &p); !ok {
 		h.render(w, code, "error", v)
@@ -85,7 +93,11 @@ func (h *handler) memoryDoc(w http.ResponseWriter, r *http.Request, v *view) {
 		if err := h.call(r.Context(), http.MethodGet, "/v1/memory/"+url.PathEscape(p.Name)+"/history", nil, &hist, nil); err != nil {
 			v.Error = "The history could not be read: " + err.Error()
 		}
-		p.History, p.Newer, p.Older = pageOf(hist, r.URL.Query().Get("page"), "/memory/"+url.PathEscape(p.Name)+"?")
+		base := "/memory/" + url.PathEscape(p.Name) + "?"
+		if p.Source {
+			base += "view=source&"
+		}
+		p.History, p.Newer, p.Older = pageOf(hist, q.Get("page"), base)
 	}
 	v.Data = p
 	h.render(w, http.StatusOK, "memory_doc", v)
@@ -141,8 +153,8 @@ func (h *handler) saveMemory(w http.ResponseWriter, r *http.Request, ss *session
 		return
 	}
 	// Refused: the editor again, nothing lost.
-	v := &view{Who: ss.who, Write: ss.write, CSRF: ss.csrf, Path: r.URL.Path, Nav: "memory", Title: "Memory: " + name}
-	p := memoryDocPage{Name: name, Edit: true, Text: text, Revision: rev}
+	v := &view{Who: ss.who, Write: ss.write, Admin: ss.cred == "", CSRF: ss.csrf, Path: r.URL.Path, Nav: "memory", Title: "Memory: " + name}
+	p := memoryDocPage{Name: name, Edit: true, Text: text, Revision: rev, AdminOnly: memory.IsChecklist(name)}
 	code := status(err)
 	if code == http.StatusPreconditionFailed {
 		p.Conflict, p.Mine = true, text

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/agentwork/agentwork/agentwork"
+	"github.com/agentwork/agentwork/agentwork/usage"
+	"github.com/agentwork/agentwork/api"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/connectors"
 )
@@ -123,18 +126,26 @@ type overview struct {
 	Heartbeat   *heartbeatStatus
 	HeartbeatEr string
 	Outcomes    []outcomeCount
-	RunsMore    bool // the 24 h hold more runs than were counted
 	RunsErr     string
 	Failed      int
 	FailedErr   string
 	Waiting     int // approvals pending; -1 when the server runs none
+	// TokensToday are the model tokens of today's runs (UTC), per model.
+	TokensToday []usage.Record
+	TokensTotal int64
+	TokensErr   string
+	// Budgets counts the daily token budgets; Watch are those paused by
+	// their budget or at 80% of it or more.
+	Budgets    int
+	Watch      []budgetRow
+	BudgetsErr string
 }
 
 type part struct{ Name, State string }
 
 type outcomeCount struct {
 	Outcome string
-	Count   int
+	Count   uint64
 }
 
 func (h *handler) overview(w http.ResponseWriter, r *http.Request, v *view) {
@@ -163,17 +174,15 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request, v *view) {
 		o.HeartbeatEr = err.Error()
 	}
 
-	runs, err := h.listRuns(ctx, url.Values{"since": {"24h"}, "limit": {strconv.Itoa(agentwork.MaxHistoryLimit)}})
-	if err != nil {
+	// Counted by the bus, exactly, without reading the runs.
+	var counts struct {
+		Counts map[string]uint64 `json:"counts"`
+	}
+	if err := h.call(ctx, http.MethodGet, "/v1/runs/counts?since=24h", nil, &counts, nil); err != nil {
 		o.RunsErr = err.Error()
 	}
-	o.RunsMore = len(runs) >= agentwork.MaxHistoryLimit
-	counts := map[string]int{}
-	for _, run := range runs {
-		counts[run.Result.Outcome]++
-	}
 	for _, out := range []string{bus.OutcomeDone, bus.OutcomeSkip, bus.OutcomeError} {
-		o.Outcomes = append(o.Outcomes, outcomeCount{out, counts[out]})
+		o.Outcomes = append(o.Outcomes, outcomeCount{out, counts.Counts[out]})
 	}
 
 	var dl struct {
@@ -184,6 +193,27 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request, v *view) {
 	}
 	o.Failed = len(dl.Deliveries)
 	o.Waiting = h.pendingCount(r)
+
+	// Today's tokens against the budgets (the usage page has the detail).
+	var today api.UsageReply
+	if err := h.call(ctx, http.MethodGet, "/v1/usage?"+url.Values{"since": {"1d"}, "by": {"day,model"}}.Encode(), nil, &today, nil); err != nil {
+		o.TokensErr = err.Error()
+	}
+	day := h.now().UTC().Format(time.DateOnly)
+	for _, rec := range today.Usage {
+		if rec.Day == day {
+			o.TokensToday = append(o.TokensToday, rec)
+			o.TokensTotal += rec.Total()
+		}
+	}
+	var budgets []budgetRow
+	budgets, o.BudgetsErr = h.budgets(r)
+	o.Budgets = len(budgets)
+	for _, b := range budgets {
+		if b.Paused || b.Reason != "" || b.Percent >= 80 {
+			o.Watch = append(o.Watch, b)
+		}
+	}
 	v.Title, v.Nav, v.Data = "Overview", "overview", o
 	h.render(w, http.StatusOK, "overview", v)
 }
@@ -350,8 +380,9 @@ func (h *handler) flash(r *http.Request, err error, ok string) {
 
 // heartbeatPage is the data of the heartbeat page.
 type heartbeatPage struct {
-	Status  *heartbeatStatus
-	History []agentwork.Record
+	Status    *heartbeatStatus
+	History   []agentwork.Record
+	Checklist *checklistShown // checklist.go
 }
 
 func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, v *view) {
@@ -368,6 +399,10 @@ func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, v *view) {
 			v.Error = "The history could not be read: " + err.Error()
 		}
 		p.History = hist.Runs
+		p.Checklist = new(h.heartbeatChecklist(r.Context(), v.Admin))
+		if !v.Admin && hb.Checklist != "" {
+			hb.Checklist = filepath.Base(hb.Checklist)
+		}
 	case status(err) != http.StatusNotFound:
 		v.Error = "The heartbeat could not be read: " + err.Error()
 	}

@@ -23,16 +23,22 @@ import (
 )
 
 // scaleRuns is how many run events TestConsoleScale fills the events
-// stream with.
-const scaleRuns = 100_000
+// stream with; scalePending approvals wait, scaleDecided were decided.
+const (
+	scaleRuns    = 100_000
+	scalePending = 500
+	scaleDecided = 100
+)
 
 // TestConsoleScale measures each console page's server time with
 // 100,000 runs in the events stream (docs/BENCHMARKS.md, "Console with
 // 100,000 runs"). It fills an embedded bus as the runner and the
 // dispatcher would (cron, heartbeat and task runs of a few shapes, a
-// delivery for each run that notified), then times each page's GET
-// through the console's handler in process, and logs p50 and max. It
-// asserts no timing. It runs only when AGENTWORK_CONSOLE_100K=1:
+// delivery for each run that notified) and asks 600 approvals (500 wait),
+// checks that the overview counts them all exactly and that the oldest
+// run's page has its delivery, then times each page's GET through the
+// console's handler in process, and logs p50 and max. It asserts no
+// timing. It runs only when AGENTWORK_CONSOLE_100K=1:
 //
 //	AGENTWORK_CONSOLE_100K=1 go test -count=1 -run TestConsoleScale -v ./console/
 func TestConsoleScale(t *testing.T) {
@@ -41,7 +47,7 @@ func TestConsoleScale(t *testing.T) {
 	}
 	b := bustest.New(t, func(c *bus.Config) { c.SyncInterval = time.Minute }) // batched fsync for the fill
 	start := time.Now()
-	oldRun, _ := fillRuns(t, b, scaleRuns-100)
+	old := fillRuns(t, b, scaleRuns-100)
 	t.Logf("filled %d runs in %s", scaleRuns-100, time.Since(start).Round(time.Millisecond))
 	// The fill packs what the runner writes in weeks into seconds. A
 	// run's page reads the events from 30 s before the run (the window
@@ -50,7 +56,7 @@ func TestConsoleScale(t *testing.T) {
 	// 100 runs come a little later, as the newest runs of a real history
 	// do: the wait is for the stream's clock, not for an event.
 	time.Sleep(31 * time.Second)
-	_, newRun := fillRuns(t, b, 100)
+	newRun := fillRuns(t, b, 100)[99]
 
 	f := &fixture{b: b, routes: &routes{}, now: &clock{t: time.Now()}, approvals: approval.New(b, approval.Config{})}
 	s := api.New(api.Config{AdminToken: adminToken, KeepAlive: time.Hour},
@@ -58,7 +64,34 @@ func TestConsoleScale(t *testing.T) {
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
+	// Approvals: scalePending wait, scaleDecided were decided.
+	for i := range scalePending + scaleDecided {
+		id := f.ask(t, fmt.Sprintf("run-%d", i), "Run exec?", `{"argv":["make","deploy"]}`)
+		if i >= scalePending {
+			if _, err := f.approvals.Decide(t.Context(), id, approval.Approve, approval.ByAdmin, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	br := f.browser(t).login(adminToken)
+
+	// What the pages say is right: the overview's counts are exact (all
+	// 100,000 runs ended within 24 hours), the oldest run's page has its
+	// delivery.
+	over := br.do("GET", "/", nil)
+	for _, want := range []string{
+		fmt.Sprintf(`<span class="num done">%d</span> done`, scaleRuns/2),
+		fmt.Sprintf(`<span class="num skip">%d</span> skip`, scaleRuns/4),
+		fmt.Sprintf(`<span class="num error">%d</span> error`, scaleRuns/4),
+		fmt.Sprintf(`<span class="num skip">%d</span> waiting for a decision`, scalePending),
+	} {
+		if !strings.Contains(over.body, want) {
+			t.Errorf("the overview lacks %s:\n%s", want, over.body)
+		}
+	}
+	if p := br.do("GET", "/runs/"+old[0], nil); !strings.Contains(p.body, `id="deliveries"`) || !strings.Contains(p.body, "1700000000.000100") {
+		t.Errorf("the oldest run's page lacks its delivery:\n%s", p.body)
+	}
 
 	// The second page of the runs list: the "Older" link of the first.
 	first := br.do("GET", "/runs", nil)
@@ -66,8 +99,9 @@ func TestConsoleScale(t *testing.T) {
 	if older == "" {
 		t.Fatal("the runs list has no link to older runs")
 	}
-	paths := []string{"/", "/runs", older, "/runs/" + oldRun, "/runs/" + newRun,
-		"/jobs", "/heartbeat", "/deliveries", "/approvals", "/workflows", "/usage"}
+	// The oldest runs: one that notified, one skipped, one failed.
+	paths := []string{"/", "/runs", older, "/runs/" + old[0], "/runs/" + old[1], "/runs/" + old[3], "/runs/" + newRun,
+		"/jobs", "/heartbeat", "/deliveries", "/approvals", "/approvals?decided=1", "/workflows", "/usage"}
 	const rounds = 7
 	for _, p := range paths {
 		var took []time.Duration
@@ -100,8 +134,8 @@ func olderLink(body string) string {
 
 // fillRuns publishes n run events on b's events stream as the runner
 // does, and a delivery event for each run that notified, as the
-// dispatcher does; it returns the ids of the first run and the last.
-func fillRuns(t *testing.T, b *bus.Bus, n int) (first, last string) {
+// dispatcher does; it returns the ids of the runs' events, in order.
+func fillRuns(t *testing.T, b *bus.Bus, n int) []string {
 	t.Helper()
 	js := b.JetStream()
 	wait := func() {
@@ -128,6 +162,7 @@ func fillRuns(t *testing.T, b *bus.Bus, n int) (first, last string) {
 	}
 	usage := &model.Usage{InputTokens: 4200, OutputTokens: 310, CachedInputTokens: 3000}
 	result := strings.Repeat("a line of what the tool found, ", 12)
+	ids := make([]string, 0, n)
 	for i := range n {
 		if i%1000 == 0 {
 			wait()
@@ -161,11 +196,8 @@ func fillRuns(t *testing.T, b *bus.Bus, n int) (first, last string) {
 				Source: bus.SourceTask, Name: name, Outcome: bus.OutcomeError, Class: "model", Error: "model: 529 overloaded",
 				Model: "claude-sonnet", DurationMS: 30100})
 		}
-		if first == "" {
-			first = id
-		}
-		last = id
+		ids = append(ids, id)
 	}
 	wait()
-	return first, last
+	return ids
 }

@@ -16,9 +16,10 @@ import (
 )
 
 // pageNames are the templates that extend base.html.
-var pageNames = []string{"login", "error", "overview", "runs", "run", "jobs", "heartbeat", "deliveries", "approvals", "approval", "workflows", "workflow_run", "memory", "memory_doc", "usage", "tools", "job_form"}
+var pageNames = []string{"login", "error", "overview", "runs", "run", "jobs", "heartbeat", "deliveries", "approvals", "approval", "workflows", "workflow_run", "memory", "memory_doc", "usage", "tools", "job_form", "workflow"}
 
-// funcs are the templates' helpers. None returns template.HTML: what a
+// funcs are the templates' helpers. None returns template.HTML but
+// markdown, whose HTML is its safe renderer's (markdown.go): what a
 // model or a web page wrote is always escaped.
 var funcs = template.FuncMap{
 	"when": func(t time.Time) string {
@@ -97,6 +98,9 @@ var funcs = template.FuncMap{
 		return []navItem{{"overview", "/", "Overview"}, {"runs", "/runs", "Runs"}, {"jobs", "/jobs", "Jobs"},
 			{"heartbeat", "/heartbeat", "Heartbeat"}, {"workflows", "/workflows", "Workflows"}, {"approvals", "/approvals", "Approvals"}, {"memory", "/memory", "Memory"}, {"deliveries", "/deliveries", "Deliveries"}, {"usage", "/usage", "Usage"}, {"tools", "/tools", "Tools"}}
 	},
+	// markdown renders a memory document's Markdown as safe HTML
+	// (markdown.go: no raw HTML, no script links, no images loaded).
+	"markdown": markdown,
 }
 
 type navItem struct{ Key, Href, Label string }

@@ -33,6 +33,9 @@ type workflowsPage struct {
 	Filtered        bool
 	Statuses        []string
 	DefsErr, RunErr string
+	// Nonces are the run forms' nonces by workflow (the one-button form
+	// of a workflow without inputs).
+	Nonces map[string]string
 }
 
 var workflowStatuses = []string{"pending", "running", "waiting", "done", "failed", "cancelled", "timed_out"}
@@ -53,6 +56,12 @@ func (h *handler) workflows(w http.ResponseWriter, r *http.Request, v *view) {
 			return
 		}
 		p.DefsErr = "The workflows could not be read: " + err.Error()
+	}
+	p.Nonces = map[string]string{}
+	for _, d := range p.Defs {
+		if len(d.Inputs) == 0 && v.Write {
+			p.Nonces[d.Name] = randomToken()
+		}
 	}
 	q := url.Values{"limit": {strconv.Itoa(min(p.Page*workflowRunsPageSize+1, maxWorkflowRuns))}}
 	if p.Workflow != "" {

@@ -36,7 +36,7 @@ deploy:
 
 // workflowFixtureOf is a fixture whose server runs a workflow engine with
 // the workflows of src (YAML, as under workflows: in agentwork.yaml).
-func workflowFixtureOf(t *testing.T, src string) (*fixture, *workflow.Engine) {
+func workflowFixtureOf(t *testing.T, src string, opts ...func(*api.Deps)) (*fixture, *workflow.Engine) {
 	t.Helper()
 	var n yaml.Node
 	if err := yaml.Unmarshal([]byte(src), &n); err != nil {
@@ -50,10 +50,10 @@ func workflowFixtureOf(t *testing.T, src string) (*fixture, *workflow.Engine) {
 		t.Fatal(err)
 	}
 	var e *workflow.Engine
-	f := newFixture(t, func(d *api.Deps) {
+	f := newFixture(t, append([]func(*api.Deps){func(d *api.Deps) {
 		e = workflow.NewEngine(d.Bus, workflow.Config{Definitions: set})
 		d.Workflows = e
-	})
+	}}, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = e.Run(ctx) }()

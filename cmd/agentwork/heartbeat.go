@@ -26,11 +26,14 @@ commands:
                         (wake still runs)
   resume                lift a pause, by hand or the budget's (and start
                         today's count of tokens afresh)
+  checklist             the checklist: where it lives, its revision, items,
+                        why a run would skip it, and its text (edit it in the
+                        console, with PUT /v1/heartbeat/checklist, or in the file)
 
 Every command takes --name (default "default"), --data-dir / --url / --config
 to find the server, and --json.`
 
-// cmdHeartbeat implements `agentwork heartbeat status|wake|history|pause|resume` over the
+// cmdHeartbeat implements `agentwork heartbeat status|wake|history|pause|resume|checklist` over the
 // heartbeat NATS service of a running server.
 func cmdHeartbeat(ctx context.Context, e *env, args []string) error {
 	verb, fs, gf, done, err := group{"heartbeat", heartbeatUsage}.verb(e, args)
@@ -91,9 +94,13 @@ func cmdHeartbeat(ctx context.Context, e *env, args []string) error {
 				fmt.Fprintf(w, "heartbeat %s resumed; next fire %s\n", st.Name, hbTime(st.NextFire))
 			})(c.Resume(ctx))
 		}
+	case "checklist":
+		run = func(ctx context.Context, _ *bus.Bus, c *heartbeat.Client) error {
+			return show(e, *asJSON, hbPrintChecklist)(c.Checklist(ctx))
+		}
 	default:
 		fmt.Fprintln(e.stderr, heartbeatUsage)
-		return usageError{fmt.Sprintf("heartbeat: unknown command %q (want status, wake, history, pause or resume)", verb)}
+		return usageError{fmt.Sprintf("heartbeat: unknown command %q (want status, wake, history, pause, resume or checklist)", verb)}
 	}
 	pos, err := parseFlags(fs, args[1:])
 	if err != nil {
@@ -272,4 +279,29 @@ func hbTime(t time.Time) string {
 		return ""
 	}
 	return t.Local().Format("2006-01-02 15:04:05 MST")
+}
+
+// hbPrintChecklist prints where the checklist lives, whether a run can
+// use it, and its text.
+func hbPrintChecklist(w io.Writer, v heartbeat.ChecklistView) {
+	where := "file " + v.Path
+	if v.Source == heartbeat.SourceMemory {
+		where = "memory: " + v.Document + " (filled from " + v.Path + " the first time)"
+	}
+	fmt.Fprintf(w, "checklist:  %s\n", where)
+	rev := v.Revision
+	if rev == "" {
+		rev = "none (it does not exist)"
+	}
+	fmt.Fprintf(w, "revision:   %s\n", rev)
+	fmt.Fprintf(w, "items:      %d\n", v.Items)
+	if v.Status != "" {
+		fmt.Fprintf(w, "status:     %s: %s\n", v.Status, v.Detail)
+	}
+	if v.Text != "" {
+		fmt.Fprintf(w, "\n%s", v.Text)
+		if !strings.HasSuffix(v.Text, "\n") {
+			fmt.Fprintln(w)
+		}
+	}
 }

@@ -225,7 +225,7 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 	w.services = append(w.services, toolAdmin.Service(), mem.Service(), w.workflows.Service())
 
 	deps := api.Deps{Bus: b, DataDir: b.Config().DataDir, Ready: []api.Readier{b, w.runner, api.ReadyFunc(w.workflowsReady)}, Tools: toolAdmin, Details: partStates(w.mcp, w.dispatcher),
-		Memory: mem, Workflows: w.workflows, Approvals: w.approvals, Console: webconsole.New(webconsole.WithLogger(log.Named("console")), webconsole.WithSchedules(consoleSchedules))}
+		Memory: mem, Workflows: w.workflows, Approvals: w.approvals, Console: webconsole.New(webconsole.WithLogger(log.Named("console")), webconsole.WithSchedules(consoleSchedules), webconsole.WithConfig(f.Console))}
 	for _, t := range w.triggers {
 		if s, ok := t.(triggers.Servicer); ok {
 			w.services = append(w.services, s.Service())
@@ -241,6 +241,7 @@ func wire(f *config.File, e *env, b *bus.Bus, provider model.Provider, log *zap.
 		}
 		if h, ok := t.(*webhook.Handler); ok {
 			deps.Callers = h.Authenticate
+			deps.Credentials = h.Lookup
 			authn := mcpAuth(h)
 			deps.MCP = func(apiHandler http.Handler) http.Handler {
 				return mcpserver.New(apiHandler, mcpserver.WithLogger(log.Named("mcp"))).Handler(authn)

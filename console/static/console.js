@@ -69,3 +69,113 @@
     if (empty) { empty.hidden = true; }
   });
 })();
+
+// ---------------------------------------------------------------------
+// The job form: checks as you type. ~300 ms after the last keystroke the
+// form is sent to POST /jobs/check, which runs the API's own checks of
+// the save (a dry run: nothing is saved) and the scheduler's parser for
+// the next fire times; each error shows under its field, the fire times
+// in the job's zone. What the server says is inserted as text only. With
+// this script off the form works as before ("Show fire times").
+(function () {
+  "use strict";
+  var form = document.getElementById("job-form");
+  if (!form || !form.dataset.check || !window.fetch || !window.URLSearchParams || !window.FormData) { return; }
+  var fields = ["id", "schedule", "timezone", "prompt", "targets", "tools", "model"];
+  var touched = {};
+  fields.forEach(function (name) {
+    // A field the server already marked counts as touched.
+    if (document.getElementById("e-" + name)) { touched[name] = true; }
+  });
+  var url = form.dataset.check + (form.dataset.edit ? "?edit=" + encodeURIComponent(form.dataset.edit) : "");
+  var timer = null;
+  var seq = 0;
+
+  function input(name) { return document.getElementById("f-" + name); }
+
+  // showError sets (or, with no text, clears) the error under field name.
+  function showError(name, text) {
+    var el = input(name);
+    if (!el) { return; }
+    var span = document.getElementById("e-" + name);
+    if (!text) {
+      if (span) { span.parentNode.removeChild(span); }
+      el.removeAttribute("aria-invalid");
+      el.removeAttribute("aria-describedby");
+      return;
+    }
+    if (!span) {
+      span = document.createElement("span");
+      span.className = "error-text";
+      span.id = "e-" + name;
+      el.parentNode.appendChild(span);
+    }
+    span.textContent = text;
+    el.setAttribute("aria-invalid", "true");
+    el.setAttribute("aria-describedby", span.id);
+  }
+
+  function showFires(c) {
+    var title = document.getElementById("fires-title");
+    var box = document.getElementById("fires-list");
+    if (!title || !box) { return; }
+    title.textContent = c.title || "";
+    while (box.firstChild) { box.removeChild(box.firstChild); }
+    var p;
+    if (c.next && c.next.length) {
+      var ol = document.createElement("ol");
+      c.next.forEach(function (t) {
+        var li = document.createElement("li");
+        li.textContent = t;
+        ol.appendChild(li);
+      });
+      box.appendChild(ol);
+      p = document.createElement("p");
+      p.className = "hint";
+      p.textContent = "A job's jitter, if set, moves each by up to that much.";
+    } else {
+      p = document.createElement("p");
+      p.className = "muted";
+      p.textContent = c.note || "No fire times: see the schedule's error.";
+    }
+    box.appendChild(p);
+  }
+
+  function show(c) {
+    var errors = c.errors || {};
+    fields.forEach(function (name) {
+      var el = input(name);
+      var shown = touched[name] || (el && el.value.trim() !== "");
+      showError(name, shown ? errors[name] : "");
+    });
+    var other = document.getElementById("check-other");
+    if (other) {
+      other.textContent = c.other || "";
+      other.hidden = !c.other;
+    }
+    showFires(c);
+  }
+
+  function check() {
+    var n = ++seq;
+    var body = new URLSearchParams(new FormData(form));
+    fetch(url, {
+      method: "POST", body: body, credentials: "same-origin", redirect: "error",
+      headers: { "Accept": "application/json" }
+    }).then(function (res) {
+      var ct = res.headers.get("Content-Type") || "";
+      if (!res.ok || ct.indexOf("application/json") !== 0) { throw new Error("check: " + res.status); }
+      return res.json();
+    }).then(function (c) {
+      if (n === seq) { show(c); } // a later check is on its way
+    })["catch"](function () { /* the form still works: Show fire times */ });
+  }
+
+  form.addEventListener("input", function (e) {
+    var name = e.target && e.target.name;
+    if (fields.indexOf(name) < 0) { return; }
+    touched[name] = true;
+    if (timer) { clearTimeout(timer); }
+    timer = setTimeout(check, 300);
+  });
+})();

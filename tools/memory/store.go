@@ -142,11 +142,12 @@ func (s *Store) Yesterday() string {
 // YYYY-MM-DD (or daily.YYYY-MM-DD, memory/YYYY-MM-DD.md).
 func (s *Store) Resolve(name string) (string, error) {
 	n := strings.TrimSpace(name)
+	if IsChecklist(n) {
+		return Checklist, nil
+	}
 	switch strings.ToLower(n) {
 	case Long, "memory.md", "memory":
 		return Long, nil
-	case Checklist, "heartbeat.md":
-		return Checklist, nil
 	case "today":
 		return s.Today(), nil
 	case "yesterday":
@@ -160,6 +161,16 @@ func (s *Store) Resolve(name string) (string, error) {
 		return DailyPrefix + d, nil
 	}
 	return "", errorf(ErrInvalid, "no memory document %q: want long, today, yesterday, a date such as %s, or checklist", name, s.now().In(s.loc).Format(dateLayout))
+}
+
+// IsChecklist reports whether name is the heartbeat's checklist
+// (checklist or HEARTBEAT.md, any case, as Resolve reads it).
+func IsChecklist(name string) bool {
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case Checklist, "heartbeat.md":
+		return true
+	}
+	return false
 }
 
 // FileOf returns the Markdown file name of the document key.

@@ -185,7 +185,7 @@ func (a *AgentJobs) Create(ctx context.Context, o schedule.Owner, spec schedule.
 	if err := hold.check(ctx); err != nil {
 		return schedule.Info{}, false, err
 	}
-	st, err := s.create(ctx, j, OriginAgent, now)
+	st, _, err := s.create(ctx, j, OriginAgent, now, false)
 	if errors.Is(err, ErrExists) && spec.IdempotencyKey != "" {
 		// Another call with the same key (here or on another instance)
 		// came first.

@@ -35,6 +35,9 @@ var (
 	ErrNotReady   = &Error{Status: 503, Code: "not_ready", Detail: "the scheduler is still loading"}
 	ErrBadRequest = &Error{Status: 400, Code: "bad_request", Detail: "bad request"}
 	ErrForbidden  = &Error{Status: 403, Code: "forbidden", Detail: "the job is not the caller's"}
+	// ErrConflict: the job is not at the revision the change was made at
+	// (If-Match); the code is that of a memory document's conflict.
+	ErrConflict = &Error{Status: 412, Code: "conflict", Detail: "the job changed since it was read"}
 )
 
 // mayChange checks that the caller of ctx may change or run j. A webhook
@@ -193,15 +196,37 @@ func (s *Scheduler) listAll(ctx context.Context) ([]jobState, error) {
 
 // Get returns one job, read from the bucket.
 func (s *Scheduler) Get(ctx context.Context, id string) (Status, error) {
-	j, _, err := s.readJob(ctx, id)
+	st, _, err := s.getRev(ctx, id)
+	return st, err
+}
+
+// getRev is Get with the revision of the job's record: the ETag of GET
+// /v1/jobs/{id}, which a change made at it names (If-Match).
+func (s *Scheduler) getRev(ctx context.Context, id string) (Status, uint64, error) {
+	j, rev, err := s.readJob(ctx, id)
 	if err != nil {
-		return Status{}, err
+		return Status{}, 0, err
 	}
 	st, err := readState(ctx, s.bus.State, id)
 	if err != nil {
-		return Status{}, err
+		return Status{}, 0, err
 	}
-	return s.status(j, st), nil
+	return s.status(j, st), rev, nil
+}
+
+// conflict is the refusal of a change made at revision want of job id,
+// which is at revision rev now.
+func conflict(id string, want, rev uint64) error {
+	return apiErr(ErrConflict, "job %q changed since revision %d was read (it is at revision %d now): nothing was changed; reload it (GET /v1/jobs/%s, whose ETag is its revision) and redo the change", id, want, rev, id)
+}
+
+// write says how a change is written: at a revision, or not at all.
+type write struct {
+	// ifMatch, when set, is the revision the change was made at: the job
+	// must still be at it (ErrConflict otherwise).
+	ifMatch *uint64
+	// dryRun checks the change as the write would, and writes nothing.
+	dryRun bool
 }
 
 func (s *Scheduler) readJob(ctx context.Context, id string) (Job, uint64, error) {
@@ -232,7 +257,24 @@ func (s *Scheduler) Add(ctx context.Context, j Job) (Status, error) {
 		return Status{}, err
 	}
 	j.Creator, j.IdempotencyKey = nil, "" // the agent's, never the API's
-	return s.create(ctx, j, OriginAPI, now)
+	st, _, err := s.create(ctx, j, OriginAPI, now, false)
+	return st, err
+}
+
+// add is Add (by nil) or addFor, answering the new record's revision; a
+// dry run checks j, and that its id is free, and writes nothing.
+func (s *Scheduler) add(ctx context.Context, j Job, by *schedule.Owner, origin string, dry bool) (Status, uint64, error) {
+	now := s.clock.Now().UTC()
+	if err := s.check(&j, now); err != nil {
+		return Status{}, 0, err
+	}
+	j.Creator, j.IdempotencyKey = nil, ""
+	if by != nil {
+		o := *by
+		o.Source, o.RunID = origin, ""
+		j.Creator = &o
+	}
+	return s.create(ctx, j, origin, now, dry)
 }
 
 // AddMCP creates a job through the MCP server for by: origin mcp, Creator
@@ -247,37 +289,46 @@ func (s *Scheduler) AddMCP(ctx context.Context, j Job, by schedule.Owner) (Statu
 // addFor creates j for by, with origin (mcp, console): Creator names the
 // credential, and its runs keep to that credential's grant.
 func (s *Scheduler) addFor(ctx context.Context, j Job, by schedule.Owner, origin string) (Status, error) {
-	now := s.clock.Now().UTC()
-	if err := s.check(&j, now); err != nil {
-		return Status{}, err
-	}
-	by.Source, by.RunID = origin, ""
-	j.Creator, j.IdempotencyKey = &by, ""
-	return s.create(ctx, j, origin, now)
+	st, _, err := s.add(ctx, j, &by, origin, false)
+	return st, err
 }
 
-// create writes the checked job j of origin as new.
-func (s *Scheduler) create(ctx context.Context, j Job, origin string, now time.Time) (Status, error) {
+// create writes the checked job j of origin as new, and answers the
+// revision of its record; dry writes nothing (and checks that the id is
+// free).
+func (s *Scheduler) create(ctx context.Context, j Job, origin string, now time.Time, dry bool) (Status, uint64, error) {
 	if _, ok := s.defined[j.ID]; ok {
-		return Status{}, apiErr(ErrExists, "job %q exists: the config file defines it", j.ID)
+		return Status{}, 0, apiErr(ErrExists, "job %q exists: the config file defines it", j.ID)
 	}
 	j.Origin, j.CreatedAt, j.UpdatedAt = origin, now, now
 	data, err := json.Marshal(j)
 	if err != nil {
-		return Status{}, err
+		return Status{}, 0, err
 	}
-	if _, err := s.bus.Jobs.Create(ctx, j.ID, data); err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			return Status{}, apiErr(ErrExists, "job %q exists (use update, or delete it first)", j.ID)
+	exists := func() error { return apiErr(ErrExists, "job %q exists (use update, or delete it first)", j.ID) }
+	if dry {
+		_, err := s.bus.Jobs.Get(ctx, j.ID)
+		switch {
+		case err == nil:
+			return Status{}, 0, exists()
+		case !errors.Is(err, jetstream.ErrKeyNotFound):
+			return Status{}, 0, fmt.Errorf("cron: read job %s: %w", j.ID, err)
 		}
-		return Status{}, fmt.Errorf("cron: add job %s: %w", j.ID, err)
+		return s.status(j, State{}), 0, nil
+	}
+	rev, err := s.bus.Jobs.Create(ctx, j.ID, data)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return Status{}, 0, exists()
+		}
+		return Status{}, 0, fmt.Errorf("cron: add job %s: %w", j.ID, err)
 	}
 	// A new job starts with a clean state (a deleted job of the same id
 	// may have left one).
 	if _, err := s.bus.State.Get(ctx, stateKey(j.ID)); err == nil {
 		_ = s.bus.State.Delete(ctx, stateKey(j.ID))
 	}
-	return s.status(j, State{}), nil
+	return s.status(j, State{}), rev, nil
 }
 
 // validate checks j, and that the models it names are ours (WithModels).
@@ -307,64 +358,94 @@ func (s *Scheduler) check(j *Job, now time.Time) error {
 // Update applies a JSON merge patch (RFC 7396) to a job: only the fields
 // it names change; null removes a field. Config jobs cannot be changed.
 func (s *Scheduler) Update(ctx context.Context, id string, patch json.RawMessage) (Status, error) {
+	st, _, err := s.update(ctx, id, patch, write{})
+	return st, err
+}
+
+// update is Update as w says (at a revision, or a dry run); it answers
+// the revision of the job's record as written.
+func (s *Scheduler) update(ctx context.Context, id string, patch json.RawMessage, w write) (Status, uint64, error) {
 	for range 5 {
-		old, rev, err := s.readJob(ctx, id)
-		if err != nil {
-			return Status{}, err
+		st, rev, err := s.updateOnce(ctx, id, patch, w)
+		if !bus.IsConflict(err) {
+			return st, rev, err
 		}
-		if old.Origin == OriginConfig {
-			return Status{}, apiErr(ErrConfigJob, "job %q is defined in the config file: change it there (pause and resume work here)", id)
-		}
-		if old.Origin == OriginWorkflow {
-			return Status{}, apiErr(ErrConfigJob, "job %q is a cron trigger of workflow %s: change the workflow's `on` in the config (pause and resume work here)", id, old.Workflow)
-		}
-		if err := mayEdit(ctx, old); err != nil {
-			return Status{}, err
-		}
-		cur, _ := json.Marshal(old)
-		merged, err := mergePatch(cur, patch)
-		if err != nil {
-			return Status{}, apiErr(ErrBadRequest, "patch: %v", err)
-		}
-		var j Job
-		dec := json.NewDecoder(bytes.NewReader(merged))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&j); err != nil {
-			return Status{}, apiErr(ErrInvalid, "%v", err)
-		}
-		if j.ID != id {
-			return Status{}, apiErr(ErrInvalid, "id: cannot be changed (add a new job and delete this one)")
-		}
-		now := s.clock.Now().UTC()
-		if err := s.check(&j, now); err != nil {
-			return Status{}, err
-		}
-		j.Origin, j.CreatedAt, j.UpdatedAt = OriginAPI, old.CreatedAt, now
-		if credentialed(old.Origin) {
-			// An agent's job stays its creator's, whoever changes it.
-			j.Origin, j.Creator, j.IdempotencyKey = old.Origin, old.Creator, old.IdempotencyKey
-		} else {
-			j.Creator, j.IdempotencyKey = nil, ""
-		}
-		data, _ := json.Marshal(j)
-		if _, err := s.bus.Jobs.Update(ctx, id, data, rev); err != nil {
-			if bus.IsConflict(err) {
-				continue
-			}
-			return Status{}, fmt.Errorf("cron: update job %s: %w", id, err)
-		}
-		st, err := readState(ctx, s.bus.State, id)
-		if err != nil {
-			return Status{}, err
-		}
-		return s.status(j, st), nil
+		// Changed since it was read: read it again (at If-Match, that
+		// is a conflict).
 	}
-	return Status{}, fmt.Errorf("cron: update job %s: changed concurrently, try again", id)
+	return Status{}, 0, fmt.Errorf("cron: update job %s: changed concurrently, try again", id)
+}
+
+// updateOnce reads job id, applies patch, and writes it at the revision
+// read (an error for which bus.IsConflict is true when it changed
+// meanwhile).
+func (s *Scheduler) updateOnce(ctx context.Context, id string, patch json.RawMessage, w write) (Status, uint64, error) {
+	old, rev, err := s.readJob(ctx, id)
+	if err != nil {
+		return Status{}, 0, err
+	}
+	if old.Origin == OriginConfig {
+		return Status{}, 0, apiErr(ErrConfigJob, "job %q is defined in the config file: change it there (pause and resume work here)", id)
+	}
+	if old.Origin == OriginWorkflow {
+		return Status{}, 0, apiErr(ErrConfigJob, "job %q is a cron trigger of workflow %s: change the workflow's `on` in the config (pause and resume work here)", id, old.Workflow)
+	}
+	if err := mayEdit(ctx, old); err != nil {
+		return Status{}, 0, err
+	}
+	if w.ifMatch != nil && *w.ifMatch != rev {
+		return Status{}, 0, conflict(id, *w.ifMatch, rev)
+	}
+	cur, _ := json.Marshal(old)
+	merged, err := mergePatch(cur, patch)
+	if err != nil {
+		return Status{}, 0, apiErr(ErrBadRequest, "patch: %v", err)
+	}
+	var j Job
+	dec := json.NewDecoder(bytes.NewReader(merged))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return Status{}, 0, apiErr(ErrInvalid, "%v", err)
+	}
+	if j.ID != id {
+		return Status{}, 0, apiErr(ErrInvalid, "id: cannot be changed (add a new job and delete this one)")
+	}
+	now := s.clock.Now().UTC()
+	if err := s.check(&j, now); err != nil {
+		return Status{}, 0, err
+	}
+	j.Origin, j.CreatedAt, j.UpdatedAt = OriginAPI, old.CreatedAt, now
+	if credentialed(old.Origin) {
+		// An agent's job stays its creator's, whoever changes it.
+		j.Origin, j.Creator, j.IdempotencyKey = old.Origin, old.Creator, old.IdempotencyKey
+	} else {
+		j.Creator, j.IdempotencyKey = nil, ""
+	}
+	if !w.dryRun {
+		data, _ := json.Marshal(j)
+		if rev, err = s.bus.Jobs.Update(ctx, id, data, rev); err != nil {
+			if bus.IsConflict(err) {
+				return Status{}, 0, err
+			}
+			return Status{}, 0, fmt.Errorf("cron: update job %s: %w", id, err)
+		}
+	}
+	st, err := readState(ctx, s.bus.State, id)
+	if err != nil {
+		return Status{}, 0, err
+	}
+	return s.status(j, st), rev, nil
 }
 
 // Delete removes a job and its state (its history stays in the events
 // stream). Config jobs cannot be deleted here.
 func (s *Scheduler) Delete(ctx context.Context, id string) error {
+	return s.delete(ctx, id, nil)
+}
+
+// delete is Delete; with ifMatch, only while the job's record is at that
+// revision (ErrConflict otherwise).
+func (s *Scheduler) delete(ctx context.Context, id string, ifMatch *uint64) error {
 	j, rev, err := s.readJob(ctx, id)
 	if err != nil {
 		return err
@@ -372,13 +453,23 @@ func (s *Scheduler) Delete(ctx context.Context, id string) error {
 	if err := mayChange(ctx, j); err != nil {
 		return err
 	}
+	if ifMatch != nil && *ifMatch != rev {
+		return conflict(id, *ifMatch, rev)
+	}
 	if j.Origin == OriginConfig {
 		return apiErr(ErrConfigJob, "job %q is defined in the config file: remove it there, or pause it", id)
 	}
 	if j.Origin == OriginWorkflow {
 		return apiErr(ErrConfigJob, "job %q is a cron trigger of workflow %s: remove the trigger from the workflow's `on` in the config, or pause it", id, j.Workflow)
 	}
-	return s.deleteAt(ctx, id, rev)
+	err = s.deleteAt(ctx, id, rev)
+	if ifMatch != nil && bus.IsConflict(err) {
+		// Changed between the read and the delete.
+		if _, now, rerr := s.readJob(ctx, id); rerr == nil {
+			return conflict(id, *ifMatch, now)
+		}
+	}
+	return err
 }
 
 // deleteAt removes job id at revision rev of its definition, and its state.

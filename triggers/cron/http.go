@@ -28,16 +28,23 @@ const maxBody = 1 << 20
 //	GET    /v1/jobs                  list, a page of ?limit= (100, at most
 //	                                 1000) jobs ?after= an id; a Link
 //	                                 header (rel="next") names the next page
-//	POST   /v1/jobs                  add (a Job; 201); through the MCP
-//	                                 server (api.Actor) of origin mcp
-//	GET    /v1/jobs/{id}             show
-//	PATCH  /v1/jobs/{id}             update (JSON merge patch)
-//	DELETE /v1/jobs/{id}             delete (204)
+//	POST   /v1/jobs                  add (a Job; 201, ETag: its revision);
+//	                                 through the MCP server (api.Actor) of
+//	                                 origin mcp
+//	GET    /v1/jobs/{id}             show; ETag: the revision of its record
+//	PATCH  /v1/jobs/{id}             update (JSON merge patch); with
+//	                                 If-Match: <revision> only while it is
+//	                                 at that revision (412 otherwise)
+//	DELETE /v1/jobs/{id}             delete (204); If-Match as PATCH
 //	POST   /v1/jobs/{id}/run         run now (202); an Idempotency-Key
 //	                                 header runs it once per key
 //	POST   /v1/jobs/{id}/pause       pause ({"reason": ...} optional)
 //	POST   /v1/jobs/{id}/resume      resume
 //	GET    /v1/jobs/{id}/history     events, newest first (?limit=20)
+//
+// POST and PATCH with ?dry_run=true check the job as they would write it,
+// write nothing, and answer 200 with the job as it would be (the
+// console's form checks what is typed with it).
 //
 // Errors are RFC 9457 problem details written by api/problem, with the
 // Error's code.
@@ -64,48 +71,75 @@ func (s *Scheduler) Routes(mux *http.ServeMux) {
 		}
 		s.httpFunc(http.StatusOK, func(*http.Request) (any, error) { return page, err })(w, r)
 	})
-	mux.HandleFunc("POST /v1/jobs", s.httpFunc(http.StatusCreated, func(r *http.Request) (any, error) {
-		body, err := readBody(r)
-		if err != nil {
-			return nil, err
+	mux.HandleFunc("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		dry, err := dryRun(r)
+		created := http.StatusCreated
+		if dry {
+			created = http.StatusOK
 		}
-		var j Job
-		if err := decodeStrict(body, &j); err != nil {
-			return nil, apiErr(ErrInvalid, "job: %v", err)
-		}
-		if a, ok := api.ActorFrom(r.Context()); ok && a.Via == OriginMCP {
-			return s.AddMCP(r.Context(), j, schedule.Owner{Name: a.Name, Credential: a.Credential})
-		} else if ok && a.Credential != "" {
-			// A credential's console session: the job acts for it, with
-			// the runner's tools (no grant names tools for the console).
-			if len(j.Tools) > 0 {
-				return nil, consoleTools(a.Credential)
+		s.httpRev(created, func(r *http.Request) (any, uint64, error) {
+			if err != nil {
+				return nil, 0, err
 			}
-			return s.addFor(r.Context(), j, schedule.Owner{Name: a.Name, Credential: a.Credential}, OriginConsole)
-		}
-		return s.Add(r.Context(), j)
+			body, err := readBody(r)
+			if err != nil {
+				return nil, 0, err
+			}
+			var j Job
+			if err := decodeStrict(body, &j); err != nil {
+				return nil, 0, apiErr(ErrInvalid, "job: %v", err)
+			}
+			if a, ok := api.ActorFrom(r.Context()); ok && a.Via == OriginMCP {
+				return s.add(r.Context(), j, &schedule.Owner{Name: a.Name, Credential: a.Credential}, OriginMCP, dry)
+			} else if ok && a.Credential != "" {
+				// A credential's console session: the job acts for it,
+				// with the runner's tools (no grant names tools for the
+				// console).
+				if len(j.Tools) > 0 {
+					return nil, 0, consoleTools(a.Credential)
+				}
+				return s.add(r.Context(), j, &schedule.Owner{Name: a.Name, Credential: a.Credential}, OriginConsole, dry)
+			}
+			return s.add(r.Context(), j, nil, OriginAPI, dry)
+		})(w, r)
+	})
+	mux.HandleFunc("GET /v1/jobs/{id}", s.httpRev(http.StatusOK, func(r *http.Request) (any, uint64, error) {
+		return s.getRev(r.Context(), r.PathValue("id"))
 	}))
-	mux.HandleFunc("GET /v1/jobs/{id}", s.httpFunc(http.StatusOK, func(r *http.Request) (any, error) {
-		return s.Get(r.Context(), r.PathValue("id"))
-	}))
-	mux.HandleFunc("PATCH /v1/jobs/{id}", s.httpFunc(http.StatusOK, func(r *http.Request) (any, error) {
-		body, err := readBody(r)
-		if err != nil {
-			return nil, err
+	mux.HandleFunc("PATCH /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		at, ok := api.IfMatch(w, r)
+		if !ok {
+			return
 		}
-		if a, ok := api.ActorFrom(r.Context()); ok && a.Via == OriginConsole && a.Credential != "" {
-			var patch map[string]json.RawMessage
-			if json.Unmarshal(body, &patch) == nil {
-				if t, set := patch["tools"]; set && string(t) != "null" {
-					return nil, consoleTools(a.Credential)
+		dry, err := dryRun(r)
+		s.httpRev(http.StatusOK, func(r *http.Request) (any, uint64, error) {
+			if err != nil {
+				return nil, 0, err
+			}
+			body, err := readBody(r)
+			if err != nil {
+				return nil, 0, err
+			}
+			if a, ok := api.ActorFrom(r.Context()); ok && a.Via == OriginConsole && a.Credential != "" {
+				var patch map[string]json.RawMessage
+				if json.Unmarshal(body, &patch) == nil {
+					if t, set := patch["tools"]; set && string(t) != "null" {
+						return nil, 0, consoleTools(a.Credential)
+					}
 				}
 			}
+			return s.update(r.Context(), r.PathValue("id"), body, write{ifMatch: at, dryRun: dry})
+		})(w, r)
+	})
+	mux.HandleFunc("DELETE /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		at, ok := api.IfMatch(w, r)
+		if !ok {
+			return
 		}
-		return s.Update(r.Context(), r.PathValue("id"), body)
-	}))
-	mux.HandleFunc("DELETE /v1/jobs/{id}", s.httpFunc(http.StatusNoContent, func(r *http.Request) (any, error) {
-		return nil, s.Delete(r.Context(), r.PathValue("id"))
-	}))
+		s.httpFunc(http.StatusNoContent, func(r *http.Request) (any, error) {
+			return nil, s.delete(r.Context(), r.PathValue("id"), at)
+		})(w, r)
+	})
 	mux.HandleFunc("POST /v1/jobs/{id}/run", s.httpFunc(http.StatusAccepted, func(r *http.Request) (any, error) {
 		key := strings.Trim(r.Header.Get("Idempotency-Key"), `"`)
 		if len(key) > 256 {
@@ -165,6 +199,31 @@ func (s *Scheduler) httpFunc(okStatus int, fn func(r *http.Request) (any, error)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(out)
 	}
+}
+
+// httpRev is httpFunc for an answer about one job's record: its revision,
+// when fn gives one (not 0), is the answer's ETag.
+func (s *Scheduler) httpRev(okStatus int, fn func(r *http.Request) (any, uint64, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		out, rev, err := fn(r)
+		if err == nil && rev != 0 {
+			w.Header().Set("ETag", api.ETag(rev))
+		}
+		s.httpFunc(okStatus, func(*http.Request) (any, error) { return out, err })(w, r)
+	}
+}
+
+// dryRun reads ?dry_run= (true, 1, false, ...; absent: false).
+func dryRun(r *http.Request) (bool, error) {
+	v := r.URL.Query().Get("dry_run")
+	if v == "" {
+		return false, nil
+	}
+	dry, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, apiErr(ErrBadRequest, "dry_run: %q: want true or false", v)
+	}
+	return dry, nil
 }
 
 // writeError answers an API error as problem details with its status and

@@ -28,6 +28,9 @@
 // the instant the window opens.
 //
 // Wake runs one heartbeat now without moving the schedule; Status and
-// History report it. They are served over NATS (Service; Client and the
+// History report it. Checklist reads the checklist as the next run would,
+// with its revision; WriteChecklist replaces it only at that revision (a
+// file atomically, at its content hash; in memory by the store's
+// compare-and-set). They are served over NATS (Service; Client and the
 // CLI call it) and HTTP (Routes). A Heartbeat is a triggers.Trigger.
 package heartbeat

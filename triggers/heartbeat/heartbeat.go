@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,8 +28,9 @@ type Heartbeat struct {
 	bus       *bus.Bus
 	cfg       Config
 	hours     activehours.Schedule
-	checklist string // resolved path
-	memory    Memory // where the checklist lives with ChecklistInMemory
+	checklist string     // resolved path
+	memory    Memory     // where the checklist lives with ChecklistInMemory
+	fileMu    sync.Mutex // WriteChecklist of a file: one at a time
 	log       *zap.Logger
 	clock     clock.Clock
 	queuePoll time.Duration

@@ -124,6 +124,9 @@ const (
 	VerbHistory = "history"
 	VerbPause   = "pause"
 	VerbResume  = "resume"
+	// VerbChecklist answers the checklist (a ChecklistView) as the
+	// instance that answers reads it.
+	VerbChecklist = "checklist"
 )
 
 // ServiceRequest is the JSON body of a request to the heartbeat service.
@@ -180,7 +183,7 @@ func (h *Heartbeat) Service() bus.Service {
 	}
 	return bus.Service{
 		Name:        bus.SourceHeartbeat,
-		Description: "agentwork heartbeat: status, wake, history, pause, resume",
+		Description: "agentwork heartbeat: status, wake, history, pause, resume, checklist",
 		QueueGroup:  "agentwork-heartbeat-" + h.cfg.Name,
 		Timeout:     serviceTimeout,
 		Endpoints: []bus.Endpoint{
@@ -195,6 +198,7 @@ func (h *Heartbeat) Service() bus.Service {
 			})},
 			{Verb: VerbPause, Handle: handle(func(ctx context.Context, r ServiceRequest) (any, error) { return h.Pause(ctx, r.Reason) })},
 			{Verb: VerbResume, Handle: handle(func(ctx context.Context, _ ServiceRequest) (any, error) { return h.Resume(ctx) })},
+			{Verb: VerbChecklist, Handle: handle(func(ctx context.Context, _ ServiceRequest) (any, error) { return h.Checklist(ctx) })},
 		},
 	}
 }
@@ -252,6 +256,13 @@ func (c *Client) Pause(ctx context.Context, reason string) (Status, error) {
 func (c *Client) Resume(ctx context.Context) (Status, error) {
 	var s Status
 	return s, c.call(ctx, VerbResume, ServiceRequest{Name: c.name}, &s)
+}
+
+// Checklist returns the checklist as the answering instance reads it (a
+// file checklist is that instance's file).
+func (c *Client) Checklist(ctx context.Context) (ChecklistView, error) {
+	var v ChecklistView
+	return v, c.call(ctx, VerbChecklist, ServiceRequest{Name: c.name}, &v)
 }
 
 func (c *Client) call(ctx context.Context, verb string, in ServiceRequest, out any) error {

@@ -81,3 +81,15 @@ func (h *Handler) byName(name string) (Credential, bool) {
 	}
 	return Credential{}, false
 }
+
+// Lookup finds the token credential called name (an api.CredentialLookup):
+// its caller, with the grant Authenticate gives it, and the SHA-256 of its
+// token. The web console checks its sessions with it at every request.
+func (h *Handler) Lookup(name string) (api.Caller, [sha256.Size]byte, bool) {
+	for i := range h.tokens {
+		if h.tokens[i].name == name {
+			return api.Caller{Name: name, Allows: h.tokens[i].grant.Allows}, h.tokens[i].sum, true
+		}
+	}
+	return api.Caller{}, [sha256.Size]byte{}, false
+}
