@@ -144,10 +144,11 @@ const (
 	// ended console session stays: the shortest the server allows.
 	// Nothing watches the bucket.
 	ConsoleSessionsMarkerTTL = time.Second
-	// ConsoleSessionsMaxBytes bounds the console's sessions bucket: at
-	// the bound a new login is refused (the bus answers "maximum bytes
-	// exceeded") until sessions expire, instead of logins without end
-	// filling the disk.
+	// ConsoleSessionsMaxBytes bounds the console's sessions bucket (and
+	// to a 16th of bus.max_store, since JetStream sets the bound aside
+	// from the store): at the bound a new login is refused (the bus
+	// answers "maximum bytes exceeded") until sessions expire, instead of
+	// logins without end filling the disk.
 	ConsoleSessionsMaxBytes = 64 << 20
 	// ConsoleSessionMaxSize bounds one session's record (its credential,
 	// times and flash message: well under 1 KiB).
@@ -198,6 +199,15 @@ func (b *Bus) StreamConfigs() []jetstream.StreamConfig {
 // created: a store provisioned before keeps its blocks.
 const perSubjectUnbounded = 1 << 40
 
+// consoleSessionsMaxBytes is ConsoleSessionsMaxBytes, or a 16th of the
+// store when that is less: a bus with a small max_store still starts.
+func (b *Bus) consoleSessionsMaxBytes() int64 {
+	if s := b.cfg.MaxStore; s > 0 {
+		return min(ConsoleSessionsMaxBytes, max(s/16, 64<<10))
+	}
+	return ConsoleSessionsMaxBytes
+}
+
 func (b *Bus) bucketConfigs() []jetstream.KeyValueConfig {
 	r := b.cfg.Replicas
 	return []jetstream.KeyValueConfig{
@@ -211,7 +221,7 @@ func (b *Bus) bucketConfigs() []jetstream.KeyValueConfig {
 		{Bucket: BucketWorkflowRuns, Description: "workflow runs: state and outbox (ended runs expire by a per-key TTL)", History: 1, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: WorkflowRunsMarkerTTL},
 		{Bucket: BucketApprovals, Description: "approvals (ended ones expire by a per-key TTL)", History: 1, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: ApprovalsMarkerTTL},
 		{Bucket: BucketConsoleSessions, Description: "web console sessions (each expires by a per-key TTL)", History: 1, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: ConsoleSessionsMarkerTTL,
-			MaxBytes: ConsoleSessionsMaxBytes, MaxValueSize: ConsoleSessionMaxSize},
+			MaxBytes: b.consoleSessionsMaxBytes(), MaxValueSize: ConsoleSessionMaxSize},
 	}
 }
 
