@@ -247,6 +247,12 @@ func (s *Scheduler) readJob(ctx context.Context, id string) (Job, uint64, error)
 	if err := json.Unmarshal(e.Value(), &j); err != nil {
 		return j, 0, fmt.Errorf("cron: job %s is not valid JSON: %w", id, err)
 	}
+	if j.Origin == OriginConfig || j.Origin == OriginWorkflow {
+		// A record an earlier version wrote of a job the config no longer
+		// defines (the start removes it): no job. Its timer's stored fire
+		// may come before that.
+		return Job{}, 0, apiErr(ErrNotFound, "job %q not found: the config file no longer defines it", id)
+	}
 	return j, e.Revision(), nil
 }
 
