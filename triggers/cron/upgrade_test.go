@@ -448,3 +448,81 @@ func TestUpgradeDroppedJobsStoredFireFiresNothing(t *testing.T) {
 		t.Error("the dropped job's fire armed its next timer")
 	}
 }
+
+// An API job beside config jobs the earlier version kept in the bucket
+// (it refused to update or delete a config job through the API, so no
+// config job was changed there): the upgrade leaves the API job's record
+// untouched, and it fires each tick once across the switch, as does the
+// config job.
+func TestUpgradeKeepsAPIJobs(t *testing.T) {
+	b := bustest.New(t)
+	every2s := Catchup{Policy: CatchupRunAll, Max: 100}
+	results := make(chan TickResult, 1000)
+	// The earlier version ran with the API job (created as it created
+	// them) and the config job.
+	old, stop := startScheduler(t, b, Config{}, results)
+	if _, err := old.Add(t.Context(), Job{ID: "api", Schedule: "@every 2s", Prompt: "p", Catchup: every2s}); err != nil {
+		t.Fatal(err)
+	}
+	fired := firedTicks(t, results, map[string]bool{"api": true}, time.Now().Add(2*time.Second))
+	stop()
+	// What it left of the config job (written here, after the run of this
+	// version that stands in for it and would not know the job).
+	cfg := Config{Jobs: []Job{{ID: "cfg", Schedule: "@every 2s", Prompt: "p", Catchup: every2s}}}
+	last := time.Now().UTC().Truncate(2 * time.Second).Add(-2 * time.Second)
+	recs := oldConfigRecords(t, b, cfg, last.Add(-time.Hour))
+	st := State{LastTick: ptr(last), Fires: 9}
+	oldState(t, b, "cfg", st)
+	oldTimer(t, b, recs["cfg"], st)
+	apiRec, err := b.Jobs.Get(t.Context(), "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The old run's results: the API job's ticks.
+	fired["cfg"] = map[time.Time]int{}
+	for len(results) > 0 {
+		r := <-results
+		if r.What != "fired" {
+			t.Fatalf("result %+v", r)
+		}
+		fired[r.Job][r.Tick]++
+	}
+	stateRev := func() uint64 { return revisions(t, b.State, []string{stateKey("api")})[stateKey("api")] }
+	before := stateRev()
+	var firstAPI time.Time
+	for k := range fired["api"] {
+		if firstAPI.IsZero() || k.Before(firstAPI) {
+			firstAPI = k
+		}
+	}
+
+	s, stop := startScheduler(t, b, cfg, results)
+	waitSwept(t, s)
+	more := firedTicks(t, results, map[string]bool{"api": true, "cfg": true}, time.Now().Add(4*time.Second))
+	got, err := s.Get(t.Context(), "api")
+	if err != nil || got.Job.Origin != OriginAPI || !got.Job.UpdatedAt.Equal(got.Job.CreatedAt) {
+		t.Errorf("Get(api) = %+v, %v; want the API job as created", got.Job, err)
+	}
+	page, _, err := s.List(t.Context(), "", 10)
+	if err != nil || len(page) != 2 {
+		t.Errorf("List: %d jobs, %v; want 2", len(page), err)
+	}
+	stop()
+	for len(results) > 0 {
+		r := <-results
+		more[r.Job][r.Tick]++
+	}
+	if e, err := b.Jobs.Get(t.Context(), "api"); err != nil || e.Revision() != apiRec.Revision() || string(e.Value()) != string(apiRec.Value()) {
+		t.Errorf("the API job's record after the upgrade: %v; want untouched (revision %d)", err, apiRec.Revision())
+	}
+	if stateRev() == before {
+		t.Error("the API job's state was not written after the upgrade: it did not fire")
+	}
+	for id, ticks := range more {
+		for k, n := range ticks {
+			fired[id][k] += n
+		}
+	}
+	checkEachTickOnce(t, "api", fired["api"], firstAPI)
+	checkEachTickOnce(t, "cfg", fired["cfg"], last.Add(2*time.Second))
+}
