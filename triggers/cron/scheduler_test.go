@@ -174,7 +174,7 @@ func TestRestartCatchup(t *testing.T) {
 			b := bustest.New(t)
 			job := Job{ID: "daily", Schedule: "0 0 * * *", Prompt: "report", Catchup: tt.catchup}
 			last := today.AddDate(0, 0, -3) // the last tick before the process died
-			seed(t, b, job, last.Add(-time.Hour), State{LastTick: &last, Fires: 1})
+			seedConfig(t, b, job, last.Add(-time.Hour), State{LastTick: &last, Fires: 1})
 			results := make(chan TickResult, 100)
 			// A grace of a second: the midnight tick is late too, unless
 			// the test runs in the first second of the day.
