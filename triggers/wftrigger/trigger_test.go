@@ -444,6 +444,9 @@ func TestNoEventTriggersRemovesTheConsumer(t *testing.T) {
 	in3 := newInstance(t, b, defs(t, eventFlow))
 	in3.runTrigger(t)
 	publish(t, b, "after", bus.SourceCron, "error", "nightly-tests", boom, "after")
+	// Events are handled in order: once the run of "after" is there, a
+	// run of "between" would be too.
+	waitUntil(t, "the run of the event after", func() bool { return len(runsOf(t, in3.engine, "on-error")) > 0 })
 	drained(t, b)
 	var got []string
 	for _, r := range runsOf(t, in3.engine, "on-error") {
