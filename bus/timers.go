@@ -48,6 +48,9 @@ type Timer struct {
 	ID string
 	// Data is the JSON payload given to Set (may be empty).
 	Data json.RawMessage
+	// Seq is the stream sequence of a fired copy (from Fired), to compare
+	// with a consumer's AckFloor; 0 otherwise.
+	Seq uint64
 }
 
 // Timers is the durable time engine: "fire X at T" for every time-based
@@ -227,7 +230,29 @@ func (t *Timers) Fired(ctx context.Context, key string) (Timer, error) {
 	if err != nil {
 		return Timer{}, fmt.Errorf("bus: timer %s: %w", key, err)
 	}
-	return t.decode(key, m.Data)
+	f, err := t.decode(key, m.Data)
+	f.Seq = m.Sequence
+	return f, err
+}
+
+// AckFloor returns the stream sequence up to which the durable consumer
+// of StreamTimers has acknowledged every fired copy: a copy (Fired) whose
+// Seq is above it may still be waiting to be handled; one at or below it
+// was handled. 0 when the consumer does not exist yet (it will be handed
+// every copy the stream keeps).
+func (t *Timers) AckFloor(ctx context.Context, consumer string) (uint64, error) {
+	c, err := t.b.js.Consumer(ctx, StreamTimers, consumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("bus: consumer %s of %s: %w", consumer, StreamTimers, err)
+	}
+	ci, err := c.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("bus: consumer %s of %s: %w", consumer, StreamTimers, err)
+	}
+	return ci.AckFloor.Stream, nil
 }
 
 // PendingKeys returns the keys with a pending timer among those under

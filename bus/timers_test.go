@@ -274,6 +274,50 @@ func TestTimerFired(t *testing.T) {
 	}
 }
 
+// A fired copy's Seq against the consumer's AckFloor tells whether the
+// consumer has handled it: above the floor until acked, at or below after.
+func TestTimerFiredAckFloor(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	tm := bus.NewTimers(b)
+	if floor, err := tm.AckFloor(t.Context(), "nobody"); err != nil || floor != 0 {
+		t.Fatalf("AckFloor(no consumer) = %d, %v; want 0, nil", floor, err)
+	}
+	cons, err := b.JetStream().CreateOrUpdateConsumer(t.Context(), bus.StreamTimers, jetstream.ConsumerConfig{
+		Durable: "floor", FilterSubject: b.Subjects.TimersFired(), AckPolicy: jetstream.AckExplicitPolicy,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tm.Set(t.Context(), "cron.a", time.Now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := <-batch.Messages()
+	if !ok {
+		t.Fatalf("no fire: %v", batch.Error())
+	}
+	f, err := tm.Fired(t.Context(), "cron.a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md, _ := m.Metadata(); f.Seq == 0 || md == nil || md.Sequence.Stream != f.Seq {
+		t.Fatalf("Fired(cron.a).Seq = %d, want the delivered copy's sequence (%v)", f.Seq, md)
+	}
+	if floor, err := tm.AckFloor(t.Context(), "floor"); err != nil || floor >= f.Seq {
+		t.Errorf("AckFloor before the ack = %d, %v; want below %d", floor, err, f.Seq)
+	}
+	if err := m.DoubleAck(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if floor, err := tm.AckFloor(t.Context(), "floor"); err != nil || floor < f.Seq {
+		t.Errorf("AckFloor after the ack = %d, %v; want at least %d", floor, err, f.Seq)
+	}
+}
+
 // (a) One pending timer per key: a second Set replaces the first, also when
 // the first falls due before the second.
 func TestTimerSetReplaces(t *testing.T) {

@@ -183,3 +183,29 @@ func (s *Scheduler) definedJob(ctx context.Context, id string) (Job, bool, error
 	}
 	return Job{}, true, fmt.Errorf("cron: config job %s not loaded", id)
 }
+
+// errDefinedElsewhere is elsewhere's answer for a job the config jobs'
+// index lists that this instance's config does not define.
+var errDefinedElsewhere = errors.New("cron: the job is defined by another instance's config")
+
+// elsewhere is asked of a job id that is no job here (no config job, no
+// record): while instances run different configs (a rolling change),
+// another instance's config may define it, and then the index lists it.
+// It returns errDefinedElsewhere then (the fire or run is for such an
+// instance), nil when the index does not list it either (the job was
+// deleted).
+func (s *Scheduler) elsewhere(ctx context.Context, id string) error {
+	if s.defined[id] {
+		return nil // defined here: its absence is not another config's
+	}
+	idx, err := s.readIndex(ctx)
+	if err != nil {
+		return err
+	}
+	for _, sh := range idx {
+		if _, ok := sh[id]; ok {
+			return fmt.Errorf("%w: %s", errDefinedElsewhere, id)
+		}
+	}
+	return nil
+}

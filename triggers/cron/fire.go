@@ -92,6 +92,14 @@ func (s *Scheduler) handle(ctx context.Context, m jetstream.Msg) bus.Verdict {
 	} else {
 		err = s.fireJob(ctx, log, id, attempt)
 	}
+	if errors.Is(err, errDefinedElsewhere) && ctx.Err() == nil {
+		// A rolling config change: another instance's config defines the
+		// job. The fire is handed out again until one of those takes it.
+		wait := min(s.retryBase<<min(attempt-1, 30), s.retryMax)
+		log.Info("fire of a job this instance's config does not define, but the config jobs' index lists; handed out again for an instance that defines it",
+			zap.Duration("retry_in", wait))
+		return bus.Retry(wait)
+	}
 	s.mu.Lock()
 	if err == nil {
 		delete(s.lastErr, id)
@@ -147,7 +155,7 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 		var err error
 		j, rev, err = s.readJob(ctx, id)
 		if errors.Is(err, ErrNotFound) {
-			return false, nil
+			return false, s.elsewhere(ctx, id)
 		}
 		if err != nil {
 			return false, err
@@ -420,7 +428,7 @@ func (s *Scheduler) arm(ctx context.Context, j Job, sched Schedule, st State) er
 func (s *Scheduler) fireRetry(ctx context.Context, log *zap.Logger, id string, d timerData) error {
 	j, _, err := s.readJob(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		return nil
+		return s.elsewhere(ctx, id)
 	}
 	if err != nil {
 		return err

@@ -354,6 +354,12 @@ func (s *Scheduler) sweepOnce(ctx context.Context) (int, error) {
 		s.fired = nil
 		s.mu.Unlock()
 	}()
+	// Read before the listing: a fired copy at or below the floor was
+	// handled before the listing, so whatever its handler armed is listed.
+	floor, err := s.timers.AckFloor(ctx, ConsumerName)
+	if err != nil {
+		return 0, err
+	}
 	pending, err := s.timers.PendingKeys(ctx, "cron")
 	if err != nil {
 		return 0, err
@@ -423,7 +429,7 @@ arming:
 			if a.next.IsZero() {
 				err = s.checkOne(gctx, a.id)
 			} else {
-				err = s.armMissing(gctx, a.id)
+				err = s.armMissing(gctx, a.id, floor)
 			}
 			if err != nil && ctx.Err() == nil {
 				s.log.Debug("arm timer", zap.String("job", a.id), zap.Error(err))
@@ -451,9 +457,12 @@ arming:
 // a job whose fire was done since the listing armed its next timer
 // itself (its state as seen here may not have the tick yet), so it is
 // checked instead; and a tick already due whose timer fired while no
-// instance handled it (its fire waits in the consumer, and arms the next
-// tick) is left to that fire.
-func (s *Scheduler) armMissing(ctx context.Context, id string) error {
+// instance handled it (its fire waits in the consumer, above its ack
+// floor, and arms the next tick) is left to that fire. A tick whose fire
+// was handled (acked, at or below floor) and left no timer — an instance
+// whose config did not define the job dropped it — is armed from the
+// job's state as stored (not as seen here, which may lag).
+func (s *Scheduler) armMissing(ctx context.Context, id string, floor uint64) error {
 	s.mu.Lock()
 	if s.fired[id] {
 		s.mu.Unlock()
@@ -480,12 +489,17 @@ func (s *Scheduler) armMissing(ctx context.Context, id string) error {
 	if tick := nextTick(cp.job, sched, cp.state); !tick.IsZero() {
 		due := tick.Add(jitter(id, tick, time.Duration(cp.job.Jitter))).Add(-fireLead)
 		if !due.After(s.clock.Now().Add(fireLead)) {
-			waiting, err := s.firedFor(ctx, cp.job, tick)
+			f, err := s.firedFor(ctx, cp.job, tick)
 			if err != nil {
 				return err
 			}
-			if waiting {
+			if f.Seq > floor {
 				return nil
+			}
+			if f.Seq > 0 {
+				if cp.state, err = readState(ctx, s.bus.State, id); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -498,23 +512,23 @@ func (s *Scheduler) armMissing(ctx context.Context, id string) error {
 	return nil
 }
 
-// firedFor reports whether the job's timer fired for tick (and its
-// definition): the newest fired copy the time engine keeps is that
-// timer's. The tick is then the fire's to handle (it is in the consumer,
-// or handled, which recorded the tick and armed the next).
-func (s *Scheduler) firedFor(ctx context.Context, j Job, tick time.Time) (bool, error) {
+// firedFor returns the fired copy of the job's timer for tick (and its
+// definition) the time engine keeps (its newest), or a zero Timer. Above
+// the consumer's ack floor the tick is the fire's to handle (it records
+// the tick and arms the next).
+func (s *Scheduler) firedFor(ctx context.Context, j Job, tick time.Time) (bus.Timer, error) {
 	f, err := s.timers.Fired(ctx, timerKey(j.ID))
 	if errors.Is(err, bus.ErrNoTimer) {
-		return false, nil
+		return bus.Timer{}, nil
 	}
 	if err != nil {
-		return false, err
+		return bus.Timer{}, err
 	}
 	var d timerData
-	if json.Unmarshal(f.Data, &d) != nil {
-		return false, nil
+	if json.Unmarshal(f.Data, &d) != nil || !d.Tick.Equal(tick) || !d.UpdatedAt.Equal(j.UpdatedAt) {
+		return bus.Timer{}, nil
 	}
-	return d.Tick.Equal(tick) && d.UpdatedAt.Equal(j.UpdatedAt), nil
+	return f, nil
 }
 
 // reconcileConfig puts the config's jobs and the workflows' cron jobs into
