@@ -20,10 +20,13 @@ import (
 	"hash/fnv"
 	"maps"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/agentwork/agentwork/bus"
 )
 
 // shardJobs is how many config jobs one index value holds, about: the
@@ -95,34 +98,40 @@ func (s *Scheduler) definedIDs() map[string]bool {
 	return ids
 }
 
-// readIndex reads every shard of the index: shard number -> content and
-// revision.
+// readIndex reads every shard of the index: shard number -> content.
 func (s *Scheduler) readIndex(ctx context.Context) (map[int]indexShard, error) {
+	idx, _, err := s.readIndexAt(ctx)
+	return idx, err
+}
+
+// readIndexAt reads every shard of the index: shard number -> content,
+// and shard number -> revision (of unreadable shards too, which have no
+// content: the jobs in them count as new, and the shard is written again).
+func (s *Scheduler) readIndexAt(ctx context.Context) (map[int]indexShard, map[int]uint64, error) {
 	w, err := s.bus.State.Watch(ctx, indexPrefix+"*", jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, fmt.Errorf("cron: read the config jobs' index: %w", err)
+		return nil, nil, fmt.Errorf("cron: read the config jobs' index: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
-	out := map[int]indexShard{}
+	out, revs := map[int]indexShard{}, map[int]uint64{}
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		case u, ok := <-w.Updates():
 			if !ok {
-				return nil, errors.New("cron: read the config jobs' index: watch closed")
+				return nil, nil, errors.New("cron: read the config jobs' index: watch closed")
 			}
 			if u == nil {
-				return out, nil
+				return out, revs, nil
 			}
 			var n int
 			if _, err := fmt.Sscanf(u.Key(), indexPrefix+"%d", &n); err != nil {
 				continue
 			}
+			revs[n] = u.Revision()
 			var sh indexShard
 			if err := json.Unmarshal(u.Value(), &sh); err != nil {
-				// Unreadable: the jobs in it count as new (their anchor
-				// is now), and the shard is written again.
 				continue
 			}
 			out[n] = sh
@@ -130,38 +139,67 @@ func (s *Scheduler) readIndex(ctx context.Context) (map[int]indexShard, error) {
 	}
 }
 
-// writeIndex writes the shards of want that differ from have, and
-// deletes those no job maps to any more.
-func (s *Scheduler) writeIndex(ctx context.Context, have, want map[int]indexShard) error {
+// writeIndex writes the shards of want that differ from have, each with
+// compare-and-set at the revision read (revs), and deletes those no job
+// maps to any more. Another instance that wrote a shard meanwhile (two
+// starting together) had its entries kept where they are for the same
+// definition: every instance ends with the same times for a job, so the
+// same request ids for its ticks. It returns the shards as written.
+func (s *Scheduler) writeIndex(ctx context.Context, have, want map[int]indexShard, revs map[int]uint64) (map[int]indexShard, error) {
+	var mu sync.Mutex
+	out := make(map[int]indexShard, len(want))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(32)
 	for n, sh := range want {
-		if maps.Equal(have[n], sh) {
+		if _, read := have[n]; read && maps.Equal(have[n], sh) {
+			out[n] = sh
 			continue
 		}
 		g.Go(func() error {
-			data, err := json.Marshal(sh)
+			written, _, err := bus.UpdateAt(gctx, s.bus.State, shardKey(n), sh, revs[n], func(cur *indexShard, _ bool) (bool, error) {
+				next := make(indexShard, len(sh))
+				for id, e := range sh {
+					if c, ok := (*cur)[id]; ok {
+						e.CreatedAt = c.CreatedAt
+						if c.Hash == e.Hash {
+							e.UpdatedAt = c.UpdatedAt
+						}
+					}
+					next[id] = e
+				}
+				if maps.Equal(*cur, next) {
+					return false, nil
+				}
+				*cur = next
+				return true, nil
+			})
 			if err != nil {
-				return err
-			}
-			if _, err := s.bus.State.Put(gctx, shardKey(n), data); err != nil {
 				return fmt.Errorf("cron: write the config jobs' index: %w", err)
 			}
+			mu.Lock()
+			out[n] = written
+			mu.Unlock()
 			return nil
 		})
 	}
-	for n := range have {
+	for n, rev := range revs {
 		if _, ok := want[n]; ok {
 			continue
 		}
 		g.Go(func() error {
-			if err := s.bus.State.Delete(gctx, shardKey(n)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			// At the revision read: a shard written meanwhile is another
+			// start's, and stays.
+			err := s.bus.State.Delete(gctx, shardKey(n), jetstream.LastRevision(rev))
+			if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) && !bus.IsConflict(err) {
 				return fmt.Errorf("cron: write the config jobs' index: %w", err)
 			}
 			return nil
 		})
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // definedJob returns the config's job id as loaded (with its times), and

@@ -540,7 +540,7 @@ func (s *Scheduler) firedFor(ctx context.Context, j Job, tick time.Time) (bus.Ti
 func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	defer close(s.configured)
 	now := s.clock.Now().UTC()
-	have, err := s.readIndex(ctx)
+	have, revs, err := s.readIndexAt(ctx)
 	if err != nil {
 		return err
 	}
@@ -552,6 +552,7 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	shards := shardCount(len(s.defined))
 	var override, staleRecords []string
 	changed := map[string]bool{} // jobs defined before under another definition
+	jobs := map[string]Job{}     // with the times to write, until the index is written
 	s.mu.Lock()
 	for id, j := range s.definedJobs() {
 		h := definitionHash(j)
@@ -586,15 +587,7 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 			want[n] = indexShard{}
 		}
 		want[n][id] = indexEntry{Hash: h, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt}
-		e, ok := s.entries[id]
-		if !ok {
-			e = &entry{}
-			s.entries[id] = e
-		}
-		e.job = j
-		if changed[id] {
-			s.markDirty(id) // a pending timer is for the old definition
-		}
+		jobs[id] = j
 	}
 	// Dropped from the config: known from the index, or (written by an
 	// earlier version) from the bucket.
@@ -654,5 +647,27 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	return s.writeIndex(ctx, have, want)
+	written, err := s.writeIndex(ctx, have, want, revs)
+	if err != nil {
+		return err
+	}
+	// The times as the index has them now: another instance starting
+	// meanwhile may have written them first.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, j := range jobs {
+		if e, ok := written[shardOf(id, shards)][id]; ok {
+			j.CreatedAt, j.UpdatedAt = e.CreatedAt, e.UpdatedAt
+		}
+		e, ok := s.entries[id]
+		if !ok {
+			e = &entry{}
+			s.entries[id] = e
+		}
+		e.job = j
+		if changed[id] {
+			s.markDirty(id) // a pending timer is for the old definition
+		}
+	}
+	return nil
 }
