@@ -360,7 +360,8 @@ func (s *Scheduler) publish(ctx context.Context, log *zap.Logger, j Job, b batch
 			continue
 		}
 		tick := fire[0]
-		if err := s.publishTick(ctx, j, tick, 0, catchup); err != nil {
+		dup, err := s.publishTick(ctx, j, tick, 0, catchup)
+		if err != nil {
 			s.report(j.ID, tick, "failed")
 			return err
 		}
@@ -368,6 +369,12 @@ func (s *Scheduler) publish(ctx context.Context, log *zap.Logger, j Job, b batch
 		done.fired = append(done.fired, tick)
 		done.done(tick)
 		done.lastFired = s.clock.Now().UTC()
+		if dup {
+			// Another fire of the tick published it first (two instances'
+			// arming passes both armed it): reported fired there.
+			s.report(j.ID, tick, "duplicate")
+			continue
+		}
 		log.Debug("tick fired", zap.Time("tick", tick), zap.Bool("catchup", catchup))
 		s.report(j.ID, tick, "fired")
 	}
@@ -446,12 +453,15 @@ func (s *Scheduler) fireRetry(ctx context.Context, log *zap.Logger, id string, d
 		// the state asks for.
 		return s.armRetry(ctx, id, r)
 	}
-	if err := s.publishTick(ctx, j, r.Tick, r.Attempt, false); err != nil {
+	if dup, err := s.publishTick(ctx, j, r.Tick, r.Attempt, false); err != nil {
 		s.report(id, r.Tick, "failed")
 		return err
+	} else if dup {
+		s.report(id, r.Tick, "duplicate")
+	} else {
+		log.Debug("retry fired", zap.Time("tick", r.Tick), zap.Int("retry", r.Attempt))
+		s.report(id, r.Tick, "fired")
 	}
-	log.Debug("retry fired", zap.Time("tick", r.Tick), zap.Int("retry", r.Attempt))
-	s.report(id, r.Tick, "fired")
 	_, err = updateState(ctx, s.states(), id, func(st *State) bool {
 		if st.Retry == nil || !st.Retry.Tick.Equal(r.Tick) || st.Retry.Attempt != r.Attempt {
 			return false
@@ -533,15 +543,16 @@ func (s *Scheduler) forgo(ctx context.Context, j Job, tick time.Time) (bool, err
 type publishFunc func(context.Context, *bus.Bus, agentwork.Request, agentwork.PublishOptions) (agentwork.Published, error)
 
 // publishTick publishes the request of a tick of j (retry > 0: a retry of
-// it) with its message id.
-func (s *Scheduler) publishTick(ctx context.Context, j Job, tick time.Time, retry int, catchup bool) error {
+// it) with its message id. dup: the bus had it already (another fire of
+// the tick published it).
+func (s *Scheduler) publishTick(ctx context.Context, j Job, tick time.Time, retry int, catchup bool) (dup bool, err error) {
 	if j.Workflow != "" {
 		// A workflow's cron trigger: the tick starts a run, once per tick
 		// (its key is the tick's message id).
 		if _, err := s.startWorkflow(ctx, j, tick, false); err != nil {
-			return fmt.Errorf("start the run of workflow %s for the tick of %s: %w", j.Workflow, tick.UTC().Format(time.RFC3339), err)
+			return false, fmt.Errorf("start the run of workflow %s for the tick of %s: %w", j.Workflow, tick.UTC().Format(time.RFC3339), err)
 		}
-		return nil
+		return false, nil
 	}
 	req := s.request(j, tick, false)
 	if retry > 0 {
@@ -557,10 +568,11 @@ func (s *Scheduler) publishTick(ctx context.Context, j Job, tick time.Time, retr
 		pub = agentwork.Publish
 	}
 	o := agentwork.PublishOptions{MsgID: MsgID(j.ID, tick, retry), EventID: requestID(j, tick, retry), Producer: Producer, Now: s.clock.Now()}
-	if _, err := pub(ctx, s.bus, req, o); err != nil {
-		return fmt.Errorf("publish the tick of %s: %w", tick.UTC().Format(time.RFC3339), err)
+	p, err := pub(ctx, s.bus, req, o)
+	if err != nil {
+		return false, fmt.Errorf("publish the tick of %s: %w", tick.UTC().Format(time.RFC3339), err)
 	}
-	return nil
+	return p.Duplicate, nil
 }
 
 // request builds the request of a tick of j.
@@ -646,6 +658,7 @@ func (s *Scheduler) report(id string, tick time.Time, what string) {
 		s.stats.fired.Add(1)
 	case "missed":
 		s.stats.missed.Add(1)
+	case "duplicate":
 	default:
 		s.stats.failed.Add(1)
 	}

@@ -120,7 +120,9 @@ type TickResult struct {
 	// What is "fired", "missed" (recorded as a missed skip event; for a
 	// summary of many, Tick is the oldest) or "failed" (the fire could not
 	// publish it this time: it is handed out again with backoff, here or
-	// on another instance, and a later result for the tick follows).
+	// on another instance, and a later result for the tick follows) or
+	// "duplicate" (another fire of the tick had published it: it is
+	// reported fired there).
 	What string
 	// At is when the instance was done with the tick (for a fired tick:
 	// when JetStream acknowledged the request). At - Tick is the lateness.
