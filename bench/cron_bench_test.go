@@ -69,7 +69,13 @@ func BenchmarkCron100k(b *testing.B) {
 		aw := benchAgentwork(b, specs)
 		rb := benchRobfig(b, specs)
 		b.ReportMetric(ms(aw.cold), "aw-cold-start-ms")
+		b.ReportMetric(ms(aw.coldArmed), "aw-cold-armed-ms")
+		b.ReportMetric(float64(aw.coldWrites)/cronJobs, "aw-cold-writes/job")
+		b.ReportMetric(float64(len(aw.passLate)), "aw-pass-fires")
+		b.ReportMetric(ms(percentile(aw.passLate, 0.50)), "aw-pass-late-p50-ms")
+		b.ReportMetric(ms(percentile(aw.passLate, 0.99)), "aw-pass-late-p99-ms")
 		b.ReportMetric(ms(aw.start), "aw-restart-ms")
+		b.ReportMetric(ms(aw.startArmed), "aw-restart-armed-ms")
 		b.ReportMetric(float64(aw.heap)/cronJobs, "aw-heap-B/job")
 		b.ReportMetric(ms(percentile(aw.late, 0.50)), "aw-late-p50-ms")
 		b.ReportMetric(ms(percentile(aw.late, 0.99)), "aw-late-p99-ms")
@@ -77,6 +83,9 @@ func BenchmarkCron100k(b *testing.B) {
 		b.ReportMetric(float64(aw.twice), "aw-fired-twice")
 		b.ReportMetric(float64(aw.caughtUp), "aw-caught-up")
 		b.ReportMetric(float64(aw.missed), "aw-missed")
+		b.ReportMetric(ms(percentile(aw.stopHandled, 0)), "aw-stop-handled-first-ms")
+		b.ReportMetric(ms(percentile(aw.stopHandled, 0.50)), "aw-stop-handled-p50-ms")
+		b.ReportMetric(ms(aw.nextTick), "aw-next-tick-ms")
 		b.ReportMetric(ms(rb.start), "robfig-start-ms")
 		b.ReportMetric(float64(rb.heap)/cronJobs, "robfig-heap-B/job")
 		b.ReportMetric(ms(percentile(rb.late, 0.50)), "robfig-late-p50-ms")
@@ -87,12 +96,26 @@ func BenchmarkCron100k(b *testing.B) {
 
 type cronResult struct {
 	cold, start time.Duration
-	heap        uint64
-	late        []time.Duration
-	twice       int // ticks reported fired more than once
+	// Until every timer was armed (Scheduler.Armed).
+	coldArmed, startArmed time.Duration
+	// Stored writes of the cold start: the jobs and state buckets' and
+	// the timers stream's sequences.
+	coldWrites uint64
+	heap       uint64
+	late       []time.Duration
+	twice      int // ticks reported fired more than once
 	// Ticks due while the scheduler was stopped: fired (caught up) and
 	// recorded missed, after the restart.
 	caughtUp, missed int
+	// When after the restart began the stop's ticks were handled (their
+	// stored fires), and when the first tick after it was due: a job
+	// whose stored fire is handled after that tick is due runs that tick
+	// and records both of the stop's missed (run_once), one handled
+	// before it runs the stop's latest tick.
+	stopHandled []time.Duration
+	nextTick    time.Duration
+	// Lateness of the ticks due during the cold start's arming pass.
+	passLate []time.Duration
 }
 
 func benchAgentwork(b *testing.B, specs []string) cronResult {
@@ -107,10 +130,30 @@ func benchAgentwork(b *testing.B, specs []string) cronResult {
 	var res cronResult
 
 	// Cold start: the bucket is empty, the scheduler writes every job.
+	seq0 := streamSeqs(b, bb)
+	var coldMu sync.Mutex
+	var coldFired []cron.TickResult
+	coldObserve := func(r cron.TickResult) {
+		if r.What == "fired" {
+			coldMu.Lock()
+			coldFired = append(coldFired, r)
+			coldMu.Unlock()
+		}
+	}
 	start := time.Now()
-	stop := runScheduler(b, bb, cfg, nil)
-	res.cold = time.Since(start)
+	stop := runScheduler(b, bb, cfg, coldObserve, &res.cold, &res.coldArmed, start)
 	stop()
+	// The ticks due while the cold start's pass armed the timers: the
+	// firing jobs' timers are armed first (soonest tick first), and they
+	// fire while the pass arms the rest.
+	coldMu.Lock()
+	for _, r := range coldFired {
+		if r.Tick.After(start.Add(res.cold)) && r.Tick.Before(start.Add(res.coldArmed)) {
+			res.passLate = append(res.passLate, r.At.Sub(r.Tick))
+		}
+	}
+	coldMu.Unlock()
+	res.coldWrites = streamSeqs(b, bb) - seq0
 	// A few seconds' stop: the ticks due meanwhile are caught up per the
 	// jobs' policy (run_once: one run each, the rest recorded missed)
 	// while the ticks due after the restart are measured.
@@ -123,7 +166,7 @@ func benchAgentwork(b *testing.B, specs []string) cronResult {
 	seen := map[string]bool{}
 	observe := func(r cron.TickResult) {
 		mu.Lock()
-		from := ready
+		from, restarted := ready, restarted
 		mu.Unlock()
 		// Only ticks due after start-up: the ones missed while stopped are
 		// caught up late by design.
@@ -135,6 +178,7 @@ func benchAgentwork(b *testing.B, specs []string) cronResult {
 			case "missed":
 				res.missed++
 			}
+			res.stopHandled = append(res.stopHandled, r.At.Sub(restarted))
 			mu.Unlock()
 		}
 		if r.What == "fired" && !from.IsZero() && r.Tick.After(from) {
@@ -150,9 +194,11 @@ func benchAgentwork(b *testing.B, specs []string) cronResult {
 	}
 	before := heapInUse()
 	start = time.Now()
+	mu.Lock()
 	restarted = start
-	stop = runScheduler(b, bb, cfg, observe)
-	res.start = time.Since(start)
+	res.nextTick = restarted.Truncate(2 * time.Second).Add(2 * time.Second).Sub(restarted)
+	mu.Unlock()
+	stop = runScheduler(b, bb, cfg, observe, &res.start, &res.startArmed, start)
 	if after := heapInUse(); after > before {
 		res.heap = after - before
 	}
@@ -164,10 +210,33 @@ func benchAgentwork(b *testing.B, specs []string) cronResult {
 	mu.Lock()
 	defer mu.Unlock()
 	res.late = slices.Clone(res.late)
+	res.stopHandled = slices.Clone(res.stopHandled)
 	return res
 }
 
-func runScheduler(b *testing.B, bb *bus.Bus, cfg cron.Config, observe func(cron.TickResult)) (stop func()) {
+// streamSeqs sums the last sequences of the streams the scheduler writes
+// at start.
+func streamSeqs(b *testing.B, bb *bus.Bus) uint64 {
+	b.Helper()
+	var n uint64
+	for _, name := range []string{"KV_" + bus.BucketJobs, "KV_" + bus.BucketState, bus.StreamTimers} {
+		st, err := bb.JetStream().Stream(context.Background(), name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		info, err := st.Info(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += info.State.LastSeq
+	}
+	return n
+}
+
+// runScheduler runs a scheduler until it is started (ready: *ready is
+// how long since t0) and its timers are armed (*armed; the same where
+// the scheduler has no Armed).
+func runScheduler(b *testing.B, bb *bus.Bus, cfg cron.Config, observe func(cron.TickResult), ready, armed *time.Duration, t0 time.Time) (stop func()) {
 	b.Helper()
 	opts := []cron.Option{}
 	if observe != nil {
@@ -187,6 +256,15 @@ func runScheduler(b *testing.B, bb *bus.Bus, cfg cron.Config, observe func(cron.
 	case <-time.After(2 * time.Minute):
 		b.Fatal("scheduler not ready after 2m")
 	}
+	*ready = time.Since(t0)
+	select {
+	case <-s.Armed():
+	case err := <-done:
+		b.Fatalf("scheduler: %v", err)
+	case <-time.After(2 * time.Minute):
+		b.Fatal("timers not armed after 2m")
+	}
+	*armed = time.Since(t0)
 	return func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -48,6 +48,9 @@ type Timer struct {
 	ID string
 	// Data is the JSON payload given to Set (may be empty).
 	Data json.RawMessage
+	// Seq is the stream sequence of a fired copy (from Fired), to compare
+	// with a consumer's AckFloor; 0 otherwise.
+	Seq uint64
 }
 
 // Timers is the durable time engine: "fire X at T" for every time-based
@@ -206,6 +209,50 @@ func (t *Timers) Pending(ctx context.Context, key string) (Timer, error) {
 		return Timer{}, fmt.Errorf("bus: timer %s: %w", key, err)
 	}
 	return t.decode(key, m.Data)
+}
+
+// Fired returns the newest fired copy of key the stream keeps (for
+// TimerFiredTTL), handled by its consumer or not, or ErrNoTimer. For a
+// start-up check: a timer that fired while no consumer was up is not
+// pending, and its fire is still to come.
+func (t *Timers) Fired(ctx context.Context, key string) (Timer, error) {
+	if err := CheckTimerKey(key); err != nil {
+		return Timer{}, err
+	}
+	st, err := t.streamHandle(ctx)
+	if err != nil {
+		return Timer{}, err
+	}
+	m, err := st.GetLastMsgForSubject(ctx, t.b.Subjects.TimerFired(key))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Timer{}, fmt.Errorf("bus: timer %s: %w", key, ErrNoTimer)
+	}
+	if err != nil {
+		return Timer{}, fmt.Errorf("bus: timer %s: %w", key, err)
+	}
+	f, err := t.decode(key, m.Data)
+	f.Seq = m.Sequence
+	return f, err
+}
+
+// AckFloor returns the stream sequence up to which the durable consumer
+// of StreamTimers has acknowledged every fired copy: a copy (Fired) whose
+// Seq is above it may still be waiting to be handled; one at or below it
+// was handled. 0 when the consumer does not exist yet (it will be handed
+// every copy the stream keeps).
+func (t *Timers) AckFloor(ctx context.Context, consumer string) (uint64, error) {
+	c, err := t.b.js.Consumer(ctx, StreamTimers, consumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("bus: consumer %s of %s: %w", consumer, StreamTimers, err)
+	}
+	ci, err := c.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("bus: consumer %s of %s: %w", consumer, StreamTimers, err)
+	}
+	return ci.AckFloor.Stream, nil
 }
 
 // PendingKeys returns the keys with a pending timer among those under

@@ -246,6 +246,78 @@ func TestTimerFiresOnce(t *testing.T) {
 	onlySentinel(t, b, tm, fired, time.Now().Add(time.Second), 4)
 }
 
+// Fired reads the newest fired copy of a key, whether a consumer took it
+// or not; a key that never fired has none.
+func TestTimerFired(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	tm := bus.NewTimers(b)
+	fired := watchFired(t, b, 8)
+	if _, err := tm.Fired(t.Context(), "cron.never"); !errors.Is(err, bus.ErrNoTimer) {
+		t.Errorf("Fired(never fired) = %v, want ErrNoTimer", err)
+	}
+	data := json.RawMessage(`{"tick":"x"}`)
+	if err := tm.Set(t.Context(), "cron.a", time.Now(), data); err != nil {
+		t.Fatal(err)
+	}
+	p, err := tm.Pending(t.Context(), "cron.a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFires(t, fired, 1, 10*time.Second)
+	f, err := tm.Fired(t.Context(), "cron.a")
+	if err != nil || f.ID != p.ID || string(f.Data) != string(data) {
+		t.Errorf("Fired(cron.a) = %+v, %v; want the timer %s with data %s", f, err, p.ID, data)
+	}
+	if _, err := tm.Fired(t.Context(), "cron.a.retry"); !errors.Is(err, bus.ErrNoTimer) {
+		t.Errorf("Fired(cron.a.retry) = %v, want ErrNoTimer (another key)", err)
+	}
+}
+
+// A fired copy's Seq against the consumer's AckFloor tells whether the
+// consumer has handled it: above the floor until acked, at or below after.
+func TestTimerFiredAckFloor(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	tm := bus.NewTimers(b)
+	if floor, err := tm.AckFloor(t.Context(), "nobody"); err != nil || floor != 0 {
+		t.Fatalf("AckFloor(no consumer) = %d, %v; want 0, nil", floor, err)
+	}
+	cons, err := b.JetStream().CreateOrUpdateConsumer(t.Context(), bus.StreamTimers, jetstream.ConsumerConfig{
+		Durable: "floor", FilterSubject: b.Subjects.TimersFired(), AckPolicy: jetstream.AckExplicitPolicy,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tm.Set(t.Context(), "cron.a", time.Now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := <-batch.Messages()
+	if !ok {
+		t.Fatalf("no fire: %v", batch.Error())
+	}
+	f, err := tm.Fired(t.Context(), "cron.a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md, _ := m.Metadata(); f.Seq == 0 || md == nil || md.Sequence.Stream != f.Seq {
+		t.Fatalf("Fired(cron.a).Seq = %d, want the delivered copy's sequence (%v)", f.Seq, md)
+	}
+	if floor, err := tm.AckFloor(t.Context(), "floor"); err != nil || floor >= f.Seq {
+		t.Errorf("AckFloor before the ack = %d, %v; want below %d", floor, err, f.Seq)
+	}
+	if err := m.DoubleAck(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if floor, err := tm.AckFloor(t.Context(), "floor"); err != nil || floor < f.Seq {
+		t.Errorf("AckFloor after the ack = %d, %v; want at least %d", floor, err, f.Seq)
+	}
+}
+
 // (a) One pending timer per key: a second Set replaces the first, also when
 // the first falls due before the second.
 func TestTimerSetReplaces(t *testing.T) {

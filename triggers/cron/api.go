@@ -234,6 +234,9 @@ func (s *Scheduler) readJob(ctx context.Context, id string) (Job, uint64, error)
 	if !bus.ValidToken(id) {
 		return j, 0, apiErr(ErrNotFound, "job %q not found (ids are 1-64 of a-z, 0-9, _ and -)", id)
 	}
+	if j, ok, err := s.definedJob(ctx, id); ok {
+		return j, 0, err
+	}
 	e, err := s.bus.Jobs.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return j, 0, apiErr(ErrNotFound, "job %q not found (agentwork cron list shows the jobs)", id)
@@ -243,6 +246,12 @@ func (s *Scheduler) readJob(ctx context.Context, id string) (Job, uint64, error)
 	}
 	if err := json.Unmarshal(e.Value(), &j); err != nil {
 		return j, 0, fmt.Errorf("cron: job %s is not valid JSON: %w", id, err)
+	}
+	if j.Origin == OriginConfig || j.Origin == OriginWorkflow {
+		// A record an earlier version wrote of a job the config no longer
+		// defines (the start removes it): no job. Its timer's stored fire
+		// may come before that.
+		return Job{}, 0, apiErr(ErrNotFound, "job %q not found: the config file no longer defines it", id)
 	}
 	return j, e.Revision(), nil
 }
@@ -294,6 +303,9 @@ func (s *Scheduler) addFor(ctx context.Context, j Job, by schedule.Owner, origin
 // revision of its record; dry writes nothing (and checks that the id is
 // free).
 func (s *Scheduler) create(ctx context.Context, j Job, origin string, now time.Time, dry bool) (Status, uint64, error) {
+	if _, ok := s.defined[j.ID]; ok {
+		return Status{}, 0, apiErr(ErrExists, "job %q exists: the config file defines it", j.ID)
+	}
 	j.Origin, j.CreatedAt, j.UpdatedAt = origin, now, now
 	data, err := json.Marshal(j)
 	if err != nil {

@@ -92,6 +92,14 @@ func (s *Scheduler) handle(ctx context.Context, m jetstream.Msg) bus.Verdict {
 	} else {
 		err = s.fireJob(ctx, log, id, attempt)
 	}
+	if errors.Is(err, errDefinedElsewhere) && ctx.Err() == nil {
+		// A rolling config change: another instance's config defines the
+		// job. The fire is handed out again until one of those takes it.
+		wait := min(s.retryBase<<min(attempt-1, 30), s.retryMax)
+		log.Info("fire of a job this instance's config does not define, but the config jobs' index lists; handed out again for an instance that defines it",
+			zap.Duration("retry_in", wait))
+		return bus.Retry(wait)
+	}
 	s.mu.Lock()
 	if err == nil {
 		delete(s.lastErr, id)
@@ -126,7 +134,11 @@ func (s *Scheduler) handle(ctx context.Context, m jetstream.Msg) bus.Verdict {
 // many other jobs share the instant; what follows (the state, the next
 // timer) and any catch-up take a slot again.
 func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, attempt int) error {
-	defer s.firing(id)()
+	turnDone, err := s.firing(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer turnDone()
 	release, err := s.slot(ctx)
 	if err != nil {
 		return err
@@ -143,7 +155,7 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 		var err error
 		j, rev, err = s.readJob(ctx, id)
 		if errors.Is(err, ErrNotFound) {
-			return false, nil
+			return false, s.elsewhere(ctx, id)
 		}
 		if err != nil {
 			return false, err
@@ -162,15 +174,26 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 	}
 	now := s.clock.Now()
 	waited := false
+	publishing := func() {} // counted from shortly before the tick until it is out
+	defer func() { publishing() }()
 	if next := nextTick(j, sched, st); !next.IsZero() {
 		due := next.Add(jitter(j.ID, next, time.Duration(j.Jitter)))
 		if wait := due.Sub(now); wait > 0 && wait <= fireLead+fireLeadSlack {
 			release()
-			if err := s.waitUntil(ctx, wait); err != nil {
+			if early := wait - tickHeadsUp; early > 0 {
+				if err := s.waitUntil(ctx, early); err != nil {
+					return err
+				}
+			}
+			// The start's arming pass yields from now until the tick is
+			// out (sweepWidth): its writes would be queued before it.
+			publishing = s.publishing.add()
+			if err := s.waitUntil(ctx, due.Sub(s.clock.Now())); err != nil {
 				return err
 			}
 			waited, now = true, s.clock.Now()
 			if s.changedSince(id, j.UpdatedAt) {
+				publishing()
 				// Changed (or deleted) while the fire waited: the tick it
 				// waited for may be no tick of the job any more (a
 				// one-shot moved). Work from the job as it is now; the
@@ -205,6 +228,7 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 	}
 	var done progress
 	err = s.publish(ctx, log, j, b, attempt, &done)
+	publishing()
 	if waited && b.onTime() {
 		// The tick is out; what is left is bookkeeping.
 		var serr error
@@ -336,7 +360,8 @@ func (s *Scheduler) publish(ctx context.Context, log *zap.Logger, j Job, b batch
 			continue
 		}
 		tick := fire[0]
-		if err := s.publishTick(ctx, j, tick, 0, catchup); err != nil {
+		dup, err := s.publishTick(ctx, j, tick, 0, catchup)
+		if err != nil {
 			s.report(j.ID, tick, "failed")
 			return err
 		}
@@ -344,6 +369,12 @@ func (s *Scheduler) publish(ctx context.Context, log *zap.Logger, j Job, b batch
 		done.fired = append(done.fired, tick)
 		done.done(tick)
 		done.lastFired = s.clock.Now().UTC()
+		if dup {
+			// Another fire of the tick published it first (two instances'
+			// arming passes both armed it): reported fired there.
+			s.report(j.ID, tick, "duplicate")
+			continue
+		}
 		log.Debug("tick fired", zap.Time("tick", tick), zap.Bool("catchup", catchup))
 		s.report(j.ID, tick, "fired")
 	}
@@ -404,7 +435,7 @@ func (s *Scheduler) arm(ctx context.Context, j Job, sched Schedule, st State) er
 func (s *Scheduler) fireRetry(ctx context.Context, log *zap.Logger, id string, d timerData) error {
 	j, _, err := s.readJob(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		return nil
+		return s.elsewhere(ctx, id)
 	}
 	if err != nil {
 		return err
@@ -422,12 +453,15 @@ func (s *Scheduler) fireRetry(ctx context.Context, log *zap.Logger, id string, d
 		// the state asks for.
 		return s.armRetry(ctx, id, r)
 	}
-	if err := s.publishTick(ctx, j, r.Tick, r.Attempt, false); err != nil {
+	if dup, err := s.publishTick(ctx, j, r.Tick, r.Attempt, false); err != nil {
 		s.report(id, r.Tick, "failed")
 		return err
+	} else if dup {
+		s.report(id, r.Tick, "duplicate")
+	} else {
+		log.Debug("retry fired", zap.Time("tick", r.Tick), zap.Int("retry", r.Attempt))
+		s.report(id, r.Tick, "fired")
 	}
-	log.Debug("retry fired", zap.Time("tick", r.Tick), zap.Int("retry", r.Attempt))
-	s.report(id, r.Tick, "fired")
 	_, err = updateState(ctx, s.states(), id, func(st *State) bool {
 		if st.Retry == nil || !st.Retry.Tick.Equal(r.Tick) || st.Retry.Attempt != r.Attempt {
 			return false
@@ -509,15 +543,16 @@ func (s *Scheduler) forgo(ctx context.Context, j Job, tick time.Time) (bool, err
 type publishFunc func(context.Context, *bus.Bus, agentwork.Request, agentwork.PublishOptions) (agentwork.Published, error)
 
 // publishTick publishes the request of a tick of j (retry > 0: a retry of
-// it) with its message id.
-func (s *Scheduler) publishTick(ctx context.Context, j Job, tick time.Time, retry int, catchup bool) error {
+// it) with its message id. dup: the bus had it already (another fire of
+// the tick published it).
+func (s *Scheduler) publishTick(ctx context.Context, j Job, tick time.Time, retry int, catchup bool) (dup bool, err error) {
 	if j.Workflow != "" {
 		// A workflow's cron trigger: the tick starts a run, once per tick
 		// (its key is the tick's message id).
 		if _, err := s.startWorkflow(ctx, j, tick, false); err != nil {
-			return fmt.Errorf("start the run of workflow %s for the tick of %s: %w", j.Workflow, tick.UTC().Format(time.RFC3339), err)
+			return false, fmt.Errorf("start the run of workflow %s for the tick of %s: %w", j.Workflow, tick.UTC().Format(time.RFC3339), err)
 		}
-		return nil
+		return false, nil
 	}
 	req := s.request(j, tick, false)
 	if retry > 0 {
@@ -533,10 +568,11 @@ func (s *Scheduler) publishTick(ctx context.Context, j Job, tick time.Time, retr
 		pub = agentwork.Publish
 	}
 	o := agentwork.PublishOptions{MsgID: MsgID(j.ID, tick, retry), EventID: requestID(j, tick, retry), Producer: Producer, Now: s.clock.Now()}
-	if _, err := pub(ctx, s.bus, req, o); err != nil {
-		return fmt.Errorf("publish the tick of %s: %w", tick.UTC().Format(time.RFC3339), err)
+	p, err := pub(ctx, s.bus, req, o)
+	if err != nil {
+		return false, fmt.Errorf("publish the tick of %s: %w", tick.UTC().Format(time.RFC3339), err)
 	}
-	return nil
+	return p.Duplicate, nil
 }
 
 // request builds the request of a tick of j.
@@ -622,6 +658,7 @@ func (s *Scheduler) report(id string, tick time.Time, what string) {
 		s.stats.fired.Add(1)
 	case "missed":
 		s.stats.missed.Add(1)
+	case "duplicate":
 	default:
 		s.stats.failed.Add(1)
 	}

@@ -195,11 +195,25 @@ func pendingDue(t *testing.T, b *bus.Bus, key string) time.Time {
 }
 
 // seed writes a job and its state as an earlier run of the scheduler left
-// them (a config job, unchanged since updated).
+// them (a job of the bucket, unchanged since updated; origin api: a record
+// of origin config is one an earlier version wrote, of a job the config,
+// which here defines none, dropped).
 func seed(t *testing.T, b *bus.Bus, j Job, updated time.Time, st State) {
 	t.Helper()
+	seedAs(t, b, j, OriginAPI, updated, st)
+}
+
+// seedConfig writes a config job and its state as an earlier version,
+// which kept config jobs in the bucket, left them.
+func seedConfig(t *testing.T, b *bus.Bus, j Job, updated time.Time, st State) {
+	t.Helper()
+	seedAs(t, b, j, OriginConfig, updated, st)
+}
+
+func seedAs(t *testing.T, b *bus.Bus, j Job, origin string, updated time.Time, st State) {
+	t.Helper()
 	j.normalize()
-	j.Origin, j.CreatedAt, j.UpdatedAt = OriginConfig, updated, updated
+	j.Origin, j.CreatedAt, j.UpdatedAt = origin, updated, updated
 	data, err := json.Marshal(j)
 	if err != nil {
 		t.Fatal(err)

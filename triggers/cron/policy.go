@@ -77,6 +77,10 @@ const MetaName = "cron_job_name"
 // otherwise skip each other).
 type jobGate struct{ s *Scheduler }
 
+// elsewhereDefer is how long a run of a job another instance's config
+// defines waits before it is handed out again.
+const elsewhereDefer = time.Second
+
 var _ agentwork.InputGate = (*jobGate)(nil)
 
 // Check implements agentwork.InputGate.
@@ -85,6 +89,13 @@ func (g *jobGate) Check(ctx context.Context, run *agentwork.Run) error {
 	req := run.Request
 	j, _, err := s.readJob(ctx, req.Name)
 	if errors.Is(err, ErrNotFound) {
+		if err := s.elsewhere(ctx, req.Name); errors.Is(err, errDefinedElsewhere) {
+			// A rolling config change: an instance whose config defines
+			// the job runs it.
+			return agentwork.Defer(elsewhereDefer, err.Error())
+		} else if err != nil {
+			return err
+		}
 		return agentwork.Skip(ReasonDeleted, fmt.Sprintf("job %q no longer exists", req.Name))
 	}
 	if err != nil {

@@ -261,7 +261,7 @@ func TestRunAllCatchupRunsEveryTick(t *testing.T) {
 	today := time.Now().UTC().Truncate(24 * time.Hour)
 	job := Job{ID: "daily", Schedule: "0 0 * * *", Prompt: "p", Catchup: Catchup{Policy: CatchupRunAll, Max: 3}}
 	last := today.AddDate(0, 0, -3)
-	seed(t, b, job, last.Add(-time.Hour), State{LastTick: &last, Fires: 1})
+	seedConfig(t, b, job, last.Add(-time.Hour), State{LastTick: &last, Fires: 1})
 	results := make(chan TickResult, 100)
 	s, _ := startScheduler(t, b, Config{Jobs: []Job{job}, Grace: time.Second}, results)
 	events := cronEvents(t, b)

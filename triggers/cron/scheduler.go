@@ -81,13 +81,15 @@ type Scheduler struct {
 	stateKV             jetstream.KeyValue // test seam for the fires' state writes; nil: bus.State
 	publishReq          publishFunc        // test seam for the ticks' publishes; nil: agentwork.Publish
 
-	slots chan struct{} // cron.concurrency: the fires at work on the bus
+	slots      chan struct{} // cron.concurrency: the fires at work on the bus
+	queued     workGate      // fires waiting for a slot
+	publishing workGate      // fires about to publish an on-time tick, or publishing it
 
 	mu      sync.Mutex
-	entries map[string]*entry // the jobs and states, as the watches last saw them
-	inFire  map[string]int    // jobs whose timer's fire is in hand here (see firing)
-	putOff  map[string]bool   // jobs whose timers to check once their fire is done
-	loaded  bool              // the watches' first values are in: changes check timers
+	entries map[string]*entry    // the jobs and states, as the watches last saw them
+	inFire  map[string]*fireTurn // jobs whose timer's fire is in hand here (see firing)
+	putOff  map[string]bool      // jobs whose timers to check once their fire is done
+	loaded  bool                 // the watches' first values are in: changes check timers
 	ready   chan struct{}
 	dirty   map[string]bool   // jobs whose timers to check
 	kick    chan struct{}     // dirty has work
@@ -95,8 +97,14 @@ type Scheduler struct {
 
 	models []string // the models jobs may name; nil: any (WithModels)
 
-	wfJobs  []Job   // the workflows' cron triggers (WithWorkflows)
-	starter Starter // starts their runs
+	wfJobs []Job // the workflows' cron triggers (WithWorkflows)
+
+	defined    map[string]bool // the ids of the config's and the workflows' jobs (set in New, read-only after)
+	legacy     map[string]Job  // bucket records of defined jobs, written by earlier versions
+	configured chan struct{}   // closed once the defined jobs are in entries
+	swept      chan struct{}   // closed once the start's missing timers are armed
+	fired      map[string]bool // jobs whose fire was done here since the sweep listed the timers (nil: no sweep)
+	starter    Starter         // starts their runs
 }
 
 // entry is one job as the watches last saw it.
@@ -112,7 +120,9 @@ type TickResult struct {
 	// What is "fired", "missed" (recorded as a missed skip event; for a
 	// summary of many, Tick is the oldest) or "failed" (the fire could not
 	// publish it this time: it is handed out again with backoff, here or
-	// on another instance, and a later result for the tick follows).
+	// on another instance, and a later result for the tick follows) or
+	// "duplicate" (another fire of the tick had published it: it is
+	// reported fired there).
 	What string
 	// At is when the instance was done with the tick (for a fired tick:
 	// when JetStream acknowledged the request). At - Tick is the lateness.
@@ -152,7 +162,7 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Scheduler, error) {
 	s := &Scheduler{
 		bus: b, cfg: cfg.WithDefaults(), log: zap.NewNop(), clock: clock.Real{}, timers: bus.NewTimers(b),
 		queuePoll: 2 * time.Second, retryBase: defaultRetryBase, retryMax: defaultRetryMax,
-		entries: map[string]*entry{}, inFire: map[string]int{}, putOff: map[string]bool{}, ready: make(chan struct{}), slots: make(chan struct{}, cfg.WithDefaults().Concurrency),
+		entries: map[string]*entry{}, inFire: map[string]*fireTurn{}, putOff: map[string]bool{}, ready: make(chan struct{}), slots: make(chan struct{}, cfg.WithDefaults().Concurrency),
 		dirty: map[string]bool{}, kick: make(chan struct{}, 1), lastErr: map[string]string{},
 	}
 	for _, o := range opts {
@@ -161,12 +171,19 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Scheduler, error) {
 	if err := s.checkWorkflowJobs(); err != nil {
 		return nil, err
 	}
+	s.defined, s.legacy, s.configured, s.swept = s.definedIDs(), map[string]Job{}, make(chan struct{}), make(chan struct{})
 	return s, nil
 }
 
-// Started is closed once Run has loaded every job, written the config's
-// and made sure each active job has its timer.
+// Started is closed once Run has loaded every job (the config's
+// reconciled) and handles fires. The timers of jobs that have none (all of
+// them on the first start) are armed after, soonest tick first: a job
+// fires as soon as its timer is armed, without waiting for the others.
 func (s *Scheduler) Started() <-chan struct{} { return s.ready }
+
+// Armed is closed once the timers that were missing at start (all of them
+// on the first start) are armed, after Started.
+func (s *Scheduler) Armed() <-chan struct{} { return s.swept }
 
 // Stats returns this instance's counters.
 func (s *Scheduler) Stats() Stats {
@@ -224,11 +241,16 @@ func (s *Scheduler) Run(parent context.Context) error {
 		s.mu.Lock()
 		n := len(s.entries)
 		s.mu.Unlock()
-		if !s.sweep(ctx) {
-			return nil
-		}
+		// Ready: every job is loaded, the API answers and fires are
+		// handled. Timers missing still get armed (soonest tick first),
+		// each job firing as soon as its own is.
 		close(s.ready)
 		s.log.Info("cron scheduler started", zap.Int("jobs", n))
+		start := time.Now()
+		if armed, ok := s.sweep(ctx); ok {
+			s.log.Info("cron timers armed", zap.Int("armed", armed), zap.Duration("took", time.Since(start)))
+			close(s.swept)
+		}
 		return nil
 	})
 	err = g.Wait()

@@ -174,7 +174,7 @@ func TestRestartCatchup(t *testing.T) {
 			b := bustest.New(t)
 			job := Job{ID: "daily", Schedule: "0 0 * * *", Prompt: "report", Catchup: tt.catchup}
 			last := today.AddDate(0, 0, -3) // the last tick before the process died
-			seed(t, b, job, last.Add(-time.Hour), State{LastTick: &last, Fires: 1})
+			seedConfig(t, b, job, last.Add(-time.Hour), State{LastTick: &last, Fires: 1})
 			results := make(chan TickResult, 100)
 			// A grace of a second: the midnight tick is late too, unless
 			// the test runs in the first second of the day.
@@ -436,7 +436,7 @@ func TestOneShotMovedWhileItsFireWaits(t *testing.T) {
 	eventually(t, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.inFire["once"] > 0
+		return s.inFire["once"] != nil
 	})
 	moved := at.Add(2 * time.Second)
 	if _, err := s.Update(ctx, "once", []byte(`{"at":"`+moved.Format(time.RFC3339)+`"}`)); err != nil {

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -44,6 +45,11 @@ func (s *Scheduler) watchJobs(ctx context.Context, loaded chan<- struct{}) error
 		id := u.Key()
 		if u.Operation() != jetstream.KeyValuePut {
 			s.mu.Lock()
+			if _, ok := s.defined[id]; ok {
+				delete(s.legacy, id) // the config's job stays
+				s.mu.Unlock()
+				continue
+			}
 			if _, ok := s.entries[id]; ok {
 				delete(s.entries, id)
 				s.markDirty(id)
@@ -69,6 +75,12 @@ func (s *Scheduler) watchJobs(ctx context.Context, loaded chan<- struct{}) error
 func (s *Scheduler) setJob(j Job) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.defined[j.ID]; ok {
+		// The config defines it and wins: a record of it is one an
+		// earlier version wrote, or an API job reconcileConfig removes.
+		s.legacy[j.ID] = j
+		return
+	}
 	e, ok := s.entries[j.ID]
 	if !ok {
 		e = &entry{}
@@ -221,13 +233,12 @@ func (s *Scheduler) checkOne(ctx context.Context, id string) error {
 	if ok {
 		cp = *e
 	}
-	if s.inFire[id] > 0 {
-		// A fire here is at work on it: check once it is done.
-		s.putOff[id] = true
-		s.mu.Unlock()
-		return nil
-	}
+	done, free := s.tryTurn(id)
 	s.mu.Unlock()
+	if !free {
+		return nil // a fire here is at work on it: checked once it is done
+	}
+	defer done()
 	if !ok || cp.job.ID == "" {
 		// Deleted: its timers go too (a fire that comes anyway finds no job).
 		return errors.Join(s.timers.Cancel(ctx, timerKey(id)), s.timers.Cancel(ctx, retryKey(id)))
@@ -280,119 +291,332 @@ func (s *Scheduler) ensureRetry(ctx context.Context, id string, r *RetryState) e
 
 // sweep makes sure at start that every active job has its timer, and every
 // pending retry its own: the timers left pending survive restarts, but an
-// instance may have stopped between a change and arming its timer. One
-// listing of the pending timers finds those missing; every instance does
-// this, and arming twice is harmless. It retries until it succeeds, and
-// reports false when ctx ended first.
-func (s *Scheduler) sweep(ctx context.Context) bool {
+// instance may have stopped between a change and arming its timer, and on
+// the first start no job has one. One listing of the pending timers finds
+// those missing; they are armed soonest tick first, so that a job fires
+// as soon as its own timer is armed. Every instance does this, and arming
+// twice is harmless. It retries until it succeeds, and reports how many
+// jobs it armed, and false when ctx ended first.
+func (s *Scheduler) sweep(ctx context.Context) (int, bool) {
+	armed := 0
 	for wait := time.Second; ; wait = min(2*wait, time.Minute) {
-		err := s.sweepOnce(ctx)
+		n, err := s.sweepOnce(ctx)
+		armed += n
 		if err == nil {
-			return true
+			return armed, true
 		}
 		if ctx.Err() != nil {
-			return false
+			return armed, false
 		}
 		s.log.Warn("cron timers not checked at start (bus trouble?); trying again", zap.Duration("retry_in", wait), zap.Error(err))
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return false
+			return armed, false
 		case <-t.C:
 		}
 	}
 }
 
-func (s *Scheduler) sweepOnce(ctx context.Context) error {
+// sweepParallel is how many timers the sweep arms at once: enough to
+// keep the disk busy with fsync on every write.
+const sweepParallel = 64
+
+// sweepShare is how many timers the sweep arms at once while fires wait
+// for a slot: about as many as work in the slots (cron.concurrency 16),
+// so that the pass neither stalls nor crowds them out.
+const sweepShare = 16
+
+// sweepWidth is how many timers the start's arming pass may arm at once
+// now. The fires come first: from tickHeadsUp before an on-time tick
+// until it is published one (not none: under a load of fires that never lets up, the soonest
+// ticks still get their timers); while fires wait for a slot
+// sweepShare; else sweepParallel. A fire in hand of a job the pass
+// comes to keeps the job: the pass leaves it, and the job's timers are
+// checked once the fire is done (armMissing, tryTurn).
+func (s *Scheduler) sweepWidth() int {
+	switch {
+	case s.publishing.busy():
+		return 1
+	case s.queued.busy():
+		return sweepShare
+	}
+	return sweepParallel
+}
+
+func (s *Scheduler) sweepOnce(ctx context.Context) (int, error) {
+	s.mu.Lock()
+	s.fired = map[string]bool{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.fired = nil
+		s.mu.Unlock()
+	}()
+	// Read before the listing: a fired copy at or below the floor was
+	// handled before the listing, so whatever its handler armed is listed.
+	floor, err := s.timers.AckFloor(ctx, ConsumerName)
+	if err != nil {
+		return 0, err
+	}
 	pending, err := s.timers.PendingKeys(ctx, "cron")
 	if err != nil {
-		return err
+		return 0, err
 	}
-	var ids []string
+	type arm struct {
+		id   string
+		next time.Time // zero: check (retry timer missing)
+	}
+	var todo []arm
 	s.mu.Lock()
 	for id, e := range s.entries {
 		if e.job.ID == "" {
 			continue
 		}
-		missing := !pending[timerKey(id)]
-		if missing {
-			sched, err := e.job.Sched()
-			missing = err == nil && !nextTick(e.job, sched, e.state).IsZero()
+		var next time.Time
+		if !pending[timerKey(id)] {
+			if sched, err := e.job.Sched(); err == nil {
+				next = nextTick(e.job, sched, e.state)
+			}
 		}
-		if missing || (e.state.Retry != nil && !pending[retryKey(id)]) {
-			ids = append(ids, id)
+		if !next.IsZero() || (e.state.Retry != nil && !pending[retryKey(id)]) {
+			todo = append(todo, arm{id, next})
 		}
 	}
 	s.mu.Unlock()
-	if len(ids) > 0 {
-		s.log.Info("arming the timers of jobs that have none", zap.Int("jobs", len(ids)))
+	if len(todo) == 0 {
+		return 0, nil
 	}
-	if failed := s.checkTimers(ctx, ids); len(failed) > 0 {
-		return fmt.Errorf("%d jobs' timers not armed", len(failed))
+	s.log.Info("arming the timers of jobs that have none", zap.Int("jobs", len(todo)))
+	slices.SortFunc(todo, func(a, b arm) int {
+		switch {
+		case a.next.IsZero() != b.next.IsZero():
+			if a.next.IsZero() {
+				return 1
+			}
+			return -1
+		}
+		return a.next.Compare(b.next)
+	})
+	var mu sync.Mutex
+	failed := 0
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(sweepParallel)
+	// Fires come first (see sweepWidth); an arm that ends lets the pass
+	// look again.
+	var inFlight atomic.Int32
+	ended := make(chan struct{}, 1)
+arming:
+	for _, a := range todo {
+		for int(inFlight.Load()) >= s.sweepWidth() {
+			select {
+			case <-ended:
+			case <-ctx.Done():
+				break arming
+			}
+		}
+		inFlight.Add(1)
+		g.Go(func() error {
+			defer func() {
+				inFlight.Add(-1)
+				select {
+				case ended <- struct{}{}:
+				default:
+				}
+			}()
+			var err error
+			if a.next.IsZero() {
+				err = s.checkOne(gctx, a.id)
+			} else {
+				err = s.armMissing(gctx, a.id, floor)
+			}
+			if err != nil && ctx.Err() == nil {
+				s.log.Debug("arm timer", zap.String("job", a.id), zap.Error(err))
+				mu.Lock()
+				failed++
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	if failed > 0 {
+		return len(todo) - failed, fmt.Errorf("%d jobs' timers not armed", failed)
+	}
+	return len(todo), nil
+}
+
+// armMissing arms the timer of job id, which the listing found without
+// one (no read of it first), from the job as last seen, and checks a
+// retry timer too. It never arms a tick a fire has in hand or has done:
+// it defers to a fire at work here (the job is checked once it is done);
+// a job whose fire was done since the listing armed its next timer
+// itself (its state as seen here may not have the tick yet), so it is
+// checked instead; and a tick already due whose timer fired while no
+// instance handled it (its fire waits in the consumer, above its ack
+// floor, and arms the next tick) is left to that fire. A tick whose fire
+// was handled (acked, at or below floor) and left no timer — an instance
+// whose config did not define the job dropped it — is armed from the
+// job's state as stored (not as seen here, which may lag).
+func (s *Scheduler) armMissing(ctx context.Context, id string, floor uint64) error {
+	s.mu.Lock()
+	if s.fired[id] {
+		s.mu.Unlock()
+		return s.checkOne(ctx, id)
+	}
+	e, ok := s.entries[id]
+	var cp entry
+	if ok {
+		cp = *e
+	}
+	done, free := s.tryTurn(id)
+	s.mu.Unlock()
+	if !free {
+		return nil
+	}
+	defer done()
+	if !ok || cp.job.ID == "" {
+		return nil // deleted meanwhile: its watch event cancels
+	}
+	sched, err := cp.job.Sched()
+	if err != nil {
+		return nil
+	}
+	if tick := nextTick(cp.job, sched, cp.state); !tick.IsZero() {
+		due := tick.Add(jitter(id, tick, time.Duration(cp.job.Jitter))).Add(-fireLead)
+		if !due.After(s.clock.Now().Add(fireLead)) {
+			f, err := s.firedFor(ctx, cp.job, tick)
+			if err != nil {
+				return err
+			}
+			if f.Seq > floor {
+				return nil
+			}
+			if f.Seq > 0 {
+				if cp.state, err = readState(ctx, s.bus.State, id); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := s.arm(ctx, cp.job, sched, cp.state); err != nil {
+		return err
+	}
+	if r := cp.state.Retry; r != nil {
+		return s.ensureRetry(ctx, id, r)
 	}
 	return nil
 }
 
-// reconcileConfig writes the config's jobs and the workflows' cron jobs
-// to the bucket (only those that differ) and removes those of either
-// origin the config no longer has.
+// firedFor returns the fired copy of the job's timer for tick (and its
+// definition) the time engine keeps (its newest), or a zero Timer. Above
+// the consumer's ack floor the tick is the fire's to handle (it records
+// the tick and arms the next).
+func (s *Scheduler) firedFor(ctx context.Context, j Job, tick time.Time) (bus.Timer, error) {
+	f, err := s.timers.Fired(ctx, timerKey(j.ID))
+	if errors.Is(err, bus.ErrNoTimer) {
+		return bus.Timer{}, nil
+	}
+	if err != nil {
+		return bus.Timer{}, err
+	}
+	var d timerData
+	if json.Unmarshal(f.Data, &d) != nil || !d.Tick.Equal(tick) || !d.UpdatedAt.Equal(j.UpdatedAt) {
+		return bus.Timer{}, nil
+	}
+	return f, nil
+}
+
+// reconcileConfig puts the config's jobs and the workflows' cron jobs into
+// the scheduler's entries (not into the jobs bucket: the config is their
+// source of truth), with the times the index keeps for them; writes the
+// index shards that changed; and removes what the config no longer
+// defines: its state, its timers, a record an earlier version wrote. An
+// API job of an id the config defines is removed (the config wins).
 func (s *Scheduler) reconcileConfig(ctx context.Context) error {
+	defer close(s.configured)
 	now := s.clock.Now().UTC()
-	want := make(map[string]bool, len(s.cfg.Jobs)+len(s.wfJobs))
-	var puts []Job
+	have, revs, err := s.readIndexAt(ctx)
+	if err != nil {
+		return err
+	}
+	want := map[int]indexShard{}
+	known := map[string]indexEntry{}
+	for _, sh := range have {
+		maps.Copy(known, sh)
+	}
+	shards := shardCount(len(s.defined))
+	var override, staleRecords []string
+	changed := map[string]bool{} // jobs defined before under another definition
+	jobs := map[string]Job{}     // with the times to write, until the index is written
 	s.mu.Lock()
-	defined := make([]Job, 0, len(s.cfg.Jobs)+len(s.wfJobs))
-	for _, j := range s.cfg.Jobs {
-		j.Origin, j.Workflow = OriginConfig, ""
-		defined = append(defined, j)
-	}
-	for _, j := range s.wfJobs {
-		j.Origin = OriginWorkflow
-		defined = append(defined, j)
-	}
-	for _, j := range defined {
-		j.normalize()
-		want[j.ID] = true
-		e, ok := s.entries[j.ID]
-		if ok && e.job.ID != "" {
-			if e.job.Origin == j.Origin && sameDefinition(e.job, j) {
-				continue
+	for id, j := range s.definedJobs() {
+		h := definitionHash(j)
+		n := shardOf(id, shards)
+		old, inIndex := known[id]
+		switch {
+		case inIndex && old.Hash == h:
+			j.CreatedAt, j.UpdatedAt = old.CreatedAt, old.UpdatedAt
+		case inIndex:
+			j.CreatedAt, j.UpdatedAt = old.CreatedAt, now
+			changed[id] = true
+		default:
+			j.CreatedAt, j.UpdatedAt = now, now
+			if l, ok := s.legacy[id]; ok {
+				switch {
+				case l.Origin != OriginConfig && l.Origin != OriginWorkflow:
+					s.log.Warn("config defines a job that was added through the API; the config wins", zap.String("job", id))
+					override = append(override, id)
+					j.CreatedAt = l.CreatedAt
+					changed[id] = true
+				case l.Origin == j.Origin && sameDefinition(l, j):
+					// Written by an earlier version: its times carry over
+					// (and its pending timer, armed for them, stays).
+					j.CreatedAt, j.UpdatedAt = l.CreatedAt, l.UpdatedAt
+				default:
+					j.CreatedAt = l.CreatedAt
+					changed[id] = true
+				}
 			}
-			if e.job.Origin != OriginConfig && e.job.Origin != OriginWorkflow {
-				s.log.Warn("config defines a job that was added through the API; the config wins", zap.String("job", j.ID))
-			}
-			j.CreatedAt = e.job.CreatedAt
-		} else {
-			j.CreatedAt = now
 		}
-		j.UpdatedAt = now
-		puts = append(puts, j)
+		if want[n] == nil {
+			want[n] = indexShard{}
+		}
+		want[n][id] = indexEntry{Hash: h, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt}
+		jobs[id] = j
 	}
+	// Dropped from the config: known from the index, or (written by an
+	// earlier version) from the bucket.
 	var stale []string
-	for id, e := range s.entries {
-		if (e.job.Origin == OriginConfig || e.job.Origin == OriginWorkflow) && !want[id] {
+	for id := range known {
+		if _, ok := s.defined[id]; !ok {
 			stale = append(stale, id)
+		}
+	}
+	for id, e := range s.entries {
+		if (e.job.Origin == OriginConfig || e.job.Origin == OriginWorkflow) && e.job.ID != "" {
+			if _, ok := s.defined[id]; !ok {
+				staleRecords = append(staleRecords, id)
+			}
 		}
 	}
 	s.mu.Unlock()
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(32)
-	for _, j := range puts {
+	for _, id := range override {
 		g.Go(func() error {
-			data, err := json.Marshal(j)
-			if err != nil {
-				return err
+			if err := s.bus.Jobs.Delete(gctx, id); err != nil {
+				return fmt.Errorf("cron: remove the API job %s the config defines: %w", id, err)
 			}
-			if _, err := s.bus.Jobs.Put(gctx, j.ID, data); err != nil {
-				return fmt.Errorf("cron: write config job %s: %w", j.ID, err)
-			}
-			s.setJob(j)
 			return nil
 		})
 	}
-	for _, id := range stale {
+	for _, id := range staleRecords {
 		g.Go(func() error {
 			s.log.Info("removing a config or workflow job the config no longer defines", zap.String("job", id))
 			if err := s.bus.Jobs.Delete(gctx, id); err != nil {
@@ -402,5 +626,48 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 			return nil
 		})
 	}
-	return g.Wait()
+	for _, id := range stale {
+		g.Go(func() error {
+			s.log.Info("removing a config or workflow job the config no longer defines", zap.String("job", id))
+			s.mu.Lock()
+			if e, ok := s.entries[id]; ok && e.job.ID == "" {
+				delete(s.entries, id)
+			}
+			s.mu.Unlock()
+			err := errors.Join(s.timers.Cancel(gctx, timerKey(id)), s.timers.Cancel(gctx, retryKey(id)))
+			if derr := s.bus.State.Delete(gctx, stateKey(id)); derr != nil && !errors.Is(derr, jetstream.ErrKeyNotFound) {
+				err = errors.Join(err, derr)
+			}
+			if err != nil {
+				return fmt.Errorf("cron: remove job %s: %w", id, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	written, err := s.writeIndex(ctx, have, want, revs)
+	if err != nil {
+		return err
+	}
+	// The times as the index has them now: another instance starting
+	// meanwhile may have written them first.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, j := range jobs {
+		if e, ok := written[shardOf(id, shards)][id]; ok {
+			j.CreatedAt, j.UpdatedAt = e.CreatedAt, e.UpdatedAt
+		}
+		e, ok := s.entries[id]
+		if !ok {
+			e = &entry{}
+			s.entries[id] = e
+		}
+		e.job = j
+		if changed[id] {
+			s.markDirty(id) // a pending timer is for the old definition
+		}
+	}
+	return nil
 }

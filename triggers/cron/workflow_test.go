@@ -76,7 +76,7 @@ func TestWorkflowJobStartsRunsAndIsTheConfigs(t *testing.T) {
 	st := &starts{}
 	wf := workflowJob("wf-nightly-0", "nightly")
 	cfg := Config{Jobs: []Job{{ID: "prompt-job", Schedule: "0 0 1 1 *", Prompt: "say hi"}}}
-	s, stop := startScheduler(t, b, cfg, results, func(s *Scheduler) { s.wfJobs, s.starter = []Job{wf}, st })
+	s, stop := startScheduler(t, b, cfg, results, func(s *Scheduler) { s.wfJobs, s.starter = []Job{wf}, st; s.defined = s.definedIDs() })
 	rs := nextResults(t, results, 2)
 	if fired := ticksOf(rs, "fired"); len(fired) != 2 {
 		t.Fatalf("results %v; want 2 ticks fired", rs)

@@ -1,0 +1,329 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	rcron "github.com/robfig/cron/v3"
+
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/bus/bustest"
+	"github.com/agentwork/agentwork/triggers/cron"
+)
+
+// cronDiskEnv turns TestCronDisk on; unset, it is skipped (it runs for
+// about six minutes and writes 100,000 timers with fsync on each). "c"
+// runs only the binary's first start and the RSS beside robfig's.
+const cronDiskEnv = "AGENTWORK_CRON_DISK"
+
+// robfigChildEnv makes TestRobfigRunnerChild hold the jobs (it is the
+// child process TestCronDisk measures the RSS of).
+const robfigChildEnv = "AGENTWORK_ROBFIG_CHILD"
+
+// TestCronDisk measures, in one run, with fsync on every write (the
+// default): (a) the disk's ceiling, a raw JetStream publish loop; (b) the
+// fires per second the scheduler sustains when 500 ticks are due every
+// second, and the stored writes per fire; (c) the real binary's first
+// start with 100,000 config jobs (ready, every timer armed) and its RSS
+// after 6 s of firing, beside robfig/cron's runner holding the same jobs
+// in a process of its own.
+//
+//	AGENTWORK_CRON_DISK=1 go test -run '^TestCronDisk$' -v -timeout 20m ./bench/
+func TestCronDisk(t *testing.T) {
+	if os.Getenv(cronDiskEnv) == "" {
+		t.Skipf("set %s=1 to run it", cronDiskEnv)
+	}
+	if os.Getenv(cronDiskEnv) != "c" { // c: the first start and RSS only
+		rawCeiling(t)
+		schedulerAt500(t)
+	}
+	firstStartRSS(t)
+	robfigRSS(t)
+}
+
+// rawCeiling publishes for a few seconds to streams on a bus with fsync
+// on every write: one publisher at a time (each write waits for its
+// fsync), 64 at once on one stream, and 64 at once over four streams (the
+// scheduler writes to several).
+func rawCeiling(t *testing.T) {
+	bb := bustest.New(t)
+	if bb.Config().SyncInterval != 0 {
+		t.Fatal("the ceiling must be measured with fsync on every write")
+	}
+	ctx := t.Context()
+	for i := range 4 {
+		if _, err := bb.JetStream().CreateStream(ctx, jetstream.StreamConfig{
+			Name: fmt.Sprintf("RAW%d", i), Subjects: []string{fmt.Sprintf("raw%d.>", i)}, Storage: jetstream.FileStorage,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	payload := []byte(strings.Repeat("x", 300))
+	run := func(name string, publishers, streams int) {
+		var n atomic.Int64
+		until := time.Now().Add(4 * time.Second)
+		var wg sync.WaitGroup
+		for p := range publishers {
+			wg.Go(func() {
+				subj := fmt.Sprintf("raw%d.p%d", p%streams, p)
+				for time.Now().Before(until) {
+					if _, err := bb.JetStream().Publish(ctx, subj, payload); err != nil {
+						t.Error(err)
+						return
+					}
+					n.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		t.Logf("(a) raw JetStream, fsync per write, %s: %.0f synced writes/s", name, float64(n.Load())/4)
+	}
+	run("1 publisher", 1, 1)
+	run("64 publishers, 1 stream", 64, 1)
+	run("64 publishers, 4 streams", 64, 4)
+}
+
+// streamsSeq sums the last sequence of every stream of the bus: its
+// stored writes so far.
+func streamsSeq(t *testing.T, bb *bus.Bus) uint64 {
+	t.Helper()
+	var n uint64
+	for name := range bb.JetStream().StreamNames(t.Context()).Name() {
+		st, err := bb.JetStream().Stream(t.Context(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += info.State.LastSeq
+	}
+	return n
+}
+
+// schedulerAt500 runs the scheduler with 500 jobs due every second on a
+// bus with fsync on every write, and counts over 10 s the ticks fired
+// and recorded missed, and the stored writes (every stream's sequence).
+// No runner takes the requests: the writes are the scheduler's.
+func schedulerAt500(t *testing.T) {
+	bb := bustest.New(t)
+	cfg := cron.Config{}
+	for i := range 500 {
+		cfg.Jobs = append(cfg.Jobs, cron.Job{ID: fmt.Sprintf("job-%03d", i), Schedule: "* * * * * *", Prompt: "p"})
+	}
+	var fired, missed atomic.Int64
+	var mu sync.Mutex
+	var late []time.Duration
+	measuring := atomic.Bool{}
+	s, err := cron.New(bb, cfg, cron.WithTickObserver(func(r cron.TickResult) {
+		if !measuring.Load() {
+			return
+		}
+		switch r.What {
+		case "fired":
+			fired.Add(1)
+			mu.Lock()
+			late = append(late, r.At.Sub(r.Tick))
+			mu.Unlock()
+		case "missed":
+			missed.Add(1)
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	select {
+	case <-s.Armed():
+	case <-time.After(time.Minute):
+		t.Fatal("not armed after a minute")
+	}
+	time.Sleep(3 * time.Second) // settle into the rhythm
+	seq0 := streamsSeq(t, bb)
+	measuring.Store(true)
+	const window = 10 * time.Second
+	time.Sleep(window)
+	measuring.Store(false)
+	writes := streamsSeq(t, bb) - seq0
+	mu.Lock()
+	p50, p99 := percentile(late, 0.5), percentile(late, 0.99)
+	mu.Unlock()
+	f, m := fired.Load(), missed.Load()
+	t.Logf("(b) scheduler, 500 due/s, fsync per write: %.0f fired/s, %.0f missed/s, %.0f stored writes/s, %.2f writes per tick handled; lateness p50 %s, p99 %s",
+		float64(f)/window.Seconds(), float64(m)/window.Seconds(), float64(writes)/window.Seconds(), float64(writes)/float64(max(f+m, 1)),
+		p50.Round(time.Millisecond), p99.Round(time.Millisecond))
+}
+
+// firstStartRSS starts the real binary with 100,000 config jobs (1,000
+// every 2 s) on an empty data dir, fsync on every write, and reports when
+// it was ready, when every timer was armed (its log), and its RSS 6 s
+// after each.
+func firstStartRSS(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildBinary(t, dir)
+	httpAddr := freeAddr(t)
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "bus:\n  listen: 127.0.0.1:0\nhttp:\n  listen: %s\nlog:\n  level: info\n  format: json\ncron:\n  jobs:\n", httpAddr)
+	now := time.Now().UTC()
+	for i := range restartJobs {
+		spec := "*/2 * * * * *"
+		if i >= restartFiring {
+			spec = fmt.Sprintf("%d %d * * *", i%60, (now.Hour()+2+i%20)%24)
+		}
+		fmt.Fprintf(&cfg, "    - {id: job-%06d, schedule: %q, prompt: p, deliver: none}\n", i, spec)
+	}
+	cfgPath := filepath.Join(dir, "agentwork.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "server.log")
+	logs, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	s := startServer(t, bin, cfgPath, filepath.Join(dir, "data"), nil, logs, logs)
+	waitReady(ctx, t, &http.Client{Timeout: 10 * time.Second}, "http://"+httpAddr+"/readyz", s.exited)
+	ready := time.Since(start)
+	time.Sleep(6 * time.Second)
+	rssReady := rssMB(t, s.cmd.Process.Pid)
+	armedAt := waitLog(ctx, t, logPath, "cron timers armed")
+	armed := armedAt.Sub(start)
+	if wait := time.Until(armedAt.Add(6 * time.Second)); wait > 0 {
+		time.Sleep(wait)
+	}
+	rssArmed := rssMB(t, s.cmd.Process.Pid)
+	s.stop()
+	t.Logf("(c) agentwork serve, first start, 100,000 config jobs, fsync per write: ready %s, every timer armed %s; RSS 6 s after ready %.0f MiB, 6 s after armed %.0f MiB",
+		ready.Round(100*time.Millisecond), armed.Round(100*time.Millisecond), rssReady, rssArmed)
+}
+
+// waitLog polls the JSON log at path until a line's msg is msg, and
+// returns its time.
+func waitLog(ctx context.Context, t *testing.T, path, msg string) time.Time {
+	t.Helper()
+	for {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var l struct {
+				TS  string `json:"ts"`
+				Msg string `json:"msg"`
+			}
+			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == msg {
+				f.Close()
+				at, err := time.Parse("2006-01-02T15:04:05.000Z0700", l.TS)
+				if err != nil {
+					t.Fatalf("log time %q: %v", l.TS, err)
+				}
+				return at
+			}
+		}
+		f.Close()
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no %q in the log: %v", msg, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// rssMB reads a process's resident set size in MiB (vmRSS).
+func rssMB(t *testing.T, pid int) float64 {
+	t.Helper()
+	mb, err := vmRSS(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mb
+}
+
+// robfigRSS runs TestRobfigRunnerChild in a process of its own and reads
+// its RSS after 6 s of firing.
+func robfigRSS(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestRobfigRunnerChild$")
+	cmd.Env = append(os.Environ(), robfigChildEnv+"=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	started := ""
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "robfig started "); ok {
+			started = v
+			break
+		}
+	}
+	if started == "" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatal("robfig child did not start")
+	}
+	time.Sleep(6 * time.Second)
+	rss := rssMB(t, cmd.Process.Pid)
+	_ = stdin.Close() // the child ends
+	_ = cmd.Wait()
+	t.Logf("(c) robfig/cron runner, same 100,000 jobs: started %s; RSS 6 s after %.0f MiB", started, rss)
+}
+
+// TestRobfigRunnerChild is TestCronDisk's baseline process: robfig/cron's
+// runner with the same 100,000 schedules as the binary's config, until
+// its stdin closes. Skipped unless robfigChildEnv is set.
+func TestRobfigRunnerChild(t *testing.T) {
+	if os.Getenv(robfigChildEnv) == "" {
+		t.Skip("the child process of TestCronDisk")
+	}
+	now := time.Now().UTC()
+	start := time.Now()
+	c := rcron.New(rcron.WithSeconds())
+	var n atomic.Int64
+	for i := range restartJobs {
+		spec := "*/2 * * * * *"
+		if i >= restartFiring {
+			spec = fmt.Sprintf("0 %d %d * * *", i%60, (now.Hour()+2+i%20)%24)
+		}
+		if _, err := c.AddFunc(spec, func() { n.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Start()
+	fmt.Printf("robfig started %s\n", time.Since(start).Round(time.Millisecond))
+	_, _ = bufio.NewReader(os.Stdin).ReadByte()
+	<-c.Stop().Done()
+}

@@ -1,0 +1,153 @@
+package cron
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/bus/bustest"
+	"github.com/agentwork/agentwork/internal/clock"
+)
+
+// Catch-up across a stop, as a restart meets it: config jobs of every
+// policy had their timers armed by a first start; the scheduler stopped;
+// their timers fired while no instance was up (their fires wait in the
+// consumer), and two more days' ticks passed; then the scheduler starts
+// again. The stored fire of each job works out the stop's ticks by the
+// job's policy: the fired and missed ticks, the state's counts, the
+// requests and the missed events are the same whichever moment the
+// restart handles the fire at (its clock is set, so the test does not
+// depend on how fast the start is), and the same as on main.
+func TestCatchupAcrossStop(t *testing.T) {
+	t.Parallel()
+	policies := []struct {
+		id      string
+		catchup Catchup
+	}{
+		{"once", Catchup{Policy: CatchupRunOnce}},
+		{"skip", Catchup{Policy: CatchupSkip}},
+		{"all2", Catchup{Policy: CatchupRunAll, Max: 2}},
+		{"all10", Catchup{Policy: CatchupRunAll, Max: 10}},
+	}
+	// The restart's moment after the third tick of the stop: within
+	// grace (1m), the latest tick is on time; after it, every tick is late.
+	tests := []struct {
+		name  string
+		after time.Duration
+		// per job: the ticks (0, 1, 2: the stop's days) fired and missed
+		fired, missed map[string][]int
+	}{
+		{"late", 30 * time.Minute,
+			map[string][]int{"once": {2}, "skip": nil, "all2": {1, 2}, "all10": {0, 1, 2}},
+			map[string][]int{"once": {0, 1}, "skip": {0, 1, 2}, "all2": {0}, "all10": nil}},
+		{"on-time", 10 * time.Second,
+			map[string][]int{"once": {2}, "skip": {2}, "all2": {0, 1, 2}, "all10": {0, 1, 2}},
+			map[string][]int{"once": {0, 1}, "skip": {0, 1}, "all2": nil, "all10": nil}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := bustest.New(t)
+			// A daily tick two hours ahead: the first start arms each
+			// job's timer for it and fires nothing.
+			at := time.Now().UTC().Add(2 * time.Hour).Truncate(time.Minute)
+			cfg := Config{}
+			for _, p := range policies {
+				cfg.Jobs = append(cfg.Jobs, Job{ID: p.id, Schedule: fmt.Sprintf("%d %d * * *", at.Minute(), at.Hour()), Prompt: "p", Catchup: p.catchup})
+			}
+			first := make(chan TickResult, 16)
+			_, stop := startScheduler(t, b, cfg, first)
+			for _, p := range policies {
+				eventually(t, func() bool { return !pendingDue(t, b, timerKey(p.id)).IsZero() })
+			}
+			stop()
+			if len(first) > 0 {
+				t.Fatalf("the first start handled ticks: %+v", <-first)
+			}
+			// Down past the first tick: each timer fires into the
+			// consumer, unhandled (as the time engine fires it at its due
+			// time: the same timer, due now).
+			tm := bus.NewTimers(b)
+			var day0 time.Time
+			for _, p := range policies {
+				pt, err := tm.Pending(t.Context(), timerKey(p.id))
+				if err != nil {
+					t.Fatal(err)
+				}
+				day0 = pt.Due.Add(fireLead)
+				if err := tm.Set(t.Context(), timerKey(p.id), time.Now(), pt.Data); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, p := range policies {
+				eventually(t, func() bool { return pendingDue(t, b, timerKey(p.id)).IsZero() })
+			}
+			day := func(n int) time.Time { return day0.AddDate(0, 0, n) }
+
+			// Up again two days later: three ticks passed.
+			fake := clock.NewFake(day(2).Add(tt.after))
+			results := make(chan TickResult, 64)
+			startScheduler(t, b, cfg, results, func(s *Scheduler) { s.clock = fake })
+			want := 0
+			for _, p := range policies {
+				want += len(tt.fired[p.id]) + len(tt.missed[p.id])
+			}
+			rs := nextResults(t, results, want)
+			days := func(ts []time.Time) []int {
+				var out []int
+				for _, x := range ts {
+					out = append(out, int(x.Sub(day0)/(24*time.Hour)))
+				}
+				slices.Sort(out)
+				return out
+			}
+			reqs := requests(t, b)
+			for _, p := range policies {
+				var mine []TickResult
+				for _, r := range rs {
+					if r.Job == p.id {
+						mine = append(mine, r)
+					}
+				}
+				if got := days(ticksOf(mine, "fired")); !slices.Equal(got, tt.fired[p.id]) {
+					t.Errorf("%s: fired the stop's ticks %v, want %v", p.id, got, tt.fired[p.id])
+				}
+				if got := days(ticksOf(mine, "missed")); !slices.Equal(got, tt.missed[p.id]) {
+					t.Errorf("%s: recorded missed %v, want %v", p.id, got, tt.missed[p.id])
+				}
+				st := waitState(t, b, p.id, func(st State) bool { return st.LastTick != nil && st.LastTick.Equal(day(2)) })
+				if st.Fires != len(tt.fired[p.id]) || st.Missed != len(tt.missed[p.id]) {
+					t.Errorf("%s: state fires %d, missed %d; want %d, %d", p.id, st.Fires, st.Missed, len(tt.fired[p.id]), len(tt.missed[p.id]))
+				}
+				var stored []time.Time
+				for _, r := range reqs {
+					if r.Req.Name == p.id {
+						stored = append(stored, r.Req.ScheduledAt.UTC())
+					}
+				}
+				if got := days(stored); !slices.Equal(got, tt.fired[p.id]) {
+					t.Errorf("%s: requests stored for %v, want %v", p.id, got, tt.fired[p.id])
+				}
+				hist, err := jobHistory(t.Context(), b, p.id, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var inHistory []time.Time
+				for _, h := range hist {
+					if h.Outcome == bus.OutcomeSkip && h.Result.Reason == ReasonMissed && h.Result.ScheduledAt != nil {
+						inHistory = append(inHistory, *h.Result.ScheduledAt)
+					}
+				}
+				if got := days(inHistory); !slices.Equal(got, tt.missed[p.id]) {
+					t.Errorf("%s: missed events for %v, want %v", p.id, got, tt.missed[p.id])
+				}
+			}
+			// Every tick's state is written after its result: none more came.
+			if len(results) > 0 {
+				t.Errorf("more tick results than the policies make: %+v", <-results)
+			}
+		})
+	}
+}

@@ -1,0 +1,249 @@
+package cron
+
+// The jobs the config defines (cron.jobs and the workflows' cron
+// triggers) are not written to the jobs bucket: the config is their
+// source of truth, and every instance has it. What a restart needs to
+// know of them that the config does not say — when each definition was
+// first seen (its anchor: ticks from before a change are not caught up)
+// and which ids the config had before (to remove the state of those it
+// dropped) — is kept in the index: configShards values in the state
+// bucket, keys cronconfig.<n>, each holding the definitions' hashes and
+// times of about 500 jobs. A start writes only the values that changed:
+// none on a restart with the same config, one per 500 jobs on the first.
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentwork/agentwork/bus"
+)
+
+// shardJobs is how many config jobs one index value holds, about: the
+// jobs are spread over ceil(jobs/shardJobs) values by a hash of the id
+// (500 jobs make about 45 KB a value). A change of their number spreads
+// them again (every value is written once).
+const shardJobs = 500
+
+func shardCount(jobs int) int { return max(1, (jobs+shardJobs-1)/shardJobs) }
+
+// indexPrefix is the state bucket's key prefix of the index: not under
+// cron.*, which the state watch reads as jobs' states.
+const indexPrefix = "cronconfig."
+
+// indexEntry is one config job in the index.
+type indexEntry struct {
+	Hash      string    `json:"h"`
+	CreatedAt time.Time `json:"c"`
+	UpdatedAt time.Time `json:"u"`
+}
+
+// indexShard is one index value: id -> entry.
+type indexShard map[string]indexEntry
+
+func shardOf(id string, shards int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return int(h.Sum32() % uint32(shards))
+}
+
+func shardKey(n int) string { return indexPrefix + strconv.Itoa(n) }
+
+// definitionHash identifies a job's definition (origin included,
+// bookkeeping fields not).
+func definitionHash(j Job) string {
+	j.CreatedAt, j.UpdatedAt, j.Creator = time.Time{}, time.Time{}, nil
+	data, _ := json.Marshal(j)
+	h := fnv.New128a()
+	_, _ = h.Write(data)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// definedJobs returns the config's jobs and the workflows' cron jobs,
+// normalized, with their origin, by id.
+func (s *Scheduler) definedJobs() map[string]Job {
+	out := make(map[string]Job, len(s.cfg.Jobs)+len(s.wfJobs))
+	for _, j := range s.cfg.Jobs {
+		j.Origin, j.Workflow = OriginConfig, ""
+		j.normalize()
+		out[j.ID] = j
+	}
+	for _, j := range s.wfJobs {
+		j.Origin = OriginWorkflow
+		j.normalize()
+		out[j.ID] = j
+	}
+	return out
+}
+
+// definedIDs returns the ids of definedJobs.
+func (s *Scheduler) definedIDs() map[string]bool {
+	ids := make(map[string]bool, len(s.cfg.Jobs)+len(s.wfJobs))
+	for _, j := range s.cfg.Jobs {
+		ids[j.ID] = true
+	}
+	for _, j := range s.wfJobs {
+		ids[j.ID] = true
+	}
+	return ids
+}
+
+// readIndex reads every shard of the index: shard number -> content.
+func (s *Scheduler) readIndex(ctx context.Context) (map[int]indexShard, error) {
+	idx, _, err := s.readIndexAt(ctx)
+	return idx, err
+}
+
+// readIndexAt reads every shard of the index: shard number -> content,
+// and shard number -> revision (of unreadable shards too, which have no
+// content: the jobs in them count as new, and the shard is written again).
+func (s *Scheduler) readIndexAt(ctx context.Context) (map[int]indexShard, map[int]uint64, error) {
+	w, err := s.bus.State.Watch(ctx, indexPrefix+"*", jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, nil, fmt.Errorf("cron: read the config jobs' index: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	out, revs := map[int]indexShard{}, map[int]uint64{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case u, ok := <-w.Updates():
+			if !ok {
+				return nil, nil, errors.New("cron: read the config jobs' index: watch closed")
+			}
+			if u == nil {
+				return out, revs, nil
+			}
+			var n int
+			if _, err := fmt.Sscanf(u.Key(), indexPrefix+"%d", &n); err != nil {
+				continue
+			}
+			revs[n] = u.Revision()
+			var sh indexShard
+			if err := json.Unmarshal(u.Value(), &sh); err != nil {
+				continue
+			}
+			out[n] = sh
+		}
+	}
+}
+
+// writeIndex writes the shards of want that differ from have, each with
+// compare-and-set at the revision read (revs), and deletes those no job
+// maps to any more. Another instance that wrote a shard meanwhile (two
+// starting together) had its entries kept where they are for the same
+// definition: every instance ends with the same times for a job, so the
+// same request ids for its ticks. It returns the shards as written.
+func (s *Scheduler) writeIndex(ctx context.Context, have, want map[int]indexShard, revs map[int]uint64) (map[int]indexShard, error) {
+	var mu sync.Mutex
+	out := make(map[int]indexShard, len(want))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for n, sh := range want {
+		if _, read := have[n]; read && maps.Equal(have[n], sh) {
+			out[n] = sh
+			continue
+		}
+		g.Go(func() error {
+			written, _, err := bus.UpdateAt(gctx, s.bus.State, shardKey(n), sh, revs[n], func(cur *indexShard, _ bool) (bool, error) {
+				next := make(indexShard, len(sh))
+				for id, e := range sh {
+					if c, ok := (*cur)[id]; ok {
+						e.CreatedAt = c.CreatedAt
+						if c.Hash == e.Hash {
+							e.UpdatedAt = c.UpdatedAt
+						}
+					}
+					next[id] = e
+				}
+				if maps.Equal(*cur, next) {
+					return false, nil
+				}
+				*cur = next
+				return true, nil
+			})
+			if err != nil {
+				return fmt.Errorf("cron: write the config jobs' index: %w", err)
+			}
+			mu.Lock()
+			out[n] = written
+			mu.Unlock()
+			return nil
+		})
+	}
+	for n, rev := range revs {
+		if _, ok := want[n]; ok {
+			continue
+		}
+		g.Go(func() error {
+			// At the revision read: a shard written meanwhile is another
+			// start's, and stays.
+			err := s.bus.State.Delete(gctx, shardKey(n), jetstream.LastRevision(rev))
+			if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) && !bus.IsConflict(err) {
+				return fmt.Errorf("cron: write the config jobs' index: %w", err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// definedJob returns the config's job id as loaded (with its times), and
+// whether the config defines id. Before the config is reconciled it
+// waits for it (a timer left from the last run can fire at once).
+func (s *Scheduler) definedJob(ctx context.Context, id string) (Job, bool, error) {
+	if _, ok := s.defined[id]; !ok {
+		return Job{}, false, nil
+	}
+	select {
+	case <-s.configured:
+	case <-ctx.Done():
+		return Job{}, true, ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.entries[id]; ok && e.job.ID != "" {
+		return e.job, true, nil
+	}
+	return Job{}, true, fmt.Errorf("cron: config job %s not loaded", id)
+}
+
+// errDefinedElsewhere is elsewhere's answer for a job the config jobs'
+// index lists that this instance's config does not define.
+var errDefinedElsewhere = errors.New("cron: the job is defined by another instance's config")
+
+// elsewhere is asked of a job id that is no job here (no config job, no
+// record): while instances run different configs (a rolling change),
+// another instance's config may define it, and then the index lists it.
+// It returns errDefinedElsewhere then (the fire or run is for such an
+// instance), nil when the index does not list it either (the job was
+// deleted).
+func (s *Scheduler) elsewhere(ctx context.Context, id string) error {
+	if s.defined[id] {
+		return nil // defined here: its absence is not another config's
+	}
+	idx, err := s.readIndex(ctx)
+	if err != nil {
+		return err
+	}
+	for _, sh := range idx {
+		if _, ok := sh[id]; ok {
+			return fmt.Errorf("%w: %s", errDefinedElsewhere, id)
+		}
+	}
+	return nil
+}
