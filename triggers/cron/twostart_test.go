@@ -28,19 +28,36 @@ func TestTwoInstancesFirstStartEachTickReportedOnce(t *testing.T) {
 			t.Fatal("not armed")
 		}
 	}
-	time.Sleep(3 * time.Second)
-	seen := map[string]int{}
+	// Every job reaches a tick due well after both were armed (reported
+	// fired by one instance, duplicate by the other at most); then what
+	// is reported already is counted too.
+	after := time.Now().Truncate(2 * time.Second).Add(4 * time.Second)
+	seen, reached := map[string]int{}, map[string]bool{}
 	twice := 0
-	for len(results) > 0 {
-		r := <-results
+	count := func(r TickResult) {
+		if !r.Tick.Before(after) && (r.What == "fired" || r.What == "duplicate") {
+			reached[r.Job] = true
+		}
 		if r.What != "fired" {
-			continue
+			return
 		}
 		k := r.Job + "@" + r.Tick.Format(time.RFC3339)
 		seen[k]++
 		if seen[k] == 2 {
 			twice++
 		}
+	}
+	deadline := time.After(60 * time.Second)
+	for len(reached) < n {
+		select {
+		case r := <-results:
+			count(r)
+		case <-deadline:
+			t.Fatalf("%d of %d jobs reached a tick after %s in 60 s", len(reached), n, after)
+		}
+	}
+	for len(results) > 0 {
+		count(<-results)
 	}
 	t.Logf("%d ticks reported fired, %d of them more than once", len(seen), twice)
 	if twice > 0 {
