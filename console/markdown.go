@@ -204,22 +204,27 @@ func renderHTMLBlock(w util.BufWriter, source []byte, node ast.Node, entering bo
 // span, so the exit has something to close).
 func renderLink(w util.BufWriter, _ []byte, node ast.Node, entering bool) (ast.WalkStatus, error) {
 	n := node.(*ast.Link)
-	dest := util.URLEscape(n.Destination, true)
-	ok := safeURL(n.Destination) && safeURL(dest)
-	if !entering {
-		if ok {
-			_, _ = w.WriteString("</a>")
-		} else {
-			_, _ = w.WriteString("</span>")
-		}
-		return ast.WalkContinue, nil
-	}
-	if !ok {
-		_, _ = w.WriteString(`<span class="md-nolink">`)
-		return ast.WalkContinue, nil
-	}
-	writeA(w, dest, n.Title, "")
+	linkOrSpan(w, n.Destination, n.Title, "", "md-nolink", entering)
 	return ast.WalkContinue, nil
+}
+
+// linkOrSpan opens (entering) or closes a link of class aClass to raw
+// when its address is safe, else a span of class spanClass; it returns
+// the address URL-escaped.
+func linkOrSpan(w util.BufWriter, raw, title []byte, aClass, spanClass string, entering bool) []byte {
+	dest := util.URLEscape(raw, true)
+	ok := safeURL(raw) && safeURL(dest)
+	switch {
+	case !entering && ok:
+		_, _ = w.WriteString("</a>")
+	case !entering:
+		_, _ = w.WriteString("</span>")
+	case ok:
+		writeA(w, dest, title, aClass)
+	default:
+		_, _ = w.WriteString(`<span class="` + spanClass + `">`)
+	}
+	return dest
 }
 
 // renderAutoLink writes <https://...>, an e-mail address or a bare
@@ -249,20 +254,9 @@ func renderAutoLink(w util.BufWriter, source []byte, node ast.Node, entering boo
 // text, else its address), never as <img>: nothing is loaded.
 func renderImage(w util.BufWriter, _ []byte, node ast.Node, entering bool) (ast.WalkStatus, error) {
 	n := node.(*ast.Image)
-	dest := util.URLEscape(n.Destination, true)
-	ok := safeURL(n.Destination) && safeURL(dest)
+	dest := linkOrSpan(w, n.Destination, n.Title, "md-image", "md-image", entering)
 	if !entering {
-		if ok {
-			_, _ = w.WriteString("</a>")
-		} else {
-			_, _ = w.WriteString("</span>")
-		}
 		return ast.WalkContinue, nil
-	}
-	if ok {
-		writeA(w, dest, n.Title, "md-image")
-	} else {
-		_, _ = w.WriteString(`<span class="md-image">`)
 	}
 	_, _ = w.WriteString("image: ")
 	if !n.HasChildren() {
