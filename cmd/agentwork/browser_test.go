@@ -161,16 +161,13 @@ func (b *browser) cookies() []*network.Cookie {
 	return got.Cookies
 }
 
-// waitUntil reloads nothing: it evaluates js every 200 ms until it is
-// true, failing after d.
+// waitUntil waits, without reloading, until the JavaScript expression js
+// is true: it is evaluated again at every change of the page's DOM (a
+// live row added, a text set), failing after d.
 func (b *browser) waitUntil(d time.Duration, what, js string) {
 	b.t.Helper()
-	deadline := time.Now().Add(d)
-	for !b.eval(js) {
-		if time.Now().After(deadline) {
-			b.t.Fatalf("no %s after %s\nserver stderr:\n%s", what, d, b.srv.stderr.String())
-		}
-		b.do("wait", chromedp.Sleep(200*time.Millisecond))
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](js, chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(d))); err != nil {
+		b.t.Fatalf("no %s after %s: %v\nserver stderr:\n%s", what, d, err, b.srv.stderr.String())
 	}
 }
 

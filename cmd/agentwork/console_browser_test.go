@@ -81,20 +81,13 @@ workflows:
 		t.Fatal(err)
 	}
 	href := attr.Value
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		// The delivery event follows the run's: the page is read again
-		// until it has it.
-		do("the run's page", chromedp.Navigate(base+href), chromedp.WaitVisible(css("#notify-text")))
-		if eval(`document.querySelector("#deliveries") !== null`) {
-			do("screenshot", shot("run"))
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the run's page never showed its delivery\nserver stderr:\n%s", srv.stderr.String())
-		}
-		do("wait", chromedp.Sleep(200*time.Millisecond))
-	}
+	// The delivery event follows the run's: the page is opened once the
+	// API has it.
+	runID := strings.TrimPrefix(href, "/runs/")
+	waitFor(t, 20*time.Second, "the run's delivery", func() bool {
+		return len(apiJSON[struct{ Deliveries []json.RawMessage }](t, http.MethodGet, base+"/v1/runs/"+runID, admin).Deliveries) > 0
+	}, srv.child)
+	do("the run's page", chromedp.Navigate(base+href), chromedp.WaitVisible(css("#deliveries")), shot("run"))
 	if got := text("#notify-text"); got != "Disk /var is 93% full: clean up the old logs." {
 		t.Errorf("notify_user text on the run's page = %q", got)
 	}
@@ -109,13 +102,7 @@ workflows:
 		t.Errorf("after Run now the page says %q", flash)
 	}
 	do("the job's runs", chromedp.Navigate(base+"/runs?source=cron&name=digest"), chromedp.WaitVisible(css("#runs")))
-	deadline = time.Now().Add(20 * time.Second)
-	for !eval(`document.querySelectorAll("#runs tbody tr").length > 0`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the job's run never appeared in its runs list\nserver stderr:\n%s", srv.stderr.String())
-		}
-		do("wait for a live row", chromedp.Sleep(200*time.Millisecond))
-	}
+	b.waitUntil(20*time.Second, "live row of the job's run", `document.querySelectorAll("#runs tbody tr").length > 0`)
 	do("pause the job", chromedp.Navigate(base+"/jobs"), chromedp.Click(css(`form[action="/jobs/digest/pause"] button`)),
 		chromedp.WaitVisible(css(`form[action="/jobs/digest/resume"] button`)), shot("jobs-paused"))
 	if st := text("#job-digest .status"); st != "paused" || jobStatus(t, base, admin) != "paused" {

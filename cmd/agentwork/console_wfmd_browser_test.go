@@ -2,9 +2,10 @@ package main
 
 import (
 	"net/http"
+	"net/url"
+	"path"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -61,12 +62,19 @@ workflows:
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for b.text("#run-status") != "done" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the run is %q, never done\nserver stderr:\n%s", b.text("#run-status"), b.srv.stderr.String())
-		}
-		b.do("the run's page again", chromedp.Sleep(200*time.Millisecond), chromedp.Navigate(loc), chromedp.WaitVisible(css("#run-status")))
+	// The run's end, waited for as the CLI waits (on its events); then
+	// its page once more.
+	u, err := url.Parse(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut strings.Builder
+	if err := run(t.Context(), []string{"workflow", "status", path.Base(u.Path), "--wait", "--data-dir", b.srv.dataDir}, &out, &errOut); err != nil {
+		t.Fatalf("workflow status --wait: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	b.do("the run's page again", chromedp.Navigate(loc), chromedp.WaitVisible(css("#run-status")))
+	if st := b.text("#run-status"); st != "done" {
+		t.Fatalf("the run's page says %q after it ended, want done\nserver stderr:\n%s", st, b.srv.stderr.String())
 	}
 	b.do("screenshot", b.shot("workflow-run-done"))
 	if got := b.text("#run-inputs"); !strings.Contains(got, `"build": "b42"`) || !strings.Contains(got, `"count": 3`) || !strings.Contains(got, `"dry": false`) {
