@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -137,6 +138,24 @@ func (s *Scheduler) readIndexAt(ctx context.Context) (map[int]indexShard, map[in
 			out[n] = sh
 		}
 	}
+}
+
+// indexed returns the jobs of the index shards idx by id. A job in two
+// shards (a start that spread the index over another number of shards
+// stopped halfway) is taken from the one changed last: the newest
+// UpdatedAt, the lowest shard number on a tie, whatever order the shards
+// were read in. The next write leaves it in its own shard only
+// (writeIndex writes every shard that differs from what it should hold).
+func indexed(idx map[int]indexShard) map[string]indexEntry {
+	out := map[string]indexEntry{}
+	for _, n := range slices.Sorted(maps.Keys(idx)) {
+		for id, e := range idx[n] {
+			if cur, ok := out[id]; !ok || e.UpdatedAt.After(cur.UpdatedAt) {
+				out[id] = e
+			}
+		}
+	}
+	return out
 }
 
 // writeIndex writes the shards of want that differ from have, each with

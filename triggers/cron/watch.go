@@ -545,10 +545,7 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 		return err
 	}
 	want := map[int]indexShard{}
-	known := map[string]indexEntry{}
-	for _, sh := range have {
-		maps.Copy(known, sh)
-	}
+	known := indexed(have)
 	shards := shardCount(len(s.defined))
 	var override, staleRecords []string
 	changed := map[string]bool{} // jobs defined before under another definition
