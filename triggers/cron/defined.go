@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentwork/agentwork/bus"
@@ -101,42 +102,115 @@ func (s *Scheduler) definedIDs() map[string]bool {
 
 // readIndex reads every shard of the index: shard number -> content.
 func (s *Scheduler) readIndex(ctx context.Context) (map[int]indexShard, error) {
-	idx, _, err := s.readIndexAt(ctx)
-	return idx, err
+	r, err := s.readIndexAt(ctx)
+	return r.shards, err
 }
 
-// readIndexAt reads every shard of the index: shard number -> content,
-// and shard number -> revision (of unreadable shards too, which have no
-// content: the jobs in them count as new, and the shard is written again).
-func (s *Scheduler) readIndexAt(ctx context.Context) (map[int]indexShard, map[int]uint64, error) {
+// indexRead is the index as a start read it.
+type indexRead struct {
+	shards map[int]indexShard // shard number -> content
+	// revs is shard number -> revision (of unreadable shards too, which
+	// have no content: the jobs in them count as new, and the shard is
+	// written again).
+	revs     map[int]uint64
+	rearm    *rearmMark // nil: none
+	rearmRev uint64
+}
+
+// readIndexAt reads every shard of the index, their revisions, and the
+// re-arm mark.
+func (s *Scheduler) readIndexAt(ctx context.Context) (indexRead, error) {
 	w, err := s.bus.State.Watch(ctx, indexPrefix+"*", jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, nil, fmt.Errorf("cron: read the config jobs' index: %w", err)
+		return indexRead{}, fmt.Errorf("cron: read the config jobs' index: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
-	out, revs := map[int]indexShard{}, map[int]uint64{}
+	out := indexRead{shards: map[int]indexShard{}, revs: map[int]uint64{}}
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return indexRead{}, ctx.Err()
 		case u, ok := <-w.Updates():
 			if !ok {
-				return nil, nil, errors.New("cron: read the config jobs' index: watch closed")
+				return indexRead{}, errors.New("cron: read the config jobs' index: watch closed")
 			}
 			if u == nil {
-				return out, revs, nil
+				return out, nil
+			}
+			if u.Key() == rearmKey {
+				// Unreadable: checked from the start of time.
+				m := rearmMark{}
+				_ = json.Unmarshal(u.Value(), &m)
+				out.rearm, out.rearmRev = &m, u.Revision()
+				continue
 			}
 			var n int
 			if _, err := fmt.Sscanf(u.Key(), indexPrefix+"%d", &n); err != nil {
 				continue
 			}
-			revs[n] = u.Revision()
+			out.revs[n] = u.Revision()
 			var sh indexShard
 			if err := json.Unmarshal(u.Value(), &sh); err != nil {
 				continue
 			}
-			out[n] = sh
+			out.shards[n] = sh
 		}
+	}
+}
+
+// rearmKey is the mark of a start that changed config jobs' definitions
+// in the index: written before the index, removed once the start's
+// arming pass has re-armed their timers. A start killed in between leaves
+// it, and the next start checks the timers of the jobs updated since it
+// (one may still be armed for the old definition: the job is not changed
+// any more, the index has the new one). A restart that finds no mark
+// reads no timer.
+const rearmKey = indexPrefix + "rearm"
+
+// rearmMark is the value at rearmKey.
+type rearmMark struct {
+	// Since is the earliest UpdatedAt a start that left the mark gave the
+	// jobs it changed.
+	Since time.Time `json:"since"`
+}
+
+// markRearm writes the re-arm mark of a start that changes definitions
+// at now, keeping an earlier mark's Since. It writes even when that is
+// unchanged: the new revision keeps another start that read the mark
+// before from removing it while this one has not re-armed its jobs yet.
+func (s *Scheduler) markRearm(ctx context.Context, now time.Time) (*rearmMark, uint64, error) {
+	m, rev, err := bus.Update(ctx, s.bus.State, rearmKey, func(m *rearmMark, found bool) (bool, error) {
+		if !found || m.Since.IsZero() || now.Before(m.Since) {
+			m.Since = now
+		}
+		return true, nil
+	})
+	var corrupt *bus.CorruptError
+	if errors.As(err, &corrupt) {
+		// Unreadable: checked from the start of time (see readIndexAt).
+		m = rearmMark{}
+		rev, err = s.bus.State.Update(ctx, rearmKey, []byte(`{"since":"0001-01-01T00:00:00Z"}`), corrupt.Revision)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("cron: mark the config jobs' timers to re-arm: %w", err)
+	}
+	return &m, rev, nil
+}
+
+// clearRearm removes the re-arm mark the start read or wrote (rev), once
+// its arming pass has checked the timers it asked for. A mark another
+// start wrote since stays for that start (or the next) to remove.
+func (s *Scheduler) clearRearm(ctx context.Context) {
+	s.mu.Lock()
+	rev := s.rearmRev
+	s.recheck, s.rearmRev = nil, 0
+	s.mu.Unlock()
+	if rev == 0 {
+		return
+	}
+	err := s.bus.State.Delete(ctx, rearmKey, jetstream.LastRevision(rev))
+	if err != nil && !bus.IsConflict(err) && !errors.Is(err, jetstream.ErrKeyNotFound) && ctx.Err() == nil {
+		s.log.Warn("cron: the re-arm mark not removed (bus trouble?); the next start checks the changed jobs' timers again", zap.Error(err))
 	}
 }
 

@@ -104,6 +104,8 @@ type Scheduler struct {
 	configured chan struct{}   // closed once the defined jobs are in entries
 	swept      chan struct{}   // closed once the start's missing timers are armed
 	fired      map[string]bool // jobs whose fire was done here since the sweep listed the timers (nil: no sweep)
+	recheck    map[string]bool // jobs whose pending timer the sweep checks: it may be an old definition's (see rearmKey)
+	rearmRev   uint64          // the re-arm mark's revision this start read or wrote (0: none)
 	starter    Starter         // starts their runs
 }
 
@@ -248,6 +250,7 @@ func (s *Scheduler) Run(parent context.Context) error {
 		s.log.Info("cron scheduler started", zap.Int("jobs", n))
 		start := time.Now()
 		if armed, ok := s.sweep(ctx); ok {
+			s.clearRearm(ctx)
 			s.log.Info("cron timers armed", zap.Int("armed", armed), zap.Duration("took", time.Since(start)))
 			close(s.swept)
 		}

@@ -365,8 +365,9 @@ func (s *Scheduler) sweepOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	type arm struct {
-		id   string
-		next time.Time // zero: check (retry timer missing)
+		id    string
+		next  time.Time // zero: check (retry timer missing)
+		check bool      // check the pending timer (recheck)
 	}
 	var todo []arm
 	s.mu.Lock()
@@ -375,20 +376,21 @@ func (s *Scheduler) sweepOnce(ctx context.Context) (int, error) {
 			continue
 		}
 		var next time.Time
-		if !pending[timerKey(id)] {
+		check := pending[timerKey(id)] && s.recheck[id]
+		if !pending[timerKey(id)] || check {
 			if sched, err := e.job.Sched(); err == nil {
 				next = nextTick(e.job, sched, e.state)
 			}
 		}
-		if !next.IsZero() || (e.state.Retry != nil && !pending[retryKey(id)]) {
-			todo = append(todo, arm{id, next})
+		if check || !next.IsZero() || (e.state.Retry != nil && !pending[retryKey(id)]) {
+			todo = append(todo, arm{id, next, check})
 		}
 	}
 	s.mu.Unlock()
 	if len(todo) == 0 {
 		return 0, nil
 	}
-	s.log.Info("arming the timers of jobs that have none", zap.Int("jobs", len(todo)))
+	s.log.Info("arming the timers of jobs that have none (or may have one of an old definition)", zap.Int("jobs", len(todo)))
 	slices.SortFunc(todo, func(a, b arm) int {
 		switch {
 		case a.next.IsZero() != b.next.IsZero():
@@ -426,7 +428,7 @@ arming:
 				}
 			}()
 			var err error
-			if a.next.IsZero() {
+			if a.check || a.next.IsZero() {
 				err = s.checkOne(gctx, a.id)
 			} else {
 				err = s.armMissing(gctx, a.id, floor)
@@ -540,10 +542,11 @@ func (s *Scheduler) firedFor(ctx context.Context, j Job, tick time.Time) (bus.Ti
 func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	defer close(s.configured)
 	now := s.clock.Now().UTC()
-	have, revs, err := s.readIndexAt(ctx)
+	read, err := s.readIndexAt(ctx)
 	if err != nil {
 		return err
 	}
+	have, revs := read.shards, read.revs
 	want := map[int]indexShard{}
 	known := indexed(have)
 	shards := shardCount(len(s.defined))
@@ -644,6 +647,14 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	mark, markRev := read.rearm, read.rearmRev
+	if len(changed) > 0 {
+		// Before the index: killed after writing it, this start leaves
+		// the mark, and the next checks the timers it did not re-arm.
+		if mark, markRev, err = s.markRearm(ctx, now); err != nil {
+			return err
+		}
+	}
 	written, err := s.writeIndex(ctx, have, want, revs)
 	if err != nil {
 		return err
@@ -652,6 +663,7 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	// meanwhile may have written them first.
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.recheck, s.rearmRev = map[string]bool{}, markRev
 	for id, j := range jobs {
 		if e, ok := written[shardOf(id, shards)][id]; ok {
 			j.CreatedAt, j.UpdatedAt = e.CreatedAt, e.UpdatedAt
@@ -662,8 +674,10 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 			s.entries[id] = e
 		}
 		e.job = j
-		if changed[id] {
-			s.markDirty(id) // a pending timer is for the old definition
+		if changed[id] || (mark != nil && !j.UpdatedAt.Before(mark.Since)) {
+			// A pending timer may be for the old definition: the
+			// start's arming pass checks it.
+			s.recheck[id] = true
 		}
 	}
 	return nil
