@@ -294,7 +294,10 @@ func (s *Scheduler) ensureRetry(ctx context.Context, id string, r *RetryState) e
 // instance may have stopped between a change and arming its timer, and on
 // the first start no job has one. One listing of the pending timers finds
 // those missing; they are armed soonest tick first, so that a job fires
-// as soon as its own timer is armed. Every instance does this, and arming
+// as soon as its own timer is armed. The pending timers of the jobs whose
+// definition changed (at this start, or at one killed before it re-armed
+// them: see rearmKey) are read, and re-armed if they are for the old
+// definition; no other timer is read. Every instance does this, and arming
 // twice is harmless. It retries until it succeeds, and reports how many
 // jobs it armed, and false when ctx ended first.
 func (s *Scheduler) sweep(ctx context.Context) (int, bool) {
