@@ -48,6 +48,82 @@ type indexEntry struct {
 	Hash      string    `json:"h"`
 	CreatedAt time.Time `json:"c"`
 	UpdatedAt time.Time `json:"u"`
+	// Legacy is when a start first found the record an earlier version
+	// wrote of the job in the jobs bucket, at revision LegacyRev (zero:
+	// none); the record is removed legacyKeep after (dropRecords).
+	Legacy    time.Time `json:"l,omitzero"`
+	LegacyRev uint64    `json:"lr,omitempty"`
+}
+
+// legacyKeep is how long an earlier version's record of a config job
+// stays in the jobs bucket after a start of this version first found it
+// (and took its times into the index). That version read a config job's
+// record at every fire of it: an instance of it still running beside
+// this one (a rolling upgrade) drops the job once its record is gone
+// (fires nothing, arms no next tick). The first start at least this long
+// after removes the record, so that a restart does not read it.
+const legacyKeep = 24 * time.Hour
+
+// legacyRecord is a record of the jobs bucket of a job the config
+// defines, written by an earlier version (or through the API), and its
+// revision.
+type legacyRecord struct {
+	job Job
+	rev uint64
+}
+
+// legacyMark returns the index entry e with its mark of the earlier
+// version's record l: the mark of the index (old) if it is for the same
+// revision, else now; and whether the record is due for removal.
+func legacyMark(e, old indexEntry, inIndex bool, l legacyRecord, now time.Time) (indexEntry, bool) {
+	if inIndex && !old.Legacy.IsZero() && old.LegacyRev == l.rev {
+		e.Legacy, e.LegacyRev = old.Legacy, old.LegacyRev
+		return e, now.Sub(old.Legacy) >= legacyKeep
+	}
+	e.Legacy, e.LegacyRev = now, l.rev
+	return e, false
+}
+
+// dropRecords removes the earlier version's records of config jobs
+// (id -> revision), each at its revision (a record written since stays),
+// and returns the ids removed. It purges the key's messages from the
+// bucket's stream, leaving no delete marker for the jobs watch to read
+// at the next start (nor an event for the watches running: this
+// version ignores these records). A record it cannot remove (bus
+// trouble, no permission to purge) is logged and tried again at the next
+// start.
+func (s *Scheduler) dropRecords(ctx context.Context, drops map[string]uint64) []string {
+	if len(drops) == 0 {
+		return nil
+	}
+	bucket := s.bus.Jobs.Bucket()
+	st, err := s.bus.JetStream().Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		s.log.Warn("earlier version's records of config jobs not removed; the next start tries again", zap.Int("jobs", len(drops)), zap.Error(err))
+		return nil
+	}
+	var mu sync.Mutex
+	var dropped []string
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for id, rev := range drops {
+		g.Go(func() error {
+			err := st.Purge(gctx, jetstream.WithPurgeSubject("$KV."+bucket+"."+id), jetstream.WithPurgeSequence(rev+1))
+			if err != nil {
+				s.log.Warn("earlier version's record of a config job not removed; the next start tries again", zap.String("job", id), zap.Error(err))
+				return nil
+			}
+			mu.Lock()
+			dropped = append(dropped, id)
+			mu.Unlock()
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if len(dropped) > 0 {
+		s.log.Info("removed the earlier version's records of config jobs (the index has their times)", zap.Int("jobs", len(dropped)))
+	}
+	return dropped
 }
 
 // indexShard is one index value: id -> entry.
@@ -256,6 +332,9 @@ func (s *Scheduler) writeIndex(ctx context.Context, have, want map[int]indexShar
 						e.CreatedAt = c.CreatedAt
 						if c.Hash == e.Hash {
 							e.UpdatedAt = c.UpdatedAt
+						}
+						if !e.Legacy.IsZero() && !c.Legacy.IsZero() && c.LegacyRev == e.LegacyRev && c.Legacy.Before(e.Legacy) {
+							e.Legacy = c.Legacy
 						}
 					}
 					next[id] = e

@@ -62,7 +62,7 @@ func (s *Scheduler) watchJobs(ctx context.Context, loaded chan<- struct{}) error
 			s.log.Error("job in the jobs bucket is not valid JSON; ignored", zap.String("job", id), zap.Error(err))
 			continue
 		}
-		s.setJob(j)
+		s.setJob(j, u.Revision())
 	}
 	if ctx.Err() == nil {
 		return errors.New("cron: the jobs watch ended unexpectedly (connection closed?)")
@@ -72,13 +72,13 @@ func (s *Scheduler) watchJobs(ctx context.Context, loaded chan<- struct{}) error
 
 // setJob puts j into the cache; a new or changed definition has its timer
 // checked.
-func (s *Scheduler) setJob(j Job) {
+func (s *Scheduler) setJob(j Job, rev uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.defined[j.ID]; ok {
 		// The config defines it and wins: a record of it is one an
 		// earlier version wrote, or an API job reconcileConfig removes.
-		s.legacy[j.ID] = j
+		s.legacy[j.ID] = legacyRecord{job: j, rev: rev}
 		return
 	}
 	e, ok := s.entries[j.ID]
@@ -554,6 +554,7 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	known := indexed(have)
 	shards := shardCount(len(s.defined))
 	var override, staleRecords []string
+	drops := map[string]uint64{} // earlier version's records to remove, at their revisions
 	changed := map[string]bool{} // jobs defined before under another definition
 	jobs := map[string]Job{}     // with the times to write, until the index is written
 	s.mu.Lock()
@@ -569,7 +570,8 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 			changed[id] = true
 		default:
 			j.CreatedAt, j.UpdatedAt = now, now
-			if l, ok := s.legacy[id]; ok {
+			if rec, ok := s.legacy[id]; ok {
+				l := rec.job
 				switch {
 				case l.Origin != OriginConfig && l.Origin != OriginWorkflow:
 					s.log.Warn("config defines a job that was added through the API; the config wins", zap.String("job", id))
@@ -589,7 +591,17 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 		if want[n] == nil {
 			want[n] = indexShard{}
 		}
-		want[n][id] = indexEntry{Hash: h, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt}
+		e := indexEntry{Hash: h, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt}
+		if l, ok := s.legacy[id]; ok && (l.job.Origin == OriginConfig || l.job.Origin == OriginWorkflow) {
+			// The index has what the record held (its times, or a newer
+			// definition's): it goes once no instance of the earlier
+			// version can still read it (legacyKeep).
+			var drop bool
+			if e, drop = legacyMark(e, old, inIndex, l, now); drop {
+				drops[id] = l.rev
+			}
+		}
+		want[n][id] = e
 		jobs[id] = j
 	}
 	// Dropped from the config: known from the index, or (written by an
@@ -649,6 +661,15 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	}
 	if err := g.Wait(); err != nil {
 		return err
+	}
+	for _, id := range s.dropRecords(ctx, drops) {
+		n := shardOf(id, shards)
+		e := want[n][id]
+		e.Legacy, e.LegacyRev = time.Time{}, 0
+		want[n][id] = e
+		s.mu.Lock()
+		delete(s.legacy, id)
+		s.mu.Unlock()
 	}
 	mark, markRev := read.rearm, read.rearmRev
 	if len(changed) > 0 {
