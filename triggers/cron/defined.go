@@ -19,11 +19,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentwork/agentwork/bus"
@@ -46,6 +48,82 @@ type indexEntry struct {
 	Hash      string    `json:"h"`
 	CreatedAt time.Time `json:"c"`
 	UpdatedAt time.Time `json:"u"`
+	// Legacy is when a start first found the record an earlier version
+	// wrote of the job in the jobs bucket, at revision LegacyRev (zero:
+	// none); the record is removed legacyKeep after (dropRecords).
+	Legacy    time.Time `json:"l,omitzero"`
+	LegacyRev uint64    `json:"lr,omitempty"`
+}
+
+// legacyKeep is how long an earlier version's record of a config job
+// stays in the jobs bucket after a start of this version first found it
+// (and took its times into the index). That version read a config job's
+// record at every fire of it: an instance of it still running beside
+// this one (a rolling upgrade) drops the job once its record is gone
+// (fires nothing, arms no next tick). The first start at least this long
+// after removes the record, so that a restart does not read it.
+const legacyKeep = 24 * time.Hour
+
+// legacyRecord is a record of the jobs bucket of a job the config
+// defines, written by an earlier version (or through the API), and its
+// revision.
+type legacyRecord struct {
+	job Job
+	rev uint64
+}
+
+// legacyMark returns the index entry e with its mark of the earlier
+// version's record l: the mark of the index (old) if it is for the same
+// revision, else now; and whether the record is due for removal.
+func legacyMark(e, old indexEntry, inIndex bool, l legacyRecord, now time.Time) (indexEntry, bool) {
+	if inIndex && !old.Legacy.IsZero() && old.LegacyRev == l.rev {
+		e.Legacy, e.LegacyRev = old.Legacy, old.LegacyRev
+		return e, now.Sub(old.Legacy) >= legacyKeep
+	}
+	e.Legacy, e.LegacyRev = now, l.rev
+	return e, false
+}
+
+// dropRecords removes the earlier version's records of config jobs
+// (id -> revision), each at its revision (a record written since stays),
+// and returns the ids removed. It purges the key's messages from the
+// bucket's stream, leaving no delete marker for the jobs watch to read
+// at the next start (nor an event for the watches running: this
+// version ignores these records). A record it cannot remove (bus
+// trouble, no permission to purge) is logged and tried again at the next
+// start.
+func (s *Scheduler) dropRecords(ctx context.Context, drops map[string]uint64) []string {
+	if len(drops) == 0 {
+		return nil
+	}
+	bucket := s.bus.Jobs.Bucket()
+	st, err := s.bus.JetStream().Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		s.log.Warn("earlier version's records of config jobs not removed; the next start tries again", zap.Int("jobs", len(drops)), zap.Error(err))
+		return nil
+	}
+	var mu sync.Mutex
+	var dropped []string
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for id, rev := range drops {
+		g.Go(func() error {
+			err := st.Purge(gctx, jetstream.WithPurgeSubject("$KV."+bucket+"."+id), jetstream.WithPurgeSequence(rev+1))
+			if err != nil {
+				s.log.Warn("earlier version's record of a config job not removed; the next start tries again", zap.String("job", id), zap.Error(err))
+				return nil
+			}
+			mu.Lock()
+			dropped = append(dropped, id)
+			mu.Unlock()
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if len(dropped) > 0 {
+		s.log.Info("removed the earlier version's records of config jobs (the index has their times)", zap.Int("jobs", len(dropped)))
+	}
+	return dropped
 }
 
 // indexShard is one index value: id -> entry.
@@ -100,43 +178,134 @@ func (s *Scheduler) definedIDs() map[string]bool {
 
 // readIndex reads every shard of the index: shard number -> content.
 func (s *Scheduler) readIndex(ctx context.Context) (map[int]indexShard, error) {
-	idx, _, err := s.readIndexAt(ctx)
-	return idx, err
+	r, err := s.readIndexAt(ctx)
+	return r.shards, err
 }
 
-// readIndexAt reads every shard of the index: shard number -> content,
-// and shard number -> revision (of unreadable shards too, which have no
-// content: the jobs in them count as new, and the shard is written again).
-func (s *Scheduler) readIndexAt(ctx context.Context) (map[int]indexShard, map[int]uint64, error) {
+// indexRead is the index as a start read it.
+type indexRead struct {
+	shards map[int]indexShard // shard number -> content
+	// revs is shard number -> revision (of unreadable shards too, which
+	// have no content: the jobs in them count as new, and the shard is
+	// written again).
+	revs     map[int]uint64
+	rearm    *rearmMark // nil: none
+	rearmRev uint64
+}
+
+// readIndexAt reads every shard of the index, their revisions, and the
+// re-arm mark.
+func (s *Scheduler) readIndexAt(ctx context.Context) (indexRead, error) {
 	w, err := s.bus.State.Watch(ctx, indexPrefix+"*", jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, nil, fmt.Errorf("cron: read the config jobs' index: %w", err)
+		return indexRead{}, fmt.Errorf("cron: read the config jobs' index: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
-	out, revs := map[int]indexShard{}, map[int]uint64{}
+	out := indexRead{shards: map[int]indexShard{}, revs: map[int]uint64{}}
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return indexRead{}, ctx.Err()
 		case u, ok := <-w.Updates():
 			if !ok {
-				return nil, nil, errors.New("cron: read the config jobs' index: watch closed")
+				return indexRead{}, errors.New("cron: read the config jobs' index: watch closed")
 			}
 			if u == nil {
-				return out, revs, nil
+				return out, nil
+			}
+			if u.Key() == rearmKey {
+				// Unreadable: checked from the start of time.
+				m := rearmMark{}
+				_ = json.Unmarshal(u.Value(), &m)
+				out.rearm, out.rearmRev = &m, u.Revision()
+				continue
 			}
 			var n int
 			if _, err := fmt.Sscanf(u.Key(), indexPrefix+"%d", &n); err != nil {
 				continue
 			}
-			revs[n] = u.Revision()
+			out.revs[n] = u.Revision()
 			var sh indexShard
 			if err := json.Unmarshal(u.Value(), &sh); err != nil {
 				continue
 			}
-			out[n] = sh
+			out.shards[n] = sh
 		}
 	}
+}
+
+// rearmKey is the mark of a start that changed config jobs' definitions
+// in the index: written before the index, removed once the start's
+// arming pass has re-armed their timers. A start killed in between leaves
+// it, and the next start checks the timers of the jobs updated since it
+// (one may still be armed for the old definition: the job is not changed
+// any more, the index has the new one). A restart that finds no mark
+// reads no timer.
+const rearmKey = indexPrefix + "rearm"
+
+// rearmMark is the value at rearmKey.
+type rearmMark struct {
+	// Since is the earliest UpdatedAt a start that left the mark gave the
+	// jobs it changed.
+	Since time.Time `json:"since"`
+}
+
+// markRearm writes the re-arm mark of a start that changes definitions
+// at now, keeping an earlier mark's Since. It writes even when that is
+// unchanged: the new revision keeps another start that read the mark
+// before from removing it while this one has not re-armed its jobs yet.
+func (s *Scheduler) markRearm(ctx context.Context, now time.Time) (*rearmMark, uint64, error) {
+	m, rev, err := bus.Update(ctx, s.bus.State, rearmKey, func(m *rearmMark, found bool) (bool, error) {
+		if !found || m.Since.IsZero() || now.Before(m.Since) {
+			m.Since = now
+		}
+		return true, nil
+	})
+	var corrupt *bus.CorruptError
+	if errors.As(err, &corrupt) {
+		// Unreadable: checked from the start of time (see readIndexAt).
+		m = rearmMark{}
+		rev, err = s.bus.State.Update(ctx, rearmKey, []byte(`{"since":"0001-01-01T00:00:00Z"}`), corrupt.Revision)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("cron: mark the config jobs' timers to re-arm: %w", err)
+	}
+	return &m, rev, nil
+}
+
+// clearRearm removes the re-arm mark the start read or wrote (rev), once
+// its arming pass has checked the timers it asked for. A mark another
+// start wrote since stays for that start (or the next) to remove.
+func (s *Scheduler) clearRearm(ctx context.Context) {
+	s.mu.Lock()
+	rev := s.rearmRev
+	s.recheck, s.rearmRev = nil, 0
+	s.mu.Unlock()
+	if rev == 0 {
+		return
+	}
+	err := s.bus.State.Delete(ctx, rearmKey, jetstream.LastRevision(rev))
+	if err != nil && !bus.IsConflict(err) && !errors.Is(err, jetstream.ErrKeyNotFound) && ctx.Err() == nil {
+		s.log.Warn("cron: the re-arm mark not removed (bus trouble?); the next start checks the changed jobs' timers again", zap.Error(err))
+	}
+}
+
+// indexed returns the jobs of the index shards idx by id. A job in two
+// shards (a start that spread the index over another number of shards
+// stopped halfway) is taken from the one changed last: the newest
+// UpdatedAt, the lowest shard number on a tie, whatever order the shards
+// were read in. The next write leaves it in its own shard only
+// (writeIndex writes every shard that differs from what it should hold).
+func indexed(idx map[int]indexShard) map[string]indexEntry {
+	out := map[string]indexEntry{}
+	for _, n := range slices.Sorted(maps.Keys(idx)) {
+		for id, e := range idx[n] {
+			if cur, ok := out[id]; !ok || e.UpdatedAt.After(cur.UpdatedAt) {
+				out[id] = e
+			}
+		}
+	}
+	return out
 }
 
 // writeIndex writes the shards of want that differ from have, each with
@@ -163,6 +332,9 @@ func (s *Scheduler) writeIndex(ctx context.Context, have, want map[int]indexShar
 						e.CreatedAt = c.CreatedAt
 						if c.Hash == e.Hash {
 							e.UpdatedAt = c.UpdatedAt
+						}
+						if !e.Legacy.IsZero() && !c.Legacy.IsZero() && c.LegacyRev == e.LegacyRev && c.Legacy.Before(e.Legacy) {
+							e.Legacy = c.Legacy
 						}
 					}
 					next[id] = e

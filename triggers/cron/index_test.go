@@ -1,6 +1,7 @@
 package cron
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -76,5 +77,74 @@ func TestTwoInstancesStartingTogetherAgreeOnTimes(t *testing.T) {
 	}
 	if notIndex > 0 {
 		t.Errorf("%d of %d config jobs: an instance's times differ from the index's (lost update)", notIndex, n)
+	}
+}
+
+// A crash in the middle of spreading the index over another number of
+// shards can leave a job in two shards: the one it moved to, with the
+// entry written then, and the one it left, with an older entry. The start
+// takes the entry changed last, whatever order it reads the shards in,
+// and its write leaves each job in one shard only.
+func TestIndexJobInTwoShardsNewestEntryWins(t *testing.T) {
+	const n = 8
+	b := bustest.New(t)
+	cfg := Config{}
+	for i := range n {
+		cfg.Jobs = append(cfg.Jobs, Job{ID: fmt.Sprintf("job-%d", i), Schedule: "0 3 * * *", Prompt: "p"})
+	}
+	probe, err := New(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := time.Now().Add(-48 * time.Hour).UTC().Truncate(time.Second)
+	updated := created.Add(24 * time.Hour)
+	// Job i: its older entry (another definition) in shard i, its newest
+	// in shard i+1. The pairs make a cycle, so no order of reading the
+	// shards reads every newest entry after the older one.
+	shards := map[int]indexShard{}
+	for i := range n {
+		shards[i] = indexShard{}
+	}
+	for i := range n {
+		id := fmt.Sprintf("job-%d", i)
+		shards[i][id] = indexEntry{Hash: "an-older-definition", CreatedAt: created, UpdatedAt: created}
+		shards[(i+1)%n][id] = indexEntry{Hash: definitionHash(probe.definedJobs()[id]), CreatedAt: created, UpdatedAt: updated}
+	}
+	for k, sh := range shards {
+		data, err := json.Marshal(sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.State.Put(t.Context(), shardKey(k), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	s, _ := startScheduler(t, b, cfg, make(chan TickResult, 10))
+	s.mu.Lock()
+	for i := range n {
+		id := fmt.Sprintf("job-%d", i)
+		if got := s.entries[id].job; !got.UpdatedAt.Equal(updated) || !got.CreatedAt.Equal(created) {
+			t.Errorf("%s: created %s, updated %s; want the newest entry's %s, %s", id, got.CreatedAt, got.UpdatedAt, created, updated)
+		}
+	}
+	s.mu.Unlock()
+	idx, err := s.readIndex(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := map[string][]int{}
+	for k, sh := range idx {
+		for id, e := range sh {
+			in[id] = append(in[id], k)
+			if !e.UpdatedAt.Equal(updated) {
+				t.Errorf("index: %s in shard %d updated %s, want %s", id, k, e.UpdatedAt, updated)
+			}
+		}
+	}
+	for i := range n {
+		if id := fmt.Sprintf("job-%d", i); len(in[id]) != 1 {
+			t.Errorf("index: %s in shards %v, want one", id, in[id])
+		}
 	}
 }

@@ -99,12 +99,14 @@ type Scheduler struct {
 
 	wfJobs []Job // the workflows' cron triggers (WithWorkflows)
 
-	defined    map[string]bool // the ids of the config's and the workflows' jobs (set in New, read-only after)
-	legacy     map[string]Job  // bucket records of defined jobs, written by earlier versions
-	configured chan struct{}   // closed once the defined jobs are in entries
-	swept      chan struct{}   // closed once the start's missing timers are armed
-	fired      map[string]bool // jobs whose fire was done here since the sweep listed the timers (nil: no sweep)
-	starter    Starter         // starts their runs
+	defined    map[string]bool         // the ids of the config's and the workflows' jobs (set in New, read-only after)
+	legacy     map[string]legacyRecord // bucket records of defined jobs, written by earlier versions
+	configured chan struct{}           // closed once the defined jobs are in entries
+	swept      chan struct{}           // closed once the start's missing timers are armed
+	fired      map[string]bool         // jobs whose fire was done here since the sweep listed the timers (nil: no sweep)
+	recheck    map[string]bool         // jobs whose pending timer the sweep checks: it may be an old definition's (see rearmKey)
+	rearmRev   uint64                  // the re-arm mark's revision this start read or wrote (0: none)
+	starter    Starter                 // starts their runs
 }
 
 // entry is one job as the watches last saw it.
@@ -171,7 +173,7 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Scheduler, error) {
 	if err := s.checkWorkflowJobs(); err != nil {
 		return nil, err
 	}
-	s.defined, s.legacy, s.configured, s.swept = s.definedIDs(), map[string]Job{}, make(chan struct{}), make(chan struct{})
+	s.defined, s.legacy, s.configured, s.swept = s.definedIDs(), map[string]legacyRecord{}, make(chan struct{}), make(chan struct{})
 	return s, nil
 }
 
@@ -248,6 +250,7 @@ func (s *Scheduler) Run(parent context.Context) error {
 		s.log.Info("cron scheduler started", zap.Int("jobs", n))
 		start := time.Now()
 		if armed, ok := s.sweep(ctx); ok {
+			s.clearRearm(ctx)
 			s.log.Info("cron timers armed", zap.Int("armed", armed), zap.Duration("took", time.Since(start)))
 			close(s.swept)
 		}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
 )
@@ -89,4 +91,55 @@ func startSchedulerNoWait(t *testing.T, b *bus.Bus, cfg Config, results chan Tic
 	stop := runUntil(t, s.Run)
 	t.Cleanup(stop)
 	return s, stop
+}
+
+// Two instances' arming passes can both arm a job's tick, and then both
+// take a fire of it. Nothing a user sees happens twice: the tick's
+// request is stored once (so it runs once and ends in one event), and
+// the job's state counts it once; only the second fire's report says
+// duplicate.
+func TestTwoFiresOfOneTickRunItOnce(t *testing.T) {
+	b := bustest.New(t)
+	b2 := bustest.Client(t, b)
+	now := time.Now().UTC()
+	tick := now.Truncate(time.Minute) // due: the fires publish it at once
+	seed(t, b, Job{ID: "x", Schedule: "* * * * *", Prompt: "p"}, now.Add(-time.Hour), State{LastTick: ptr(tick.Add(-time.Minute)), Fires: 4})
+	results := make(chan TickResult, 10)
+	var ss []*Scheduler
+	for _, bb := range []*bus.Bus{b, b2} {
+		s, err := New(bb, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.onTick = func(r TickResult) { results <- r }
+		ss = append(ss, s)
+	}
+	errs := make(chan error, 2)
+	for _, s := range ss {
+		go func() { errs <- s.fireJob(t.Context(), zap.NewNop(), "x", 1) }()
+	}
+	for range ss {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	what := map[string]int{}
+	for len(results) > 0 {
+		r := <-results
+		if !r.Tick.Equal(tick) {
+			t.Errorf("result %+v, want one of the tick %s", r, tick)
+		}
+		what[r.What]++
+	}
+	if what["fired"] != 1 || what["duplicate"] > 1 || len(what) > 2 || (len(what) == 2 && what["duplicate"] == 0) {
+		t.Errorf("tick results %v, want fired once (and duplicate at most once)", what)
+	}
+	t.Logf("tick results: %v", what)
+	if reqs := requests(t, b); len(reqs) != 1 {
+		t.Errorf("%d requests stored for the tick, want 1", len(reqs))
+	}
+	st, err := readState(t.Context(), b.State, "x")
+	if err != nil || st.Fires != 5 || st.LastTick == nil || !st.LastTick.Equal(tick) {
+		t.Errorf("state %+v, %v; want the tick counted once (5 fires), last tick %s", st, err, tick)
+	}
 }

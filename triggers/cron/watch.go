@@ -62,7 +62,7 @@ func (s *Scheduler) watchJobs(ctx context.Context, loaded chan<- struct{}) error
 			s.log.Error("job in the jobs bucket is not valid JSON; ignored", zap.String("job", id), zap.Error(err))
 			continue
 		}
-		s.setJob(j)
+		s.setJob(j, u.Revision())
 	}
 	if ctx.Err() == nil {
 		return errors.New("cron: the jobs watch ended unexpectedly (connection closed?)")
@@ -72,13 +72,13 @@ func (s *Scheduler) watchJobs(ctx context.Context, loaded chan<- struct{}) error
 
 // setJob puts j into the cache; a new or changed definition has its timer
 // checked.
-func (s *Scheduler) setJob(j Job) {
+func (s *Scheduler) setJob(j Job, rev uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.defined[j.ID]; ok {
 		// The config defines it and wins: a record of it is one an
 		// earlier version wrote, or an API job reconcileConfig removes.
-		s.legacy[j.ID] = j
+		s.legacy[j.ID] = legacyRecord{job: j, rev: rev}
 		return
 	}
 	e, ok := s.entries[j.ID]
@@ -294,7 +294,10 @@ func (s *Scheduler) ensureRetry(ctx context.Context, id string, r *RetryState) e
 // instance may have stopped between a change and arming its timer, and on
 // the first start no job has one. One listing of the pending timers finds
 // those missing; they are armed soonest tick first, so that a job fires
-// as soon as its own timer is armed. Every instance does this, and arming
+// as soon as its own timer is armed. The pending timers of the jobs whose
+// definition changed (at this start, or at one killed before it re-armed
+// them: see rearmKey) are read, and re-armed if they are for the old
+// definition; no other timer is read. Every instance does this, and arming
 // twice is harmless. It retries until it succeeds, and reports how many
 // jobs it armed, and false when ctx ended first.
 func (s *Scheduler) sweep(ctx context.Context) (int, bool) {
@@ -365,8 +368,9 @@ func (s *Scheduler) sweepOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	type arm struct {
-		id   string
-		next time.Time // zero: check (retry timer missing)
+		id    string
+		next  time.Time // zero: check (retry timer missing)
+		check bool      // check the pending timer (recheck)
 	}
 	var todo []arm
 	s.mu.Lock()
@@ -375,20 +379,21 @@ func (s *Scheduler) sweepOnce(ctx context.Context) (int, error) {
 			continue
 		}
 		var next time.Time
-		if !pending[timerKey(id)] {
+		check := pending[timerKey(id)] && s.recheck[id]
+		if !pending[timerKey(id)] || check {
 			if sched, err := e.job.Sched(); err == nil {
 				next = nextTick(e.job, sched, e.state)
 			}
 		}
-		if !next.IsZero() || (e.state.Retry != nil && !pending[retryKey(id)]) {
-			todo = append(todo, arm{id, next})
+		if check || !next.IsZero() || (e.state.Retry != nil && !pending[retryKey(id)]) {
+			todo = append(todo, arm{id, next, check})
 		}
 	}
 	s.mu.Unlock()
 	if len(todo) == 0 {
 		return 0, nil
 	}
-	s.log.Info("arming the timers of jobs that have none", zap.Int("jobs", len(todo)))
+	s.log.Info("arming the timers of jobs that have none (or may have one of an old definition)", zap.Int("jobs", len(todo)))
 	slices.SortFunc(todo, func(a, b arm) int {
 		switch {
 		case a.next.IsZero() != b.next.IsZero():
@@ -426,7 +431,7 @@ arming:
 				}
 			}()
 			var err error
-			if a.next.IsZero() {
+			if a.check || a.next.IsZero() {
 				err = s.checkOne(gctx, a.id)
 			} else {
 				err = s.armMissing(gctx, a.id, floor)
@@ -540,17 +545,16 @@ func (s *Scheduler) firedFor(ctx context.Context, j Job, tick time.Time) (bus.Ti
 func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	defer close(s.configured)
 	now := s.clock.Now().UTC()
-	have, revs, err := s.readIndexAt(ctx)
+	read, err := s.readIndexAt(ctx)
 	if err != nil {
 		return err
 	}
+	have, revs := read.shards, read.revs
 	want := map[int]indexShard{}
-	known := map[string]indexEntry{}
-	for _, sh := range have {
-		maps.Copy(known, sh)
-	}
+	known := indexed(have)
 	shards := shardCount(len(s.defined))
 	var override, staleRecords []string
+	drops := map[string]uint64{} // earlier version's records to remove, at their revisions
 	changed := map[string]bool{} // jobs defined before under another definition
 	jobs := map[string]Job{}     // with the times to write, until the index is written
 	s.mu.Lock()
@@ -566,7 +570,8 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 			changed[id] = true
 		default:
 			j.CreatedAt, j.UpdatedAt = now, now
-			if l, ok := s.legacy[id]; ok {
+			if rec, ok := s.legacy[id]; ok {
+				l := rec.job
 				switch {
 				case l.Origin != OriginConfig && l.Origin != OriginWorkflow:
 					s.log.Warn("config defines a job that was added through the API; the config wins", zap.String("job", id))
@@ -586,7 +591,17 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 		if want[n] == nil {
 			want[n] = indexShard{}
 		}
-		want[n][id] = indexEntry{Hash: h, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt}
+		e := indexEntry{Hash: h, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt}
+		if l, ok := s.legacy[id]; ok && (l.job.Origin == OriginConfig || l.job.Origin == OriginWorkflow) {
+			// The index has what the record held (its times, or a newer
+			// definition's): it goes once no instance of the earlier
+			// version can still read it (legacyKeep).
+			var drop bool
+			if e, drop = legacyMark(e, old, inIndex, l, now); drop {
+				drops[id] = l.rev
+			}
+		}
+		want[n][id] = e
 		jobs[id] = j
 	}
 	// Dropped from the config: known from the index, or (written by an
@@ -647,6 +662,23 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	for _, id := range s.dropRecords(ctx, drops) {
+		n := shardOf(id, shards)
+		e := want[n][id]
+		e.Legacy, e.LegacyRev = time.Time{}, 0
+		want[n][id] = e
+		s.mu.Lock()
+		delete(s.legacy, id)
+		s.mu.Unlock()
+	}
+	mark, markRev := read.rearm, read.rearmRev
+	if len(changed) > 0 {
+		// Before the index: killed after writing it, this start leaves
+		// the mark, and the next checks the timers it did not re-arm.
+		if mark, markRev, err = s.markRearm(ctx, now); err != nil {
+			return err
+		}
+	}
 	written, err := s.writeIndex(ctx, have, want, revs)
 	if err != nil {
 		return err
@@ -655,6 +687,7 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	// meanwhile may have written them first.
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.recheck, s.rearmRev = map[string]bool{}, markRev
 	for id, j := range jobs {
 		if e, ok := written[shardOf(id, shards)][id]; ok {
 			j.CreatedAt, j.UpdatedAt = e.CreatedAt, e.UpdatedAt
@@ -665,8 +698,10 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 			s.entries[id] = e
 		}
 		e.job = j
-		if changed[id] {
-			s.markDirty(id) // a pending timer is for the old definition
+		if changed[id] || (mark != nil && !j.UpdatedAt.Before(mark.Since)) {
+			// A pending timer may be for the old definition: the
+			// start's arming pass checks it.
+			s.recheck[id] = true
 		}
 	}
 	return nil
