@@ -7,9 +7,11 @@
 // reaches all of them at once.
 //
 // robfig/cron parses the expressions; ticks follow the job's IANA time zone
-// with ISC-cron DST rules (see ParseSchedule). Each job is one timer of the
-// durable time engine (bus.Timers, key cron.<id>), due at its next tick
-// plus jitter: the timer fires once for the cluster, and one instance
+// with ISC-cron DST rules (see ParseSchedule). Each job whose next tick is
+// within the arm-ahead window (DefaultArmAhead) is one timer of the durable
+// time engine (bus.Timers, key cron.<id>), due at that tick plus jitter; an
+// arming pass at start and every half window (its own timer) arms the
+// ticks that come within it. The timer fires once for the cluster, and one instance
 // handles the fire (a durable consumer shared by all). It publishes the
 // ticks due since the job's last tick as AgentWork requests with
 // Nats-Msg-Id <job>:<tick RFC 3339 UTC>, records them in the job's state
