@@ -31,7 +31,7 @@ func TestBudgetPausesWithOneAlert(t *testing.T) {
 	j.Targets = []string{"ops"}
 	j.Budget = budget.Budget{DailyTokens: 1000}
 	results := make(chan TickResult, 1000)
-	s, _ := startScheduler(t, b, Config{Jobs: []Job{j}}, results)
+	s, _ := startScheduler(t, b, Config{Jobs: []Job{j}}, results, armAhead(48*time.Hour)) // tomorrow's tick armed
 	p, err := openai.New(fake.Config())
 	if err != nil {
 		t.Fatal(err)

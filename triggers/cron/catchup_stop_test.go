@@ -11,6 +11,33 @@ import (
 	"github.com/agentwork/agentwork/internal/clock"
 )
 
+// catchupPolicies are the jobs of the catch-up tests: one per policy.
+var catchupPolicies = []struct {
+	id      string
+	catchup Catchup
+}{
+	{"once", Catchup{Policy: CatchupRunOnce}},
+	{"skip", Catchup{Policy: CatchupSkip}},
+	{"all2", Catchup{Policy: CatchupRunAll, Max: 2}},
+	{"all10", Catchup{Policy: CatchupRunAll, Max: 10}},
+}
+
+// The restart's moment after the third tick of the stop: within
+// grace (1m), the latest tick is on time; after it, every tick is late.
+var catchupCases = []struct {
+	name  string
+	after time.Duration
+	// per job: the ticks (0, 1, 2: the stop's days) fired and missed
+	fired, missed map[string][]int
+}{
+	{"late", 30 * time.Minute,
+		map[string][]int{"once": {2}, "skip": nil, "all2": {1, 2}, "all10": {0, 1, 2}},
+		map[string][]int{"once": {0, 1}, "skip": {0, 1, 2}, "all2": {0}, "all10": nil}},
+	{"on-time", 10 * time.Second,
+		map[string][]int{"once": {2}, "skip": {2}, "all2": {0, 1, 2}, "all10": {0, 1, 2}},
+		map[string][]int{"once": {0, 1}, "skip": {0, 1}, "all2": nil, "all10": nil}},
+}
+
 // Catch-up across a stop, as a restart meets it: config jobs of every
 // policy had their timers armed by a first start; the scheduler stopped;
 // their timers fired while no instance was up (their fires wait in the
@@ -22,44 +49,21 @@ import (
 // depend on how fast the start is), and the same as on main.
 func TestCatchupAcrossStop(t *testing.T) {
 	t.Parallel()
-	policies := []struct {
-		id      string
-		catchup Catchup
-	}{
-		{"once", Catchup{Policy: CatchupRunOnce}},
-		{"skip", Catchup{Policy: CatchupSkip}},
-		{"all2", Catchup{Policy: CatchupRunAll, Max: 2}},
-		{"all10", Catchup{Policy: CatchupRunAll, Max: 10}},
-	}
-	// The restart's moment after the third tick of the stop: within
-	// grace (1m), the latest tick is on time; after it, every tick is late.
-	tests := []struct {
-		name  string
-		after time.Duration
-		// per job: the ticks (0, 1, 2: the stop's days) fired and missed
-		fired, missed map[string][]int
-	}{
-		{"late", 30 * time.Minute,
-			map[string][]int{"once": {2}, "skip": nil, "all2": {1, 2}, "all10": {0, 1, 2}},
-			map[string][]int{"once": {0, 1}, "skip": {0, 1, 2}, "all2": {0}, "all10": nil}},
-		{"on-time", 10 * time.Second,
-			map[string][]int{"once": {2}, "skip": {2}, "all2": {0, 1, 2}, "all10": {0, 1, 2}},
-			map[string][]int{"once": {0, 1}, "skip": {0, 1}, "all2": nil, "all10": nil}},
-	}
-	for _, tt := range tests {
+	for _, tt := range catchupCases {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := bustest.New(t)
-			// A daily tick two hours ahead: the first start arms each
-			// job's timer for it and fires nothing.
+			// A daily tick two hours ahead, within the arm-ahead window:
+			// the first start arms each job's timer for it and fires
+			// nothing.
 			at := time.Now().UTC().Add(2 * time.Hour).Truncate(time.Minute)
 			cfg := Config{}
-			for _, p := range policies {
+			for _, p := range catchupPolicies {
 				cfg.Jobs = append(cfg.Jobs, Job{ID: p.id, Schedule: fmt.Sprintf("%d %d * * *", at.Minute(), at.Hour()), Prompt: "p", Catchup: p.catchup})
 			}
 			first := make(chan TickResult, 16)
-			_, stop := startScheduler(t, b, cfg, first)
-			for _, p := range policies {
+			_, stop := startScheduler(t, b, cfg, first, func(s *Scheduler) { s.ahead = 3 * time.Hour })
+			for _, p := range catchupPolicies {
 				eventually(t, func() bool { return !pendingDue(t, b, timerKey(p.id)).IsZero() })
 			}
 			stop()
@@ -71,7 +75,7 @@ func TestCatchupAcrossStop(t *testing.T) {
 			// time: the same timer, due now).
 			tm := bus.NewTimers(b)
 			var day0 time.Time
-			for _, p := range policies {
+			for _, p := range catchupPolicies {
 				pt, err := tm.Pending(t.Context(), timerKey(p.id))
 				if err != nil {
 					t.Fatal(err)
@@ -81,73 +85,125 @@ func TestCatchupAcrossStop(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			for _, p := range policies {
+			for _, p := range catchupPolicies {
 				eventually(t, func() bool { return pendingDue(t, b, timerKey(p.id)).IsZero() })
 			}
-			day := func(n int) time.Time { return day0.AddDate(0, 0, n) }
+			checkCatchup(t, b, cfg, day0, tt.after, tt.fired, tt.missed)
+		})
+	}
+}
 
-			// Up again two days later: three ticks passed.
-			fake := clock.NewFake(day(2).Add(tt.after))
-			results := make(chan TickResult, 64)
-			startScheduler(t, b, cfg, results, func(s *Scheduler) { s.clock = fake })
-			want := 0
-			for _, p := range policies {
-				want += len(tt.fired[p.id]) + len(tt.missed[p.id])
+// checkCatchup starts the scheduler of cfg again on a clock two days
+// and after past day0 (the first of the stop's three daily ticks) and
+// checks that each job fired and recorded missed the stop's ticks (0,
+// 1, 2: days after day0) fired and missed say: the tick results, the
+// state's counts, the stored requests and the missed events.
+func checkCatchup(t *testing.T, b *bus.Bus, cfg Config, day0 time.Time, after time.Duration, fired, missed map[string][]int) {
+	t.Helper()
+	day := func(n int) time.Time { return day0.AddDate(0, 0, n) }
+
+	// Up again two days later: three ticks passed.
+	fake := clock.NewFake(day(2).Add(after))
+	results := make(chan TickResult, 64)
+	startScheduler(t, b, cfg, results, func(s *Scheduler) { s.clock = fake })
+	want := 0
+	for _, p := range cfg.Jobs {
+		want += len(fired[p.ID]) + len(missed[p.ID])
+	}
+	rs := nextResults(t, results, want)
+	days := func(ts []time.Time) []int {
+		var out []int
+		for _, x := range ts {
+			out = append(out, int(x.Sub(day0)/(24*time.Hour)))
+		}
+		slices.Sort(out)
+		return out
+	}
+	reqs := requests(t, b)
+	for _, p := range cfg.Jobs {
+		var mine []TickResult
+		for _, r := range rs {
+			if r.Job == p.ID {
+				mine = append(mine, r)
 			}
-			rs := nextResults(t, results, want)
-			days := func(ts []time.Time) []int {
-				var out []int
-				for _, x := range ts {
-					out = append(out, int(x.Sub(day0)/(24*time.Hour)))
-				}
-				slices.Sort(out)
-				return out
+		}
+		if got := days(ticksOf(mine, "fired")); !slices.Equal(got, fired[p.ID]) {
+			t.Errorf("%s: fired the stop's ticks %v, want %v", p.ID, got, fired[p.ID])
+		}
+		if got := days(ticksOf(mine, "missed")); !slices.Equal(got, missed[p.ID]) {
+			t.Errorf("%s: recorded missed %v, want %v", p.ID, got, missed[p.ID])
+		}
+		st := waitState(t, b, p.ID, func(st State) bool { return st.LastTick != nil && st.LastTick.Equal(day(2)) })
+		if st.Fires != len(fired[p.ID]) || st.Missed != len(missed[p.ID]) {
+			t.Errorf("%s: state fires %d, missed %d; want %d, %d", p.ID, st.Fires, st.Missed, len(fired[p.ID]), len(missed[p.ID]))
+		}
+		var stored []time.Time
+		for _, r := range reqs {
+			if r.Req.Name == p.ID {
+				stored = append(stored, r.Req.ScheduledAt.UTC())
 			}
-			reqs := requests(t, b)
-			for _, p := range policies {
-				var mine []TickResult
-				for _, r := range rs {
-					if r.Job == p.id {
-						mine = append(mine, r)
-					}
-				}
-				if got := days(ticksOf(mine, "fired")); !slices.Equal(got, tt.fired[p.id]) {
-					t.Errorf("%s: fired the stop's ticks %v, want %v", p.id, got, tt.fired[p.id])
-				}
-				if got := days(ticksOf(mine, "missed")); !slices.Equal(got, tt.missed[p.id]) {
-					t.Errorf("%s: recorded missed %v, want %v", p.id, got, tt.missed[p.id])
-				}
-				st := waitState(t, b, p.id, func(st State) bool { return st.LastTick != nil && st.LastTick.Equal(day(2)) })
-				if st.Fires != len(tt.fired[p.id]) || st.Missed != len(tt.missed[p.id]) {
-					t.Errorf("%s: state fires %d, missed %d; want %d, %d", p.id, st.Fires, st.Missed, len(tt.fired[p.id]), len(tt.missed[p.id]))
-				}
-				var stored []time.Time
-				for _, r := range reqs {
-					if r.Req.Name == p.id {
-						stored = append(stored, r.Req.ScheduledAt.UTC())
-					}
-				}
-				if got := days(stored); !slices.Equal(got, tt.fired[p.id]) {
-					t.Errorf("%s: requests stored for %v, want %v", p.id, got, tt.fired[p.id])
-				}
-				hist, err := jobHistory(t.Context(), b, p.id, 10)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var inHistory []time.Time
-				for _, h := range hist {
-					if h.Outcome == bus.OutcomeSkip && h.Result.Reason == ReasonMissed && h.Result.ScheduledAt != nil {
-						inHistory = append(inHistory, *h.Result.ScheduledAt)
-					}
-				}
-				if got := days(inHistory); !slices.Equal(got, tt.missed[p.id]) {
-					t.Errorf("%s: missed events for %v, want %v", p.id, got, tt.missed[p.id])
+		}
+		if got := days(stored); !slices.Equal(got, fired[p.ID]) {
+			t.Errorf("%s: requests stored for %v, want %v", p.ID, got, fired[p.ID])
+		}
+		hist, err := jobHistory(t.Context(), b, p.ID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var inHistory []time.Time
+		for _, h := range hist {
+			if h.Outcome == bus.OutcomeSkip && h.Result.Reason == ReasonMissed && h.Result.ScheduledAt != nil {
+				inHistory = append(inHistory, *h.Result.ScheduledAt)
+			}
+		}
+		if got := days(inHistory); !slices.Equal(got, missed[p.ID]) {
+			t.Errorf("%s: missed events for %v, want %v", p.ID, got, missed[p.ID])
+		}
+	}
+	// Every tick's state is written after its result: none more came.
+	if len(results) > 0 {
+		t.Errorf("more tick results than the policies make: %+v", <-results)
+	}
+}
+
+// Catch-up across a stop when no timer was armed for the stop's ticks:
+// the first start found them beyond the arm-ahead window (the job's next
+// tick derives from its definition and state, so none is armed until it
+// comes near), then the scheduler was down for two days. The restart's
+// arming pass arms the job's timer for its first tick after its anchor,
+// long past, and its fire works out the stop's ticks by the policy just
+// as a stored fire does.
+func TestCatchupAcrossStopWithoutTimer(t *testing.T) {
+	t.Parallel()
+	for _, tt := range catchupCases {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := bustest.New(t)
+			// The first of the stop's ticks is a few minutes ago on the
+			// server's clock (so the timer the restart arms for it fires
+			// at once); the first start ran two hours before it.
+			day0 := time.Now().UTC().Add(-3 * time.Minute).Truncate(time.Minute)
+			cfg := Config{}
+			for _, p := range catchupPolicies {
+				cfg.Jobs = append(cfg.Jobs, Job{ID: p.id, Schedule: fmt.Sprintf("%d %d * * *", day0.Minute(), day0.Hour()), Prompt: "p", Catchup: p.catchup})
+			}
+			first := make(chan TickResult, 16)
+			s, stop := startScheduler(t, b, cfg, first, func(s *Scheduler) { s.clock = clock.NewFake(day0.Add(-2 * time.Hour)) })
+			select {
+			case <-s.Armed():
+			case <-time.After(waitFor):
+				t.Fatal("the first start's arming pass did not end")
+			}
+			for _, p := range catchupPolicies {
+				if _, err := bus.NewTimers(b).Pending(t.Context(), timerKey(p.id)); !isErr(err, bus.ErrNoTimer) {
+					t.Fatalf("%s: a timer for a tick two hours ahead (window 1h): %v", p.id, err)
 				}
 			}
-			// Every tick's state is written after its result: none more came.
-			if len(results) > 0 {
-				t.Errorf("more tick results than the policies make: %+v", <-results)
+			stop()
+			if len(first) > 0 {
+				t.Fatalf("the first start handled ticks: %+v", <-first)
 			}
+			checkCatchup(t, b, cfg, day0, tt.after, tt.fired, tt.missed)
 		})
 	}
 }

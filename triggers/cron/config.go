@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/invopop/jsonschema"
@@ -301,12 +302,21 @@ func (j *Job) Location() *time.Location {
 	if j.Timezone == "" {
 		return time.UTC
 	}
+	if loc, ok := locations.Load(j.Timezone); ok {
+		return loc.(*time.Location)
+	}
 	loc, err := time.LoadLocation(j.Timezone)
 	if err != nil {
 		return time.UTC
 	}
+	locations.Store(j.Timezone, loc)
 	return loc
 }
+
+// locations caches the zones jobs name (time.LoadLocation reads and
+// parses the zone's file at every call; an arming pass asks for every
+// job's): bounded by the IANA database's few hundred names.
+var locations sync.Map
 
 // Sched parses the job's schedule.
 func (j *Job) Sched() (Schedule, error) {

@@ -1,15 +1,19 @@
 // Package cron is the cron trigger: jobs that run a prompt on a schedule.
 //
-// Jobs live in the agentwork_jobs KV bucket. Jobs of the config file are
-// written there at start (the config is their source of truth); jobs added
-// through the API (NATS service, HTTP, CLI) stay across restarts. Every
-// instance watches the bucket, so a change made through one instance
-// reaches all of them at once.
+// Jobs of the config file (and the workflows' cron triggers) live in the
+// config, their source of truth: a small index in agentwork_state
+// (cronconfig.<n>) keeps what a restart needs of them (when each was first
+// seen and last changed, a hash of its definition). Jobs added through the
+// API (NATS service, HTTP, CLI) live in the agentwork_jobs KV bucket and
+// stay across restarts; every instance watches the bucket, so a change
+// made through one instance reaches all of them at once.
 //
 // robfig/cron parses the expressions; ticks follow the job's IANA time zone
-// with ISC-cron DST rules (see ParseSchedule). Each job is one timer of the
-// durable time engine (bus.Timers, key cron.<id>), due at its next tick
-// plus jitter: the timer fires once for the cluster, and one instance
+// with ISC-cron DST rules (see ParseSchedule). Each job whose next tick is
+// within the arm-ahead window (DefaultArmAhead) is one timer of the durable
+// time engine (bus.Timers, key cron.<id>), due at that tick plus jitter; an
+// arming pass at start and every half window (its own timer) arms the
+// ticks that come within it. The timer fires once for the cluster, and one instance
 // handles the fire (a durable consumer shared by all). It publishes the
 // ticks due since the job's last tick as AgentWork requests with
 // Nats-Msg-Id <job>:<tick RFC 3339 UTC>, records them in the job's state

@@ -71,6 +71,13 @@ func (s *Scheduler) handle(ctx context.Context, m jetstream.Msg) bus.Verdict {
 		s.log.Error("not a cron timer; dropped", zap.String("subject", m.Subject()), zap.Error(err))
 		return bus.Terminate()
 	}
+	attempt := 1
+	if md, err := m.Metadata(); err == nil {
+		attempt = int(md.NumDelivered)
+	}
+	if t.Key == aheadKey {
+		return s.aheadFired(ctx, attempt)
+	}
 	id, retry, ok := parseTimerKey(t.Key)
 	if !ok {
 		s.log.Error("not a cron timer key; dropped", zap.String("key", t.Key))
@@ -81,10 +88,6 @@ func (s *Scheduler) handle(ctx context.Context, m jetstream.Msg) bus.Verdict {
 		if err := json.Unmarshal(t.Data, &d); err != nil {
 			s.log.Warn("cron timer data unreadable; the job's state decides", zap.String("job", id), zap.Error(err))
 		}
-	}
-	attempt := 1
-	if md, err := m.Metadata(); err == nil {
-		attempt = int(md.NumDelivered)
 	}
 	log := s.log.With(zap.String("job", id))
 	if retry {
@@ -416,18 +419,24 @@ func (s *Scheduler) record(ctx context.Context, j Job, sched Schedule, p progres
 }
 
 // arm sets the job's timer for its next tick (plus jitter), or cancels it
-// when the job will not fire on its schedule again.
+// when the job will not fire on its schedule again or the tick is beyond
+// the arm-ahead window.
 func (s *Scheduler) arm(ctx context.Context, j Job, sched Schedule, st State) error {
 	tick := nextTick(j, sched, st)
 	if tick.IsZero() {
+		return s.timers.Cancel(ctx, timerKey(j.ID))
+	}
+	at := due(j, tick)
+	if s.beyond(at) {
+		// Further away than the arm-ahead window: a later arming pass
+		// arms it. A timer pending for another tick or definition goes.
 		return s.timers.Cancel(ctx, timerKey(j.ID))
 	}
 	data, err := json.Marshal(timerData{Tick: tick.UTC(), UpdatedAt: j.UpdatedAt})
 	if err != nil {
 		return err
 	}
-	due := tick.Add(jitter(j.ID, tick, time.Duration(j.Jitter)))
-	return s.timers.Set(ctx, timerKey(j.ID), due.Add(-fireLead), data)
+	return s.timers.Set(ctx, timerKey(j.ID), at, data)
 }
 
 // fireRetry handles a fire of the job's retry timer: it publishes the

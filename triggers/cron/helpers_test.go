@@ -59,6 +59,10 @@ func startScheduler(t *testing.T, b *bus.Bus, cfg Config, results chan TickResul
 	return s, stop
 }
 
+// armAhead has the scheduler arm the timers of ticks up to d ahead (0:
+// every tick, however far), for tests of what a far tick's timer does.
+func armAhead(d time.Duration) func(*Scheduler) { return func(s *Scheduler) { s.ahead = d } }
+
 // runUntil runs fn in a goroutine; the returned func cancels it and
 // waits for it (idempotent).
 func runUntil(t *testing.T, fn func(context.Context) error) func() {

@@ -24,7 +24,8 @@ func TestStartKilledBetweenIndexAndRearmArmsTheNewDefinition(t *testing.T) {
 	yearly := Config{Jobs: []Job{{ID: "x", Schedule: "0 0 1 1 *", Prompt: "p"}}}
 	every2s := Config{Jobs: []Job{{ID: "x", Schedule: "*/2 * * * * *", Prompt: "p"}}}
 
-	s, stop := startScheduler(t, b, yearly, make(chan TickResult, 10))
+	// Next year's tick armed (beyond the arm-ahead window otherwise).
+	s, stop := startScheduler(t, b, yearly, make(chan TickResult, 10), armAhead(0))
 	waitSwept(t, s)
 	stop()
 	old, ok := pendingTimer(t, b, "x")

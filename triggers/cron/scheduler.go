@@ -107,6 +107,9 @@ type Scheduler struct {
 	recheck    map[string]bool         // jobs whose pending timer the sweep checks: it may be an old definition's (see rearmKey)
 	rearmRev   uint64                  // the re-arm mark's revision this start read or wrote (0: none)
 	starter    Starter                 // starts their runs
+
+	ahead   time.Duration // only ticks due within this are armed (WithArmAhead)
+	sweepMu sync.Mutex    // one arming pass at a time here
 }
 
 // entry is one job as the watches last saw it.
@@ -152,6 +155,11 @@ func WithModels(names ...string) Option { return func(s *Scheduler) { s.models =
 // timers' fires and must not block.
 func WithTickObserver(f func(TickResult)) Option { return func(s *Scheduler) { s.onTick = f } }
 
+// WithArmAhead sets how far ahead a job's timer is armed (default
+// DefaultArmAhead): a job whose next tick is further away has no timer
+// until an arming pass finds it within reach.
+func WithArmAhead(d time.Duration) Option { return func(s *Scheduler) { s.ahead = d } }
+
 // WithClock sets the clock (default the system clock). Timers fire on the
 // server's clock: give a running scheduler the real one.
 func WithClock(c clock.Clock) Option { return func(s *Scheduler) { s.clock = c } }
@@ -163,7 +171,7 @@ func New(b *bus.Bus, cfg Config, opts ...Option) (*Scheduler, error) {
 	}
 	s := &Scheduler{
 		bus: b, cfg: cfg.WithDefaults(), log: zap.NewNop(), clock: clock.Real{}, timers: bus.NewTimers(b),
-		queuePoll: 2 * time.Second, retryBase: defaultRetryBase, retryMax: defaultRetryMax,
+		queuePoll: 2 * time.Second, ahead: DefaultArmAhead, retryBase: defaultRetryBase, retryMax: defaultRetryMax,
 		entries: map[string]*entry{}, inFire: map[string]*fireTurn{}, putOff: map[string]bool{}, ready: make(chan struct{}), slots: make(chan struct{}, cfg.WithDefaults().Concurrency),
 		dirty: map[string]bool{}, kick: make(chan struct{}, 1), lastErr: map[string]string{},
 	}
@@ -251,7 +259,7 @@ func (s *Scheduler) Run(parent context.Context) error {
 		start := time.Now()
 		if armed, ok := s.sweep(ctx); ok {
 			s.clearRearm(ctx)
-			s.log.Info("cron timers armed", zap.Int("armed", armed), zap.Duration("took", time.Since(start)))
+			s.log.Info("cron timers armed", zap.Int("armed", armed), zap.Duration("ahead", s.ahead), zap.Duration("took", time.Since(start)))
 			close(s.swept)
 		}
 		return nil

@@ -67,7 +67,7 @@ func oldState(t *testing.T, b *bus.Bus, id string, st State) {
 // and state (none for a job that does not fire: paused by a person).
 func oldTimer(t *testing.T, b *bus.Bus, j Job, st State) {
 	t.Helper()
-	s, err := New(b, Config{})
+	s, err := New(b, Config{}, WithArmAhead(0)) // it armed every tick
 	if err != nil {
 		t.Fatal(err)
 	}

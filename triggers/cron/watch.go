@@ -303,7 +303,7 @@ func (s *Scheduler) ensureRetry(ctx context.Context, id string, r *RetryState) e
 func (s *Scheduler) sweep(ctx context.Context) (int, bool) {
 	armed := 0
 	for wait := time.Second; ; wait = min(2*wait, time.Minute) {
-		n, err := s.sweepOnce(ctx)
+		n, err := s.pass(ctx, false)
 		armed += n
 		if err == nil {
 			return armed, true
@@ -349,6 +349,8 @@ func (s *Scheduler) sweepWidth() int {
 }
 
 func (s *Scheduler) sweepOnce(ctx context.Context) (int, error) {
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
 	s.mu.Lock()
 	s.fired = map[string]bool{}
 	s.mu.Unlock()
@@ -367,34 +369,24 @@ func (s *Scheduler) sweepOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	type arm struct {
-		id    string
-		next  time.Time // zero: check (retry timer missing)
-		check bool      // check the pending timer (recheck)
-	}
-	var todo []arm
+	var todo []toArm
+	// A chunk of jobs at a time under the lock: fires wait on it, and a
+	// pass looks at every job.
 	s.mu.Lock()
-	for id, e := range s.entries {
-		if e.job.ID == "" {
-			continue
-		}
-		var next time.Time
-		check := pending[timerKey(id)] && s.recheck[id]
-		if !pending[timerKey(id)] || check {
-			if sched, err := e.job.Sched(); err == nil {
-				next = nextTick(e.job, sched, e.state)
-			}
-		}
-		if check || !next.IsZero() || (e.state.Retry != nil && !pending[retryKey(id)]) {
-			todo = append(todo, arm{id, next, check})
-		}
-	}
+	ids := slices.Collect(maps.Keys(s.entries))
 	s.mu.Unlock()
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), 1000)]
+		ids = ids[len(chunk):]
+		s.mu.Lock()
+		todo = s.missing(todo, chunk, pending)
+		s.mu.Unlock()
+	}
 	if len(todo) == 0 {
 		return 0, nil
 	}
 	s.log.Info("arming the timers of jobs that have none (or may have one of an old definition)", zap.Int("jobs", len(todo)))
-	slices.SortFunc(todo, func(a, b arm) int {
+	slices.SortFunc(todo, func(a, b toArm) int {
 		switch {
 		case a.next.IsZero() != b.next.IsZero():
 			if a.next.IsZero() {
@@ -455,6 +447,40 @@ arming:
 	return len(todo), nil
 }
 
+// toArm is a job the arming pass arms.
+type toArm struct {
+	id    string
+	next  time.Time // zero: check (retry timer missing)
+	check bool      // check the pending timer (recheck)
+}
+
+// missing appends to todo the jobs among ids without the timers they
+// need now: the next tick's within the arm-ahead window (further ones
+// are left to a later pass), a pending retry's; and those whose pending
+// timer may be an old definition's (recheck). s.mu held.
+func (s *Scheduler) missing(todo []toArm, ids []string, pending map[string]bool) []toArm {
+	for _, id := range ids {
+		e, ok := s.entries[id]
+		if !ok || e.job.ID == "" {
+			continue
+		}
+		var next time.Time
+		check := pending[timerKey(id)] && s.recheck[id]
+		if !pending[timerKey(id)] || check {
+			if sched, err := e.job.Sched(); err == nil {
+				next = nextTick(e.job, sched, e.state)
+			}
+			if !check && !next.IsZero() && s.beyond(due(e.job, next)) {
+				next = time.Time{} // a later pass arms it
+			}
+		}
+		if check || !next.IsZero() || (e.state.Retry != nil && !pending[retryKey(id)]) {
+			todo = append(todo, toArm{id, next, check})
+		}
+	}
+	return todo
+}
+
 // armMissing arms the timer of job id, which the listing found without
 // one (no read of it first), from the job as last seen, and checks a
 // retry timer too. It never arms a tick a fire has in hand or has done:
@@ -492,8 +518,7 @@ func (s *Scheduler) armMissing(ctx context.Context, id string, floor uint64) err
 		return nil
 	}
 	if tick := nextTick(cp.job, sched, cp.state); !tick.IsZero() {
-		due := tick.Add(jitter(id, tick, time.Duration(cp.job.Jitter))).Add(-fireLead)
-		if !due.After(s.clock.Now().Add(fireLead)) {
+		if !due(cp.job, tick).After(s.clock.Now().Add(fireLead)) {
 			f, err := s.firedFor(ctx, cp.job, tick)
 			if err != nil {
 				return err

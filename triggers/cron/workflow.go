@@ -34,8 +34,9 @@ type Starter interface {
 
 // WithWorkflows gives the scheduler the jobs of the workflows' cron
 // triggers (origin workflow, Job.Workflow set, no prompt) and the Starter
-// their ticks start runs with. Like config jobs, they are written to the
-// jobs bucket at start and those the config no longer has are removed;
+// their ticks start runs with. Like config jobs, they are kept in the
+// config jobs' index (not the jobs bucket) and those the config no longer
+// has are removed with their state and timers;
 // the API lists, pauses, resumes and runs them, and refuses to change or
 // delete them. New checks them; an id a config job has too is an error.
 func WithWorkflows(jobs []Job, start Starter) Option {

@@ -34,14 +34,21 @@ func lastSeqs(t *testing.T, b *bus.Bus) map[string]uint64 {
 }
 
 // TestFirstStartWrites counts the stored writes the first start with
-// config jobs makes (stream sequences): a config job that has not fired
-// needs its timer and nothing else; a restart writes nothing.
+// config jobs makes (stream sequences): a config job whose tick is within
+// the arm-ahead window needs its timer and nothing else, one further
+// away nothing at all; the arming pass has one timer; a restart writes
+// nothing.
 func TestFirstStartWrites(t *testing.T) {
-	const n = 300
+	const near, far = 100, 200
 	b := bustest.New(t)
 	cfg := Config{}
-	for i := range n {
-		cfg.Jobs = append(cfg.Jobs, Job{ID: fmt.Sprintf("job-%03d", i), Schedule: fmt.Sprintf("%d 3 * * *", i%60), Prompt: "p"})
+	soon, later := time.Now().UTC().Add(10*time.Minute), time.Now().UTC().Add(3*time.Hour)
+	for i := range near + far {
+		at := soon
+		if i >= near {
+			at = later
+		}
+		cfg.Jobs = append(cfg.Jobs, Job{ID: fmt.Sprintf("job-%03d", i), Schedule: fmt.Sprintf("%d %d * * *", at.Minute(), at.Hour()), Prompt: "p"})
 	}
 	before := lastSeqs(t, b)
 	s, stop := startScheduler(t, b, cfg, make(chan TickResult, 16))
@@ -53,9 +60,11 @@ func TestFirstStartWrites(t *testing.T) {
 		t.Logf("first start: %s: %d writes", k, v-before[k])
 		total += v - before[k]
 	}
-	// Its timer, and one index value per 500 jobs.
-	if max := uint64(n + shardCount(n)); total > max {
-		t.Errorf("first start with %d config jobs: %d writes (%.2f per job), want at most %d: a timer per job and the index", n, total, float64(total)/n, max)
+	// The near jobs' timers, the arming pass's, one index value per 500
+	// jobs.
+	if want := uint64(near + 1 + shardCount(near+far)); total != want {
+		t.Errorf("first start with %d config jobs, %d of them due within the window: %d writes (%.2f per job), want %d: a timer per near job, the pass's and the index",
+			near+far, near, total, float64(total)/(near+far), want)
 	}
 	s, stop = startScheduler(t, b, cfg, make(chan TickResult, 16))
 	waitSwept(t, s)
@@ -86,7 +95,8 @@ func TestConfigJobsAcrossRestarts(t *testing.T) {
 	a := Job{ID: "a", Schedule: "0 3 * * *", Prompt: "p"}
 	gone := Job{ID: "gone", Schedule: "0 4 * * *", Prompt: "p"}
 	same := Job{ID: "same", Schedule: "0 5 * * *", Prompt: "p"}
-	s, stop := startScheduler(t, b, Config{Jobs: []Job{a, gone, same}}, make(chan TickResult, 16))
+	// Their ticks are armed however far (the test looks at a's timer).
+	s, stop := startScheduler(t, b, Config{Jobs: []Job{a, gone, same}}, make(chan TickResult, 16), armAhead(0))
 	waitSwept(t, s)
 	first, err := s.Get(t.Context(), "a")
 	if err != nil {
@@ -105,7 +115,7 @@ func TestConfigJobsAcrossRestarts(t *testing.T) {
 	stop()
 
 	a.Schedule = "0 6 * * *"
-	s, _ = startScheduler(t, b, Config{Jobs: []Job{a, same}}, make(chan TickResult, 16))
+	s, _ = startScheduler(t, b, Config{Jobs: []Job{a, same}}, make(chan TickResult, 16), armAhead(0))
 	waitSwept(t, s)
 	got, err := s.Get(t.Context(), "a")
 	if err != nil || got.Job.Schedule != a.Schedule || !got.Job.UpdatedAt.After(first.Job.UpdatedAt) || !got.Job.CreatedAt.Equal(first.Job.CreatedAt) {
