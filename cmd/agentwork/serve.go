@@ -69,6 +69,11 @@ func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
 		log.Info("stopped")
 	}()
 
+	// Runs and sends in flight get their grace periods at shutdown; past
+	// those and a margin, stop waiting: the bus puts back whatever was not
+	// acked. (Read now: nothing holds the config once it is wired, so a
+	// big one, 100,000 cron jobs, is not kept twice.)
+	budget := max(f.Runner.ShutdownGrace, f.Delivery.ShutdownGrace, 10*time.Second) + 15*time.Second
 	provider, err := newProvider(f.Model, log.Named("model"))
 	if err != nil {
 		return err
@@ -143,9 +148,6 @@ func serve(ctx context.Context, e *env, f *config.File, log *zap.Logger) error {
 	log.Info("shutting down")
 	stopServices()
 	stopConsumers()
-	// Runs and sends in flight get their grace periods; past those and a
-	// margin, stop waiting: the bus puts back whatever was not acked.
-	budget := max(f.Runner.ShutdownGrace, f.Delivery.ShutdownGrace, 10*time.Second) + 15*time.Second
 	cdone := make(chan error, 1)
 	go func() { cdone <- consumers.Wait() }()
 	var cerr error

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -131,8 +132,22 @@ func Join(path, key string) string {
 }
 
 // Fields maps the yaml keys of struct t to field types, following ",inline"
-// and untagged embedded structs.
+// and untagged embedded structs. The map is computed once per type and
+// shared (a config of 100,000 cron jobs asks for the job's 100,000
+// times): do not change it.
 func Fields(t reflect.Type) map[string]reflect.Type {
+	if m, ok := fieldsOf.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m := fields(t)
+	fieldsOf.Store(t, m)
+	return m
+}
+
+// fieldsOf caches Fields by type.
+var fieldsOf sync.Map
+
+func fields(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
 	for i := range t.NumField() {
 		f := t.Field(i)

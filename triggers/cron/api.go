@@ -185,8 +185,8 @@ func (s *Scheduler) listAll(ctx context.Context) ([]jobState, error) {
 	s.mu.Lock()
 	all := make([]jobState, 0, len(s.entries))
 	for _, e := range s.entries {
-		if e.job.ID != "" {
-			all = append(all, jobState{e.job, e.state})
+		if e.job != nil {
+			all = append(all, jobState{*e.job, e.st()})
 		}
 	}
 	s.mu.Unlock()

@@ -147,19 +147,19 @@ func definitionHash(j Job) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// definedJobs returns the config's jobs and the workflows' cron jobs,
-// normalized, with their origin, by id.
-func (s *Scheduler) definedJobs() map[string]Job {
-	out := make(map[string]Job, len(s.cfg.Jobs)+len(s.wfJobs))
+// definedJobs returns copies of the config's jobs and the workflows'
+// cron jobs, normalized, with their origin.
+func (s *Scheduler) definedJobs() []Job {
+	out := make([]Job, 0, len(s.cfg.Jobs)+len(s.wfJobs))
 	for _, j := range s.cfg.Jobs {
 		j.Origin, j.Workflow = OriginConfig, ""
 		j.normalize()
-		out[j.ID] = j
+		out = append(out, j)
 	}
 	for _, j := range s.wfJobs {
 		j.Origin = OriginWorkflow
 		j.normalize()
-		out[j.ID] = j
+		out = append(out, j)
 	}
 	return out
 }
@@ -388,8 +388,8 @@ func (s *Scheduler) definedJob(ctx context.Context, id string) (Job, bool, error
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.entries[id]; ok && e.job.ID != "" {
-		return e.job, true, nil
+	if e, ok := s.entries[id]; ok && e.job != nil {
+		return *e.job, true, nil
 	}
 	return Job{}, true, fmt.Errorf("cron: config job %s not loaded", id)
 }

@@ -55,10 +55,10 @@ func TestTwoInstancesStartingTogetherAgreeOnTimes(t *testing.T) {
 	for i := range n {
 		id := fmt.Sprintf("job-%03d", i)
 		s1.mu.Lock()
-		j1 := s1.entries[id].job
+		j1 := *s1.entries[id].job
 		s1.mu.Unlock()
 		s2.mu.Lock()
-		j2 := s2.entries[id].job
+		j2 := *s2.entries[id].job
 		s2.mu.Unlock()
 		if !j1.CreatedAt.Equal(j2.CreatedAt) || !j1.UpdatedAt.Equal(j2.UpdatedAt) {
 			diff++
@@ -96,6 +96,10 @@ func TestIndexJobInTwoShardsNewestEntryWins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defs := map[string]Job{}
+	for _, j := range probe.definedJobs() {
+		defs[j.ID] = j
+	}
 	created := time.Now().Add(-48 * time.Hour).UTC().Truncate(time.Second)
 	updated := created.Add(24 * time.Hour)
 	// Job i: its older entry (another definition) in shard i, its newest
@@ -108,7 +112,7 @@ func TestIndexJobInTwoShardsNewestEntryWins(t *testing.T) {
 	for i := range n {
 		id := fmt.Sprintf("job-%d", i)
 		shards[i][id] = indexEntry{Hash: "an-older-definition", CreatedAt: created, UpdatedAt: created}
-		shards[(i+1)%n][id] = indexEntry{Hash: definitionHash(probe.definedJobs()[id]), CreatedAt: created, UpdatedAt: updated}
+		shards[(i+1)%n][id] = indexEntry{Hash: definitionHash(defs[id]), CreatedAt: created, UpdatedAt: updated}
 	}
 	for k, sh := range shards {
 		data, err := json.Marshal(sh)

@@ -112,10 +112,23 @@ type Scheduler struct {
 	sweepMu sync.Mutex    // one arming pass at a time here
 }
 
-// entry is one job as the watches last saw it.
+// entry is one job as the watches last saw it. Both are kept by pointer
+// and never changed in place (a change puts a new one): a copy of an
+// entry reads them without the lock. A config job points into the
+// scheduler's copy of the config's jobs, and a job that never fired has
+// no state, so at 100,000 jobs an entry costs a pointer pair, not a job
+// and a state (docs/BENCHMARKS.md).
 type entry struct {
-	job   Job // ID "" while only its state has been seen
-	state State
+	job   *Job   // nil while only its state has been seen
+	state *State // nil: none stored
+}
+
+// st returns the entry's state (the zero State when none is stored).
+func (e *entry) st() State {
+	if e.state == nil {
+		return State{}
+	}
+	return *e.state
 }
 
 // TickResult says what this instance did with one tick.

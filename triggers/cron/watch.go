@@ -86,10 +86,10 @@ func (s *Scheduler) setJob(j Job, rev uint64) {
 		e = &entry{}
 		s.entries[j.ID] = e
 	}
-	if e.job.ID == "" || !e.job.UpdatedAt.Equal(j.UpdatedAt) {
+	if e.job == nil || !e.job.UpdatedAt.Equal(j.UpdatedAt) {
 		s.markDirty(j.ID)
 	}
-	e.job = j
+	e.job = &j
 }
 
 // watchStates follows the cron.* keys of the state bucket: what the fires
@@ -129,12 +129,12 @@ func (s *Scheduler) watchStates(ctx context.Context, loaded chan<- struct{}) err
 		case !ok && u.Operation() != jetstream.KeyValuePut:
 		case !ok:
 			// State can arrive before its job; keep it for when the job does.
-			s.entries[id] = &entry{state: st}
-		case u.Operation() != jetstream.KeyValuePut && e.job.ID == "":
+			s.entries[id] = &entry{state: &st}
+		case u.Operation() != jetstream.KeyValuePut && e.job == nil:
 			delete(s.entries, id) // the state of a deleted job
 		default:
-			old := e.state
-			e.state = st
+			old := e.st()
+			e.state = &st
 			if old.Paused != st.Paused || !sameTime(old.ResumedAt, st.ResumedAt) || (st.Retry != nil && !st.Retry.same(old.Retry)) {
 				s.markDirty(id)
 			}
@@ -239,23 +239,24 @@ func (s *Scheduler) checkOne(ctx context.Context, id string) error {
 		return nil // a fire here is at work on it: checked once it is done
 	}
 	defer done()
-	if !ok || cp.job.ID == "" {
+	if !ok || cp.job == nil {
 		// Deleted: its timers go too (a fire that comes anyway finds no job).
 		return errors.Join(s.timers.Cancel(ctx, timerKey(id)), s.timers.Cancel(ctx, retryKey(id)))
 	}
-	sched, err := cp.job.Sched()
+	job, st := *cp.job, cp.st()
+	sched, err := job.Sched()
 	if err != nil {
 		s.log.Error("job cannot be scheduled; fix it with cron update", zap.String("job", id), zap.Error(err))
 		return s.timers.Cancel(ctx, timerKey(id))
 	}
-	if nextTick(cp.job, sched, cp.state).IsZero() {
+	if nextTick(job, sched, st).IsZero() {
 		if err := s.timers.Cancel(ctx, timerKey(id)); err != nil {
 			return err
 		}
-	} else if err := s.ensure(ctx, cp.job, sched, cp.state); err != nil {
+	} else if err := s.ensure(ctx, job, sched, st); err != nil {
 		return err
 	}
-	if r := cp.state.Retry; r != nil {
+	if r := st.Retry; r != nil {
 		return s.ensureRetry(ctx, id, r)
 	}
 	return nil
@@ -461,20 +462,20 @@ type toArm struct {
 func (s *Scheduler) missing(todo []toArm, ids []string, pending map[string]bool) []toArm {
 	for _, id := range ids {
 		e, ok := s.entries[id]
-		if !ok || e.job.ID == "" {
+		if !ok || e.job == nil {
 			continue
 		}
 		var next time.Time
 		check := pending[timerKey(id)] && s.recheck[id]
 		if !pending[timerKey(id)] || check {
 			if sched, err := e.job.Sched(); err == nil {
-				next = nextTick(e.job, sched, e.state)
+				next = nextTick(*e.job, sched, e.st())
 			}
-			if !check && !next.IsZero() && s.beyond(due(e.job, next)) {
+			if !check && !next.IsZero() && s.beyond(due(*e.job, next)) {
 				next = time.Time{} // a later pass arms it
 			}
 		}
-		if check || !next.IsZero() || (e.state.Retry != nil && !pending[retryKey(id)]) {
+		if check || !next.IsZero() || (e.state != nil && e.state.Retry != nil && !pending[retryKey(id)]) {
 			todo = append(todo, toArm{id, next, check})
 		}
 	}
@@ -510,16 +511,17 @@ func (s *Scheduler) armMissing(ctx context.Context, id string, floor uint64) err
 		return nil
 	}
 	defer done()
-	if !ok || cp.job.ID == "" {
+	if !ok || cp.job == nil {
 		return nil // deleted meanwhile: its watch event cancels
 	}
-	sched, err := cp.job.Sched()
+	job, st := *cp.job, cp.st()
+	sched, err := job.Sched()
 	if err != nil {
 		return nil
 	}
-	if tick := nextTick(cp.job, sched, cp.state); !tick.IsZero() {
-		if !due(cp.job, tick).After(s.clock.Now().Add(fireLead)) {
-			f, err := s.firedFor(ctx, cp.job, tick)
+	if tick := nextTick(job, sched, st); !tick.IsZero() {
+		if !due(job, tick).After(s.clock.Now().Add(fireLead)) {
+			f, err := s.firedFor(ctx, job, tick)
 			if err != nil {
 				return err
 			}
@@ -527,16 +529,16 @@ func (s *Scheduler) armMissing(ctx context.Context, id string, floor uint64) err
 				return nil
 			}
 			if f.Seq > 0 {
-				if cp.state, err = readState(ctx, s.bus.State, id); err != nil {
+				if st, err = readState(ctx, s.bus.State, id); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	if err := s.arm(ctx, cp.job, sched, cp.state); err != nil {
+	if err := s.arm(ctx, job, sched, st); err != nil {
 		return err
 	}
-	if r := cp.state.Retry; r != nil {
+	if r := st.Retry; r != nil {
 		return s.ensureRetry(ctx, id, r)
 	}
 	return nil
@@ -581,10 +583,17 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	var override, staleRecords []string
 	drops := map[string]uint64{} // earlier version's records to remove, at their revisions
 	changed := map[string]bool{} // jobs defined before under another definition
-	jobs := map[string]Job{}     // with the times to write, until the index is written
+	// The defined jobs, with the times to write, until the index is
+	// written; then the entries point into it (one array: a job's own
+	// allocation and an entry's copy of it cost more at 100,000 jobs than
+	// the jobs themselves). The config's copy is let go.
+	defs := s.definedJobs()
+	s.cfg.Jobs = nil
 	s.mu.Lock()
-	for id, j := range s.definedJobs() {
-		h := definitionHash(j)
+	for i := range defs {
+		j := &defs[i]
+		id := j.ID
+		h := definitionHash(*j)
 		n := shardOf(id, shards)
 		old, inIndex := known[id]
 		switch {
@@ -603,7 +612,7 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 					override = append(override, id)
 					j.CreatedAt = l.CreatedAt
 					changed[id] = true
-				case l.Origin == j.Origin && sameDefinition(l, j):
+				case l.Origin == j.Origin && sameDefinition(l, *j):
 					// Written by an earlier version: its times carry over
 					// (and its pending timer, armed for them, stays).
 					j.CreatedAt, j.UpdatedAt = l.CreatedAt, l.UpdatedAt
@@ -627,7 +636,6 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 			}
 		}
 		want[n][id] = e
-		jobs[id] = j
 	}
 	// Dropped from the config: known from the index, or (written by an
 	// earlier version) from the bucket.
@@ -638,7 +646,7 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 		}
 	}
 	for id, e := range s.entries {
-		if (e.job.Origin == OriginConfig || e.job.Origin == OriginWorkflow) && e.job.ID != "" {
+		if e.job != nil && (e.job.Origin == OriginConfig || e.job.Origin == OriginWorkflow) {
 			if _, ok := s.defined[id]; !ok {
 				staleRecords = append(staleRecords, id)
 			}
@@ -670,7 +678,7 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 		g.Go(func() error {
 			s.log.Info("removing a config or workflow job the config no longer defines", zap.String("job", id))
 			s.mu.Lock()
-			if e, ok := s.entries[id]; ok && e.job.ID == "" {
+			if e, ok := s.entries[id]; ok && e.job == nil {
 				delete(s.entries, id)
 			}
 			s.mu.Unlock()
@@ -713,7 +721,9 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.recheck, s.rearmRev = map[string]bool{}, markRev
-	for id, j := range jobs {
+	for i := range defs {
+		j := &defs[i]
+		id := j.ID
 		if e, ok := written[shardOf(id, shards)][id]; ok {
 			j.CreatedAt, j.UpdatedAt = e.CreatedAt, e.UpdatedAt
 		}
