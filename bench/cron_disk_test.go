@@ -25,7 +25,8 @@ import (
 
 // cronDiskEnv turns TestCronDisk on; unset, it is skipped (it runs for
 // about six minutes and writes 100,000 timers with fsync on each). "c"
-// runs only the binary's first start and the RSS beside robfig's.
+// runs only the binary's first start and the RSS beside robfig's; "d"
+// only the binary's fires per second with its runner, beside the disk.
 const cronDiskEnv = "AGENTWORK_CRON_DISK"
 
 // robfigChildEnv makes TestRobfigRunnerChild hold the jobs (it is the
@@ -38,26 +39,40 @@ const robfigChildEnv = "AGENTWORK_ROBFIG_CHILD"
 // second, and the stored writes per fire; (c) the real binary's first
 // start with 100,000 config jobs (ready, every timer armed) and its RSS
 // after 6 s of firing, beside robfig/cron's runner holding the same jobs
-// in a process of its own.
+// in a process of its own; (d) the real binary's fires and runs per
+// second at a few offered rates, beside (a) measured again in the same
+// run (cron_firerate_test.go).
 //
 //	AGENTWORK_CRON_DISK=1 go test -run '^TestCronDisk$' -v -timeout 20m ./bench/
+//	AGENTWORK_CRON_DISK=d go test -run '^TestCronDisk$' -v -timeout 20m ./bench/  # (d) alone
 func TestCronDisk(t *testing.T) {
-	if os.Getenv(cronDiskEnv) == "" {
-		t.Skipf("set %s=1 to run it", cronDiskEnv)
-	}
-	if os.Getenv(cronDiskEnv) != "c" { // c: the first start and RSS only
+	switch os.Getenv(cronDiskEnv) {
+	case "":
+		t.Skipf("set %s=1 to run it (c or d: that part alone)", cronDiskEnv)
+	case "c": // the first start and RSS only
+		firstStartRSS(t)
+		robfigRSS(t)
+	case "d": // the fires per second with the runner only
+		fireRate(t)
+	default:
 		rawCeiling(t)
 		schedulerAt500(t)
+		firstStartRSS(t)
+		robfigRSS(t)
+		fireRate(t)
 	}
-	firstStartRSS(t)
-	robfigRSS(t)
+}
+
+// ceiling is what rawCeiling measured: synced writes per second.
+type ceiling struct {
+	one, oneStream, fourStreams float64 // 1 publisher; 64 on 1 stream; 64 over 4 streams
 }
 
 // rawCeiling publishes for a few seconds to streams on a bus with fsync
 // on every write: one publisher at a time (each write waits for its
 // fsync), 64 at once on one stream, and 64 at once over four streams (the
 // scheduler writes to several).
-func rawCeiling(t *testing.T) {
+func rawCeiling(t *testing.T) ceiling {
 	bb := bustest.New(t)
 	if bb.Config().SyncInterval != 0 {
 		t.Fatal("the ceiling must be measured with fsync on every write")
@@ -71,7 +86,7 @@ func rawCeiling(t *testing.T) {
 		}
 	}
 	payload := []byte(strings.Repeat("x", 300))
-	run := func(name string, publishers, streams int) {
+	run := func(name string, publishers, streams int) float64 {
 		var n atomic.Int64
 		until := time.Now().Add(4 * time.Second)
 		var wg sync.WaitGroup
@@ -88,11 +103,15 @@ func rawCeiling(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		t.Logf("(a) raw JetStream, fsync per write, %s: %.0f synced writes/s", name, float64(n.Load())/4)
+		rate := float64(n.Load()) / 4
+		t.Logf("(a) raw JetStream, fsync per write, %s: %.0f synced writes/s", name, rate)
+		return rate
 	}
-	run("1 publisher", 1, 1)
-	run("64 publishers, 1 stream", 64, 1)
-	run("64 publishers, 4 streams", 64, 4)
+	return ceiling{
+		one:         run("1 publisher", 1, 1),
+		oneStream:   run("64 publishers, 1 stream", 64, 1),
+		fourStreams: run("64 publishers, 4 streams", 64, 4),
+	}
 }
 
 // streamsSeq sums the last sequence of every stream of the bus: its
