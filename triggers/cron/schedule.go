@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	rcron "github.com/robfig/cron/v3"
@@ -38,15 +39,50 @@ var parser = rcron.NewParser(rcron.SecondOptional | rcron.Minute | rcron.Hour | 
 //
 // The parser never panics (robfig/cron panics on some inputs, e.g. "TZ=0"),
 // and it rejects a schedule that never fires.
-func ParseSchedule(expr string, loc *time.Location) (s Schedule, err error) {
+//
+// Schedules are immutable: the parsed ones are cached by expression and
+// zone (jobs share few expressions, and the arming pass asks for every
+// job's schedule).
+func ParseSchedule(expr string, loc *time.Location) (Schedule, error) {
+	if loc == nil {
+		loc = time.UTC
+	}
+	key := scheduleKey{expr, loc.String()}
+	schedules.mu.Lock()
+	s, ok := schedules.m[key]
+	schedules.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := parseSchedule(expr, loc)
+	if err == nil {
+		schedules.mu.Lock()
+		if len(schedules.m) >= maxCachedSchedules {
+			clear(schedules.m) // many distinct expressions: start over
+		}
+		schedules.m[key] = s
+		schedules.mu.Unlock()
+	}
+	return s, err
+}
+
+// maxCachedSchedules bounds the cache of parsed schedules.
+const maxCachedSchedules = 4096
+
+type scheduleKey struct{ expr, zone string }
+
+// schedules caches ParseSchedule's results.
+var schedules = struct {
+	mu sync.Mutex
+	m  map[scheduleKey]Schedule
+}{m: map[scheduleKey]Schedule{}}
+
+func parseSchedule(expr string, loc *time.Location) (s Schedule, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			s, err = nil, fmt.Errorf("%q: not a cron expression (%v)", expr, p)
 		}
 	}()
-	if loc == nil {
-		loc = time.UTC
-	}
 	expr = strings.TrimSpace(expr)
 	switch {
 	case expr == "":
