@@ -50,14 +50,17 @@ func TestCronDisk(t *testing.T) {
 	case "":
 		t.Skipf("set %s=1 to run it (c or d: that part alone)", cronDiskEnv)
 	case "c": // the first start and RSS only
-		firstStartRSS(t)
+		c := rawCeiling(t)
+		firstStartRSS(t, c, false)
+		firstStartRSS(t, c, true)
 		robfigRSS(t)
 	case "d": // the fires per second with the runner only
 		fireRate(t)
 	default:
-		rawCeiling(t)
+		c := rawCeiling(t)
 		schedulerAt500(t)
-		firstStartRSS(t)
+		firstStartRSS(t, c, false)
+		firstStartRSS(t, c, true)
 		robfigRSS(t)
 		fireRate(t)
 	}
@@ -118,19 +121,28 @@ func rawCeiling(t *testing.T) ceiling {
 // stored writes so far.
 func streamsSeq(t *testing.T, bb *bus.Bus) uint64 {
 	t.Helper()
+	n, err := storedWrites(t.Context(), bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// storedWrites is streamsSeq for any goroutine.
+func storedWrites(ctx context.Context, bb *bus.Bus) (uint64, error) {
 	var n uint64
-	for name := range bb.JetStream().StreamNames(t.Context()).Name() {
-		st, err := bb.JetStream().Stream(t.Context(), name)
+	for name := range bb.JetStream().StreamNames(ctx).Name() {
+		st, err := bb.JetStream().Stream(ctx, name)
 		if err != nil {
-			t.Fatal(err)
+			return 0, err
 		}
-		info, err := st.Info(t.Context())
+		info, err := st.Info(ctx)
 		if err != nil {
-			t.Fatal(err)
+			return 0, err
 		}
 		n += info.State.LastSeq
 	}
-	return n
+	return n, nil
 }
 
 // schedulerAt500 runs the scheduler with 500 jobs due every second on a
@@ -196,9 +208,15 @@ func schedulerAt500(t *testing.T) {
 
 // firstStartRSS starts the real binary with 100,000 config jobs (1,000
 // every 2 s) on an empty data dir, fsync on every write, and reports when
-// it was ready, when every timer was armed (its log), and its RSS 6 s
-// after each.
-func firstStartRSS(t *testing.T) {
+// it was ready, when its scheduler started (config reconciled) and when
+// every timer it arms at start was armed (its log), the stored writes it
+// made until then (every stream's sequence, sampled every 100 ms from
+// ready on) against the disk's time for them at the ceiling c measured
+// in the same run, and its RSS 6 s after ready and after armed. spread:
+// the 99,000 other jobs are daily at hours spread over the whole day (a
+// 24th of them due within the arm-ahead hour), else at hours 2-21 hours
+// ahead (none within it), as in the issue.
+func firstStartRSS(t *testing.T, c ceiling, spread bool) {
 	dir := t.TempDir()
 	bin := buildBinary(t, dir)
 	httpAddr := freeAddr(t)
@@ -207,7 +225,11 @@ func firstStartRSS(t *testing.T) {
 	now := time.Now().UTC()
 	for i := range restartJobs {
 		spec := "*/2 * * * * *"
-		if i >= restartFiring {
+		switch {
+		case i < restartFiring:
+		case spread:
+			spec = fmt.Sprintf("%d %d * * *", i%60, i%24)
+		default:
 			spec = fmt.Sprintf("%d %d * * *", i%60, (now.Hour()+2+i%20)%24)
 		}
 		fmt.Fprintf(&cfg, "    - {id: job-%06d, schedule: %q, prompt: p, deliver: none}\n", i, spec)
@@ -225,20 +247,77 @@ func firstStartRSS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
-	s := startServer(t, bin, cfgPath, filepath.Join(dir, "data"), nil, logs, logs)
+	dataDir := filepath.Join(dir, "data")
+	s := startServer(t, bin, cfgPath, dataDir, nil, logs, logs)
 	waitReady(ctx, t, &http.Client{Timeout: 10 * time.Second}, "http://"+httpAddr+"/readyz", s.exited)
 	ready := time.Since(start)
+	// The stored writes as time goes: the data dir was empty, so every
+	// stream's last sequence is a write of this start.
+	b, err := bus.Dial(ctx, bus.Config{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	type sample struct {
+		at     time.Time
+		writes uint64
+	}
+	var (
+		smu     sync.Mutex
+		samples []sample
+	)
+	sampling, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for sampling.Err() == nil {
+			n, err := storedWrites(sampling, b)
+			if err != nil {
+				return // stopped, or the server went: the samples so far
+			}
+			smu.Lock()
+			samples = append(samples, sample{time.Now(), n})
+			smu.Unlock()
+			select {
+			case <-sampling.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
 	time.Sleep(6 * time.Second)
 	rssReady := rssMB(t, s.cmd.Process.Pid)
+	startedAt := waitLog(ctx, t, logPath, "cron scheduler started")
 	armedAt := waitLog(ctx, t, logPath, "cron timers armed")
 	armed := armedAt.Sub(start)
 	if wait := time.Until(armedAt.Add(6 * time.Second)); wait > 0 {
 		time.Sleep(wait)
 	}
 	rssArmed := rssMB(t, s.cmd.Process.Pid)
+	stopSampling()
+	<-sampled
 	s.stop()
-	t.Logf("(c) agentwork serve, first start, 100,000 config jobs, fsync per write: ready %s, every timer armed %s; RSS 6 s after ready %.0f MiB, 6 s after armed %.0f MiB",
-		ready.Round(100*time.Millisecond), armed.Round(100*time.Millisecond), rssReady, rssArmed)
+	// The writes until armed: the first sample at or after it.
+	var writes uint64
+	smu.Lock()
+	for _, x := range samples {
+		writes = x.writes
+		if !x.at.Before(armedAt) {
+			break
+		}
+	}
+	smu.Unlock()
+	name := "daily jobs 2-21 h ahead"
+	if spread {
+		name = "daily jobs spread over the day"
+	}
+	t.Logf("(c) agentwork serve, first start, 100,000 config jobs (%s), fsync per write: ready %s, scheduler started %s, every timer armed %s; RSS 6 s after ready %.0f MiB, 6 s after armed %.0f MiB",
+		name, ready.Round(100*time.Millisecond), startedAt.Sub(start).Round(100*time.Millisecond), armed.Round(100*time.Millisecond), rssReady, rssArmed)
+	if c.oneStream > 0 {
+		disk1, disk4 := float64(writes)/c.oneStream, float64(writes)/c.fourStreams
+		t.Logf("(c) %s: %d stored writes until armed (the fires' meanwhile included); the disk's time for them %.2f s (1 stream) to %.2f s (4 streams); the start took %.1f-%.1f× that, the scheduler's part (started to armed, %.2f s) %.1f-%.1f×",
+			name, writes, disk1, disk4, armed.Seconds()/disk1, armed.Seconds()/disk4,
+			armedAt.Sub(startedAt).Seconds(), armedAt.Sub(startedAt).Seconds()/disk1, armedAt.Sub(startedAt).Seconds()/disk4)
+	}
 }
 
 // waitLog polls the JSON log at path until a line's msg is msg, and
