@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentwork/agentwork/bus"
@@ -551,5 +552,62 @@ func TestTimerPendingKeys(t *testing.T) {
 	}
 	if _, err := tm.PendingKeys(ctx, "cron.*"); err == nil {
 		t.Error("PendingKeys(cron.*) = nil error, want a bad key")
+	}
+}
+
+// A Set purges the key's older timers only when there are some: arming
+// a key whose timer fired (a cron job's next tick) or a new key is one
+// stored message, not also a purge (a synced write on the stream every
+// timer shares). A Cancel of a key with nothing pending purges nothing.
+func TestSetPurgesOnlyWhenAnOlderTimerIsPending(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	tm := bus.NewTimers(b)
+	var purges atomic.Int32
+	sub, err := b.Conn().Subscribe("$JS.API.STREAM.PURGE."+bus.StreamTimers, func(*nats.Msg) { purges.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := b.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	far := time.Now().Add(time.Hour)
+	for i := range 5 {
+		if err := tm.Set(t.Context(), fmt.Sprintf("fresh.k%d", i), far, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tm.Cancel(t.Context(), "fresh.none"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := purges.Load(); n != 0 {
+		t.Fatalf("%d purges for 5 Sets of new keys and a Cancel of a key with no timer; want none", n)
+	}
+	// Replacing a pending timer still removes the older one.
+	if err := tm.Set(t.Context(), "fresh.k0", far.Add(time.Minute), nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := tm.Pending(t.Context(), "fresh.k0")
+	if err != nil || !p.Due.Equal(far.Add(time.Minute).UTC()) {
+		t.Fatalf("Pending = %+v, %v; want the replacing timer", p, err)
+	}
+	keys, err := tm.PendingKeys(t.Context(), "fresh")
+	if err != nil || len(keys) != 5 {
+		t.Fatalf("PendingKeys = %v, %v; want 5 keys", keys, err)
+	}
+	st, err := b.JetStream().Stream(t.Context(), bus.StreamTimers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(t.Context(), jetstream.WithSubjectFilter(b.Subjects.TimersPending()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.State.Subjects) != 5 {
+		t.Fatalf("%d pending timers stored, want 5 (the replaced one purged)", len(info.State.Subjects))
 	}
 }
