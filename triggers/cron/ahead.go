@@ -4,14 +4,24 @@ package cron
 // definition and its state (anchor, nextTick), so a timer is only needed
 // once the tick comes near. Jobs whose next tick is further away than
 // the scheduler's arm-ahead window have no timer; an arming pass — at
-// start, and from then on on a timer of its own every half window —
+// start, and from then on every quarter window on timers of its own —
 // arms those that came within it.
+//
+// The passes' timers are cronahead.<n>, due at the n-th quarter window
+// since the Unix epoch; every pass makes sure the next three are
+// pending, and so does every fire that leaves its job without a timer
+// (its next tick beyond the window: a pass must come), so a pass that
+// is lost leaves the next ones. They fire
+// to a consumer of their own (cron-ahead): the jobs' consumer, shared
+// with instances of earlier versions during a rolling upgrade, never sees
+// them.
 
 import (
 	"context"
-	"errors"
+	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/bus"
@@ -19,13 +29,18 @@ import (
 
 // DefaultArmAhead is how far ahead of a job's next tick its timer is
 // armed by default: a deployment of 100,000 daily jobs keeps about a
-// 24th of them armed, and the arming pass runs every half hour.
+// 24th of them armed, and the arming pass runs every quarter hour.
 const DefaultArmAhead = time.Hour
 
-// aheadKey is the timer of the arming pass. A job's timers are
-// cron.<id> and cron.<id>.retry: a key of three tokens other than a
-// retry's is no job's.
-const aheadKey = "cron.scheduler.ahead"
+// aheadKind is the first token of the passes' timer keys.
+const aheadKind = "cronahead"
+
+// AheadConsumerName is the durable consumer of the arming passes' timers,
+// shared by every instance.
+const AheadConsumerName = "cron-ahead"
+
+// passes is how many of the passes' timers are kept pending.
+const passes = 3
 
 // due is when the timer of the job's tick fires: the tick plus its
 // jitter, fireLead ahead.
@@ -39,46 +54,68 @@ func (s *Scheduler) beyond(d time.Time) bool {
 	return s.ahead > 0 && d.After(s.clock.Now().Add(s.ahead))
 }
 
+// every is how often an arming pass runs: a quarter window, so that a
+// tick is armed a quarter window ahead even when one pass is lost.
+func (s *Scheduler) every() time.Duration { return s.ahead / 4 }
+
+// passKey is the timer of the n-th pass since the Unix epoch.
+func passKey(n int64) string { return aheadKind + "." + strconv.FormatInt(n, 10) }
+
 // pass is one arming pass: it arms the timers missing for the ticks
-// within the window (sweepOnce), then makes sure the next pass has its
-// timer: a start keeps one already pending within half a window (a
-// restart writes nothing it need not), the pass of that timer's fire
-// sets the next.
-func (s *Scheduler) pass(ctx context.Context, fired bool) (int, error) {
+// within the window (sweepOnce), then makes sure the next passes have
+// their timers (a restart that finds them pending writes none).
+func (s *Scheduler) pass(ctx context.Context) (int, error) {
 	n, err := s.sweepOnce(ctx)
-	if err != nil || s.ahead <= 0 {
+	if err != nil {
 		return n, err
 	}
-	if !fired {
-		p, err := s.timers.Pending(ctx, aheadKey)
-		if err == nil && !p.Due.After(s.clock.Now().Add(s.ahead/2)) {
-			return n, nil
+	return n, s.armPasses(ctx)
+}
+
+// armPasses sets the timers of the next passes that are not pending.
+func (s *Scheduler) armPasses(ctx context.Context) error {
+	if s.ahead <= 0 {
+		return nil
+	}
+	pending, err := s.timers.PendingKeys(ctx, aheadKind)
+	if err != nil {
+		return err
+	}
+	every := s.every()
+	now := s.clock.Now().UnixNano() / int64(every)
+	for k := now + 1; k <= now+passes; k++ {
+		if pending[passKey(k)] {
+			continue
 		}
-		if err != nil && !errors.Is(err, bus.ErrNoTimer) {
-			return n, err
+		if err := s.timers.Set(ctx, passKey(k), time.Unix(0, k*int64(every)), nil); err != nil {
+			return err
 		}
 	}
-	return n, s.armAhead(ctx)
+	return nil
 }
 
-// armAhead sets the arming pass's timer half a window from now. The key
-// holds one timer, so the cluster runs about one pass every half window.
-func (s *Scheduler) armAhead(ctx context.Context) error {
-	return s.timers.Set(ctx, aheadKey, s.clock.Now().Add(s.ahead/2), nil)
-}
-
-// aheadFired handles a fire of the arming pass's timer: it arms the
-// timers of the jobs whose next tick came within the window, and sets
-// the pass's next timer. A pass that fails (bus trouble) is handed out
-// again. Before this instance's start is done its own start's pass and
-// timer stand for it.
-func (s *Scheduler) aheadFired(ctx context.Context, attempt int) bus.Verdict {
+// handleAhead is the handler of the passes' timers: it runs the pass. A
+// pass that fails (bus trouble), or that comes to an instance whose
+// start is not done, is handed out again.
+func (s *Scheduler) handleAhead(ctx context.Context, m jetstream.Msg) bus.Verdict {
+	if _, err := s.timers.DecodeTimer(m.Subject(), m.Data()); err != nil {
+		s.log.Error("not an arming pass's timer; dropped", zap.String("subject", m.Subject()), zap.Error(err))
+		return bus.Terminate()
+	}
+	attempt := 1
+	if md, err := m.Metadata(); err == nil {
+		attempt = int(md.NumDelivered)
+	}
 	select {
 	case <-s.swept:
+	case <-ctx.Done():
+		return bus.Defer(0)
 	default:
-		return bus.Done()
+		// Starting: its own start's pass runs; this one may be another
+		// instance's to run now.
+		return bus.Defer(time.Second)
 	}
-	n, err := s.pass(ctx, true)
+	n, err := s.pass(ctx)
 	switch {
 	case err == nil:
 		if n > 0 {

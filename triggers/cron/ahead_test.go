@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
 )
@@ -35,14 +37,24 @@ func TestArmOnlyWithinWindow(t *testing.T) {
 	if p, err := tm.Pending(t.Context(), timerKey("far")); !isErr(err, bus.ErrNoTimer) {
 		t.Fatalf("a timer for a tick three hours ahead (window %s): %+v, %v", DefaultArmAhead, p, err)
 	}
-	var next time.Time
+	// The next passes have their timers, at the next quarter hours.
+	var keys map[string]bool
 	eventually(t, func() bool {
-		p, err := tm.Pending(t.Context(), aheadKey)
-		next = p.Due
-		return err == nil
+		var err error
+		keys, err = tm.PendingKeys(t.Context(), aheadKind)
+		return err == nil && len(keys) == passes
 	})
-	if d := time.Until(next); d < DefaultArmAhead/2-time.Minute || d > DefaultArmAhead/2 {
-		t.Fatalf("the arming pass's timer is due in %s, want about %s", d, DefaultArmAhead/2)
+	q := int64(DefaultArmAhead / 4)
+	n := time.Now().UnixNano() / q
+	for k := n + 1; k <= n+passes; k++ {
+		p, err := tm.Pending(t.Context(), passKey(k))
+		if err != nil || !p.Due.Equal(time.Unix(0, k*q).UTC()) {
+			t.Fatalf("pass %d: %+v, %v; want a timer due %s (pending: %v)", k, p, err, time.Unix(0, k*q).UTC(), keys)
+		}
+	}
+	// No job's consumer sees them (an earlier version's would drop them).
+	if cron, err := tm.PendingKeys(t.Context(), "cron"); err != nil || len(cron) != 1 || !cron[timerKey("near")] {
+		t.Fatalf("timers under cron: %v, %v; want only near's", cron, err)
 	}
 	// The API still tells the far job's next fire.
 	j, err := s.Get(t.Context(), "far")
@@ -73,5 +85,69 @@ func TestArmingPassArmsTicksAsTheyComeNear(t *testing.T) {
 		if i > 0 && r.Tick.Sub(rs[i-1].Tick) != 3*time.Second {
 			t.Fatalf("ticks %v then %v: one was skipped or fired twice", rs[i-1].Tick, r.Tick)
 		}
+	}
+}
+
+// A pass's timer that comes to an instance whose start is not done is
+// handed out again (to an instance that is up, or to this one once it
+// is), never dropped: it may be the only pending pass.
+func TestPassFireBeforeStartIsHandedOutAgain(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, err := New(b, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.timers.Set(t.Context(), passKey(1), time.Now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := b.JetStream().CreateOrUpdateConsumer(t.Context(), bus.StreamTimers, jetstream.ConsumerConfig{
+		FilterSubject: b.Subjects.TimerFired(aheadKind) + ".>", AckPolicy: jetstream.AckExplicitPolicy,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Next(jetstream.FetchMaxWait(waitFor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := s.handleAhead(t.Context(), m); v == bus.Done() || v == bus.Terminate() {
+		t.Fatalf("verdict %+v for a pass fire before the start is done; want it handed out again", v)
+	}
+}
+
+// Lost passes (their timers gone) are made up for: the fire that leaves
+// its job without a timer (its next tick beyond the window) makes sure
+// the next passes have theirs, so a job whose ticks only the passes arm
+// fires on.
+func TestLostPassesAreMadeUpFor(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	cfg := Config{Jobs: []Job{{ID: "every4", Schedule: "*/4 * * * * *", Prompt: "p"}}}
+	results := make(chan TickResult, 64)
+	// Window 2 s, a pass every 0.5 s: after each fire the next tick (its
+	// timer due 3 s on) is beyond the window.
+	s, _ := startScheduler(t, b, cfg, results, armAhead(2*time.Second))
+	waitSwept(t, s)
+	tm := bus.NewTimers(b)
+	for i := range 3 {
+		// Every pass's timer lost, once a fire has been seen.
+		keys, err := tm.PendingKeys(t.Context(), aheadKind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range keys {
+			if err := tm.Cancel(t.Context(), k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := nextResults(t, results, 1)[0]
+		if r.What != "fired" {
+			t.Fatalf("round %d: %+v, want fired", i, r)
+		}
+	}
+	rs := nextResults(t, results, 2)
+	if rs[1].Tick.Sub(rs[0].Tick) != 4*time.Second {
+		t.Fatalf("ticks %v then %v after the passes were lost; want every 4 s", rs[0].Tick, rs[1].Tick)
 	}
 }

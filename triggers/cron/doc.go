@@ -12,8 +12,9 @@
 // with ISC-cron DST rules (see ParseSchedule). Each job whose next tick is
 // within the arm-ahead window (DefaultArmAhead) is one timer of the durable
 // time engine (bus.Timers, key cron.<id>), due at that tick plus jitter; an
-// arming pass at start and every half window (its own timer) arms the
-// ticks that come within it. The timer fires once for the cluster, and one instance
+// arming pass at start and every quarter window (on timers of its own,
+// cronahead.<n>, handled by the consumer cron-ahead) arms the ticks that
+// come within it. The timer fires once for the cluster, and one instance
 // handles the fire (a durable consumer shared by all). It publishes the
 // ticks due since the job's last tick as AgentWork requests with
 // Nats-Msg-Id <job>:<tick RFC 3339 UTC>, records them in the job's state

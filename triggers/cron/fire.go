@@ -75,9 +75,6 @@ func (s *Scheduler) handle(ctx context.Context, m jetstream.Msg) bus.Verdict {
 	if md, err := m.Metadata(); err == nil {
 		attempt = int(md.NumDelivered)
 	}
-	if t.Key == aheadKey {
-		return s.aheadFired(ctx, attempt)
-	}
 	id, retry, ok := parseTimerKey(t.Key)
 	if !ok {
 		s.log.Error("not a cron timer key; dropped", zap.String("key", t.Key))
@@ -429,8 +426,12 @@ func (s *Scheduler) arm(ctx context.Context, j Job, sched Schedule, st State) er
 	at := due(j, tick)
 	if s.beyond(at) {
 		// Further away than the arm-ahead window: a later arming pass
-		// arms it. A timer pending for another tick or definition goes.
-		return s.timers.Cancel(ctx, timerKey(j.ID))
+		// arms it (its timers are made sure of). A timer pending for
+		// another tick or definition goes.
+		if err := s.timers.Cancel(ctx, timerKey(j.ID)); err != nil {
+			return err
+		}
+		return s.armPasses(ctx)
 	}
 	data, err := json.Marshal(timerData{Tick: tick.UTC(), UpdatedAt: j.UpdatedAt})
 	if err != nil {

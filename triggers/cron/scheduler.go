@@ -239,11 +239,27 @@ func (s *Scheduler) Run(parent context.Context) error {
 	if err != nil {
 		return err
 	}
+	pw, err := bus.NewWorker(s.bus.JetStream(), bus.WorkerConfig{
+		Stream: bus.StreamTimers,
+		Consumer: jetstream.ConsumerConfig{
+			Durable:       AheadConsumerName,
+			Description:   "agentwork cron: the arming passes' timers",
+			FilterSubject: s.bus.Subjects.TimerFired(aheadKind) + ".>",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			MaxDeliver:    -1,
+		},
+		Concurrency: 1,
+		Log:         s.log,
+	}, s.handleAhead)
+	if err != nil {
+		return err
+	}
 	g, ctx := errgroup.WithContext(parent)
 	jobsLoaded, statesLoaded := make(chan struct{}), make(chan struct{})
 	g.Go(func() error { return s.watchJobs(ctx, jobsLoaded) })
 	g.Go(func() error { return s.watchStates(ctx, statesLoaded) })
 	g.Go(func() error { return w.Run(ctx) })
+	g.Go(func() error { return pw.Run(ctx) })
 	g.Go(func() error { return s.keepArmed(ctx) })
 	g.Go(func() error {
 		for _, ch := range []chan struct{}{jobsLoaded, statesLoaded} {

@@ -262,12 +262,15 @@ func (s *Scheduler) checkOne(ctx context.Context, id string) error {
 	return nil
 }
 
-// ensure arms the job's timer unless one is pending for its definition.
+// ensure arms the job's timer unless one is pending for its definition
+// and not later than its next tick (a pause until a time lifted early
+// leaves one for the first tick after the pause: the job's ticks come
+// sooner).
 func (s *Scheduler) ensure(ctx context.Context, j Job, sched Schedule, st State) error {
 	p, err := s.timers.Pending(ctx, timerKey(j.ID))
 	if err == nil {
 		var d timerData
-		if json.Unmarshal(p.Data, &d) == nil && d.UpdatedAt.Equal(j.UpdatedAt) {
+		if json.Unmarshal(p.Data, &d) == nil && d.UpdatedAt.Equal(j.UpdatedAt) && !d.Tick.After(nextTick(j, sched, st)) {
 			return nil
 		}
 	} else if !errors.Is(err, bus.ErrNoTimer) {
@@ -304,7 +307,7 @@ func (s *Scheduler) ensureRetry(ctx context.Context, id string, r *RetryState) e
 func (s *Scheduler) sweep(ctx context.Context) (int, bool) {
 	armed := 0
 	for wait := time.Second; ; wait = min(2*wait, time.Minute) {
-		n, err := s.pass(ctx, false)
+		n, err := s.pass(ctx)
 		armed += n
 		if err == nil {
 			return armed, true
@@ -588,7 +591,7 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	// allocation and an entry's copy of it cost more at 100,000 jobs than
 	// the jobs themselves). The config's copy is let go.
 	defs := s.definedJobs()
-	s.cfg.Jobs = nil
+	s.cfg.Jobs, s.wfJobs = nil, nil
 	s.mu.Lock()
 	for i := range defs {
 		j := &defs[i]

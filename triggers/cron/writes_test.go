@@ -60,9 +60,9 @@ func TestFirstStartWrites(t *testing.T) {
 		t.Logf("first start: %s: %d writes", k, v-before[k])
 		total += v - before[k]
 	}
-	// The near jobs' timers, the arming pass's, one index value per 500
+	// The near jobs' timers, the next two passes', one index value per 500
 	// jobs.
-	if want := uint64(near + 1 + shardCount(near+far)); total != want {
+	if want := uint64(near + passes + shardCount(near+far)); total != want {
 		t.Errorf("first start with %d config jobs, %d of them due within the window: %d writes (%.2f per job), want %d: a timer per near job, the pass's and the index",
 			near+far, near, total, float64(total)/(near+far), want)
 	}
