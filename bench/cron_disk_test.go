@@ -234,16 +234,7 @@ func firstStartRSS(t *testing.T, c ceiling, spread bool) {
 		}
 		fmt.Fprintf(&cfg, "    - {id: job-%06d, schedule: %q, prompt: p, deliver: none}\n", i, spec)
 	}
-	cfgPath := filepath.Join(dir, "agentwork.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(dir, "server.log")
-	logs, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
+	cfgPath, logPath, logs := serverFiles(t, dir, cfg.String())
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()

@@ -166,16 +166,7 @@ func fireAt(t *testing.T, bin, dir string, rate int) fireFigures {
 	for i := range rate {
 		fmt.Fprintf(&cfg, "    - {id: job-%04d, schedule: \"* * * * * *\", prompt: p, deliver: none}\n", i)
 	}
-	cfgPath := filepath.Join(dir, "agentwork.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(dir, "server.log")
-	logs, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
+	cfgPath, logPath, logs := serverFiles(t, dir, cfg.String())
 	var env []string
 	profDir := os.Getenv(fireProfileEnv)
 	pprofAddr := ""

@@ -69,16 +69,8 @@ func TestCronRestart(t *testing.T) {
 		}
 		fmt.Fprintf(&cfg, "    - {id: job-%06d, schedule: %q, prompt: p, deliver: none}\n", i, spec)
 	}
-	cfgPath := filepath.Join(dir, "agentwork.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath, _, logs := serverFiles(t, dir, cfg.String())
 	dataDir := filepath.Join(dir, "data")
-	logs, err := os.Create(filepath.Join(dir, "server.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
 	client := &http.Client{Timeout: 10 * time.Second}
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()

@@ -56,3 +56,20 @@ func startServer(t *testing.T, bin, cfg, dataDir string, env []string, stdout, s
 	t.Cleanup(s.stop)
 	return s
 }
+
+// serverFiles writes the config cfg for a server in dir and creates its
+// log file (closed when the test ends).
+func serverFiles(t *testing.T, dir, cfg string) (cfgPath, logPath string, logs *os.File) {
+	t.Helper()
+	cfgPath = filepath.Join(dir, "agentwork.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logPath = filepath.Join(dir, "server.log")
+	logs, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = logs.Close() })
+	return cfgPath, logPath, logs
+}
