@@ -184,12 +184,16 @@ func (t *Timers) Cancel(ctx context.Context, key string) error {
 }
 
 // pendingCount returns how many pending timers the stream holds for key
-// (one stream info request, filtered on the key's subjects).
+// (one stream info request, filtered on the key's subjects). It tries
+// once, for at most timerAttempt: on an error (a stream leader election)
+// the caller purges, which retries, instead of waiting out its budget.
 func (t *Timers) pendingCount(ctx context.Context, key string) (uint64, error) {
 	st, err := t.streamHandle(ctx)
 	if err != nil {
 		return 0, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, timerAttempt)
+	defer cancel()
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(t.pendingSubject(key, "*")))
 	if err != nil {
 		return 0, err
