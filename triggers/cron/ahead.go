@@ -19,6 +19,7 @@ package cron
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -54,43 +55,74 @@ func (s *Scheduler) beyond(d time.Time) bool {
 	return s.ahead > 0 && d.After(s.clock.Now().Add(s.ahead))
 }
 
+// minEvery bounds how often passes run (a window of a few seconds in
+// tests; WithArmAhead of nanoseconds would divide by zero).
+const minEvery = 100 * time.Millisecond
+
 // every is how often an arming pass runs: a quarter window, so that a
 // tick is armed a quarter window ahead even when one pass is lost.
-func (s *Scheduler) every() time.Duration { return s.ahead / 4 }
+func (s *Scheduler) every() time.Duration { return max(s.ahead/4, minEvery) }
 
 // passKey is the timer of the n-th pass since the Unix epoch.
 func passKey(n int64) string { return aheadKind + "." + strconv.FormatInt(n, 10) }
 
-// pass is one arming pass: it arms the timers missing for the ticks
-// within the window (sweepOnce), then makes sure the next passes have
-// their timers (a restart that finds them pending writes none).
-func (s *Scheduler) pass(ctx context.Context) (int, error) {
-	n, err := s.sweepOnce(ctx)
-	if err != nil {
-		return n, err
+// passOf returns the pass number of a pass's timer key.
+func passOf(key string) (int64, bool) {
+	rest, ok := strings.CutPrefix(key, aheadKind+".")
+	if !ok {
+		return 0, false
 	}
-	return n, s.armPasses(ctx)
+	n, err := strconv.ParseInt(rest, 10, 64)
+	return n, err == nil
 }
 
-// armPasses sets the timers of the next passes that are not pending.
-func (s *Scheduler) armPasses(ctx context.Context) error {
+// pass is one arming pass after pass number after (0: the start's): it
+// makes sure the next passes have their timers, then arms the timers
+// missing for the ticks within the window (sweepOnce).
+func (s *Scheduler) pass(ctx context.Context, after int64) (int, error) {
+	if err := s.armPasses(ctx, after); err != nil {
+		return 0, err
+	}
+	return s.sweepOnce(ctx)
+}
+
+// armPasses sets the timers of the passes that follow pass number after
+// and are not pending: passes of them. after 0: the passes that follow
+// the instance's clock, or the latest pending one if that is later
+// (timers fire on the server's clock: an instance whose clock is behind
+// must not set again a pass the server has fired, which would fire at
+// once). A restart that finds them pending writes none; a fire that
+// leaves its job to the passes finds them known and reads nothing.
+func (s *Scheduler) armPasses(ctx context.Context, after int64) error {
 	if s.ahead <= 0 {
 		return nil
+	}
+	every := int64(s.every())
+	if after == 0 && s.passesUntil.Load() >= s.clock.Now().UnixNano()/every+2 {
+		return nil // two passes or more still to come, as this instance last saw
 	}
 	pending, err := s.timers.PendingKeys(ctx, aheadKind)
 	if err != nil {
 		return err
 	}
-	every := s.every()
-	now := s.clock.Now().UnixNano() / int64(every)
-	for k := now + 1; k <= now+passes; k++ {
-		if pending[passKey(k)] {
-			continue
-		}
-		if err := s.timers.Set(ctx, passKey(k), time.Unix(0, k*int64(every)), nil); err != nil {
-			return err
+	latest := int64(0)
+	for key := range pending {
+		if n, ok := passOf(key); ok {
+			latest = max(latest, n)
 		}
 	}
+	if after == 0 {
+		after = max(s.clock.Now().UnixNano()/every, latest-passes)
+	}
+	for k := after + 1; k <= after+passes; k++ {
+		if !pending[passKey(k)] {
+			if err := s.timers.Set(ctx, passKey(k), time.Unix(0, k*every), nil); err != nil {
+				return err
+			}
+		}
+		latest = max(latest, k)
+	}
+	s.passesUntil.Store(latest)
 	return nil
 }
 
@@ -98,8 +130,14 @@ func (s *Scheduler) armPasses(ctx context.Context) error {
 // pass that fails (bus trouble), or that comes to an instance whose
 // start is not done, is handed out again.
 func (s *Scheduler) handleAhead(ctx context.Context, m jetstream.Msg) bus.Verdict {
-	if _, err := s.timers.DecodeTimer(m.Subject(), m.Data()); err != nil {
+	t, err := s.timers.DecodeTimer(m.Subject(), m.Data())
+	if err != nil {
 		s.log.Error("not an arming pass's timer; dropped", zap.String("subject", m.Subject()), zap.Error(err))
+		return bus.Terminate()
+	}
+	after, ok := passOf(t.Key)
+	if !ok {
+		s.log.Error("not an arming pass's timer key; dropped", zap.String("key", t.Key))
 		return bus.Terminate()
 	}
 	attempt := 1
@@ -115,7 +153,7 @@ func (s *Scheduler) handleAhead(ctx context.Context, m jetstream.Msg) bus.Verdic
 		// instance's to run now.
 		return bus.Defer(time.Second)
 	}
-	n, err := s.pass(ctx)
+	n, err := s.pass(ctx, after)
 	switch {
 	case err == nil:
 		if n > 0 {

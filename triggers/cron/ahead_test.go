@@ -9,12 +9,13 @@ import (
 
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
+	"github.com/agentwork/agentwork/internal/clock"
 )
 
 // A first start arms the timers of the ticks within the arm-ahead
 // window only: a job due in three hours costs no write until its tick
-// comes near, and the arming pass has a timer of its own half a window
-// ahead.
+// comes near, and the arming passes have timers of their own, every
+// quarter window.
 func TestArmOnlyWithinWindow(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
@@ -67,7 +68,7 @@ func TestArmOnlyWithinWindow(t *testing.T) {
 }
 
 // A job whose next tick is beyond the window when it fires has no timer
-// until an arming pass (on its own timer, every half window) finds the
+// until an arming pass (on its own timer, every quarter window) finds the
 // tick within reach: every tick still fires, on time and once.
 func TestArmingPassArmsTicksAsTheyComeNear(t *testing.T) {
 	t.Parallel()
@@ -116,11 +117,9 @@ func TestPassFireBeforeStartIsHandedOutAgain(t *testing.T) {
 	}
 }
 
-// Lost passes (their timers gone) are made up for: the fire that leaves
-// its job without a timer (its next tick beyond the window) makes sure
-// the next passes have theirs, so a job whose ticks only the passes arm
-// fires on.
-func TestLostPassesAreMadeUpFor(t *testing.T) {
+// A lost pass (its timer gone) leaves the next ones: a job whose ticks
+// only the passes arm fires on.
+func TestLostPassLeavesTheNext(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
 	cfg := Config{Jobs: []Job{{ID: "every4", Schedule: "*/4 * * * * *", Prompt: "p"}}}
@@ -130,24 +129,94 @@ func TestLostPassesAreMadeUpFor(t *testing.T) {
 	s, _ := startScheduler(t, b, cfg, results, armAhead(2*time.Second))
 	waitSwept(t, s)
 	tm := bus.NewTimers(b)
+	lost := 0
 	for i := range 3 {
-		// Every pass's timer lost, once a fire has been seen.
+		// The soonest pass lost, once a round.
 		keys, err := tm.PendingKeys(t.Context(), aheadKind)
 		if err != nil {
 			t.Fatal(err)
 		}
+		soonest := int64(0)
 		for k := range keys {
-			if err := tm.Cancel(t.Context(), k); err != nil {
-				t.Fatal(err)
+			if n, ok := passOf(k); ok && (soonest == 0 || n < soonest) {
+				soonest = n
 			}
+		}
+		if soonest > 0 && tm.Cancel(t.Context(), passKey(soonest)) == nil {
+			lost++
 		}
 		r := nextResults(t, results, 1)[0]
 		if r.What != "fired" {
 			t.Fatalf("round %d: %+v, want fired", i, r)
 		}
 	}
+	if lost == 0 {
+		t.Fatal("no pass was pending to lose")
+	}
 	rs := nextResults(t, results, 2)
 	if rs[1].Tick.Sub(rs[0].Tick) != 4*time.Second {
-		t.Fatalf("ticks %v then %v after the passes were lost; want every 4 s", rs[0].Tick, rs[1].Tick)
+		t.Fatalf("ticks %v then %v after %d passes were lost; want every 4 s", rs[0].Tick, rs[1].Tick, lost)
+	}
+}
+
+// behind is the real clock, d behind (an instance whose clock lags the
+// NATS server's, which fires the timers).
+type behind struct {
+	clock.Real
+	d time.Duration
+}
+
+func (c behind) Now() time.Time { return time.Now().Add(-c.d) }
+
+// An instance whose clock is behind the server's (which fires the
+// timers) does not set again a pass the server has fired (due in the
+// past, it would fire at once, and so on): the passes run once a
+// quarter window, as with clocks in step. Counted over a few seconds'
+// deliveries of the passes' consumer: 69 in 6 s with a clock 3 s behind
+// before the fix, against 6.
+func TestPassesWithAClockBehindTheServer(t *testing.T) {
+	t.Parallel()
+	for _, skew := range []time.Duration{0, 3 * time.Second} {
+		b := bustest.New(t)
+		// Window 4 s: a pass every second.
+		s, stop := startScheduler(t, b, Config{}, make(chan TickResult, 64), armAhead(4*time.Second), func(s *Scheduler) {
+			s.clock = behind{d: skew}
+		})
+		waitSwept(t, s)
+		c, err := b.JetStream().Consumer(t.Context(), bus.StreamTimers, AheadConsumerName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := func() uint64 {
+			i, err := c.Info(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return i.Delivered.Consumer
+		}
+		// The first passes after a start behind the server's clock catch
+		// up with it; then a pass a second.
+		time.Sleep(3 * time.Second) // the measure's lead-in
+		n0 := count()
+		time.Sleep(6 * time.Second) // the measured window
+		n := count() - n0
+		stop()
+		if n > 9 {
+			t.Errorf("clock %s behind the server: %d passes in 6 s with a pass a second; want about 6", skew, n)
+		}
+	}
+}
+
+// A window too small for a quarter of it to be a duration (WithArmAhead
+// of nanoseconds) runs passes every minEvery, without dividing by zero.
+func TestTinyWindow(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s, err := New(b, Config{}, WithArmAhead(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.armPasses(t.Context(), 0); err != nil {
+		t.Fatal(err)
 	}
 }

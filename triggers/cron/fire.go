@@ -431,7 +431,7 @@ func (s *Scheduler) arm(ctx context.Context, j Job, sched Schedule, st State) er
 		if err := s.timers.Cancel(ctx, timerKey(j.ID)); err != nil {
 			return err
 		}
-		return s.armPasses(ctx)
+		return s.armPasses(ctx, 0)
 	}
 	data, err := json.Marshal(timerData{Tick: tick.UTC(), UpdatedAt: j.UpdatedAt})
 	if err != nil {

@@ -108,8 +108,9 @@ type Scheduler struct {
 	rearmRev   uint64                  // the re-arm mark's revision this start read or wrote (0: none)
 	starter    Starter                 // starts their runs
 
-	ahead   time.Duration // only ticks due within this are armed (WithArmAhead)
-	sweepMu sync.Mutex    // one arming pass at a time here
+	ahead       time.Duration // only ticks due within this are armed (WithArmAhead)
+	sweepMu     sync.Mutex    // one arming pass at a time here
+	passesUntil atomic.Int64  // the latest pass this instance set or saw pending
 }
 
 // entry is one job as the watches last saw it. Both are kept by pointer

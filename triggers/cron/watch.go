@@ -307,7 +307,7 @@ func (s *Scheduler) ensureRetry(ctx context.Context, id string, r *RetryState) e
 func (s *Scheduler) sweep(ctx context.Context) (int, bool) {
 	armed := 0
 	for wait := time.Second; ; wait = min(2*wait, time.Minute) {
-		n, err := s.pass(ctx)
+		n, err := s.pass(ctx, 0)
 		armed += n
 		if err == nil {
 			return armed, true
