@@ -11,10 +11,9 @@ package cron
 // since the Unix epoch; every pass makes sure the next three are
 // pending, and so does every fire that leaves its job without a timer
 // (its next tick beyond the window: a pass must come), so a pass that
-// is lost leaves the next ones. They fire
-// to a consumer of their own (cron-ahead): the jobs' consumer, shared
-// with instances of earlier versions during a rolling upgrade, never sees
-// them.
+// is lost leaves the next ones. They fire to a consumer of their own
+// (cron-ahead): the jobs' consumer, shared with instances of earlier
+// versions during a rolling upgrade, never sees them.
 
 import (
 	"context"
