@@ -85,13 +85,14 @@ func (s *Scheduler) pass(ctx context.Context, after int64) (int, error) {
 	return s.sweepOnce(ctx)
 }
 
-// armPasses sets the timers of the passes that follow pass number after
-// and are not pending: passes of them. after 0: the passes that follow
-// the instance's clock, or the latest pending one if that is later
-// (timers fire on the server's clock: an instance whose clock is behind
-// must not set again a pass the server has fired, which would fire at
-// once). A restart that finds them pending writes none; a fire that
-// leaves its job to the passes finds them known and reads nothing.
+// armPasses sets the timers of the passes that follow pass number after,
+// up to passes of them, but none at or before the latest pending or set
+// here. after 0: the passes that follow the instance's clock, or those
+// before the latest pending one if that is later (timers fire on the
+// server's clock: an instance whose clock is behind must not set again a
+// pass the server has fired, which would fire at once). A restart that
+// finds them pending writes none; a fire that leaves its job to the
+// passes finds them known and reads nothing.
 func (s *Scheduler) armPasses(ctx context.Context, after int64) error {
 	if s.ahead <= 0 {
 		return nil
@@ -113,15 +114,17 @@ func (s *Scheduler) armPasses(ctx context.Context, after int64) error {
 	if after == 0 {
 		after = max(s.clock.Now().UnixNano()/every, latest-passes)
 	}
-	for k := after + 1; k <= after+passes; k++ {
-		if !pending[passKey(k)] {
-			if err := s.timers.Set(ctx, passKey(k), time.Unix(0, k*every), nil); err != nil {
-				return err
-			}
+	// Only passes after the latest pending and the latest this instance
+	// set: one before them that is not pending has fired (or a later one
+	// stands for it), and set again it would fire again.
+	from := max(after, latest, s.passesUntil.Load()) + 1
+	for k := from; k <= after+passes; k++ {
+		if err := s.timers.Set(ctx, passKey(k), time.Unix(0, k*every), nil); err != nil {
+			return err
 		}
-		latest = max(latest, k)
+		latest = k
 	}
-	s.passesUntil.Store(latest)
+	s.passesUntil.Store(max(latest, s.passesUntil.Load()))
 	return nil
 }
 
