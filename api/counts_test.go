@@ -7,29 +7,14 @@ import (
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/bus/bustest"
 )
 
 // emitMany publishes n run events of source and outcome without waiting
 // for each ack, as a busy runner does.
 func emitMany(t *testing.T, b *bus.Bus, source, outcome string, n int) {
 	t.Helper()
-	js := b.JetStream()
-	for range n {
-		ev, err := bus.NewEvent("agentwork/runner", bus.TypeOf(source, outcome), "many", time.Now(),
-			agentwork.Result{Source: source, Name: "many", Outcome: outcome})
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, _ := json.Marshal(ev)
-		if _, err := js.PublishAsync(b.Subjects.Event(source, outcome), raw); err != nil {
-			t.Fatal(err)
-		}
-	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(time.Minute):
-		t.Fatal("no acks within a minute")
-	}
+	bustest.EmitEvents(t, b, source, outcome, "many", agentwork.Result{Source: source, Name: "many", Outcome: outcome}, n)
 }
 
 type runCounts struct {

@@ -1,7 +1,6 @@
 package bus_test
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -18,21 +17,7 @@ func TestCountSince(t *testing.T) {
 	js := b.JetStream()
 	pub := func(source, outcome string, n int) {
 		t.Helper()
-		for range n {
-			ev, err := bus.NewEvent("test", bus.TypeOf(source, outcome), "x", time.Now(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, _ := json.Marshal(ev)
-			if _, err := js.PublishAsync(b.Subjects.Event(source, outcome), raw); err != nil {
-				t.Fatal(err)
-			}
-		}
-		select {
-		case <-js.PublishAsyncComplete():
-		case <-time.After(time.Minute):
-			t.Fatal("no acks within a minute")
-		}
+		bustest.EmitEvents(t, b, source, outcome, "x", nil, n)
 	}
 	pub("cron", bus.OutcomeDone, 7)
 	// The stream's clock, not the test's: the time of the last stored.

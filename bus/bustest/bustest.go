@@ -5,6 +5,7 @@ package bustest
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -39,4 +40,30 @@ func Client(t testing.TB, b *bus.Bus) *bus.Bus {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// EmitEvents publishes n events of source and outcome (producer "test",
+// subject name, data) without waiting for each ack, as a busy runner
+// does, and waits up to a minute for all the acks.
+func EmitEvents(t testing.TB, b *bus.Bus, source, outcome, name string, data any, n int) {
+	t.Helper()
+	js := b.JetStream()
+	for range n {
+		ev, err := bus.NewEvent("test", bus.TypeOf(source, outcome), name, time.Now(), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.PublishAsync(b.Subjects.Event(source, outcome), raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		t.Fatal("no acks within a minute")
+	}
 }
