@@ -146,8 +146,9 @@ func storedWrites(ctx context.Context, bb *bus.Bus) (uint64, error) {
 }
 
 // schedulerAt500 runs the scheduler with 500 jobs due every second on a
-// bus with fsync on every write, and counts over 10 s the ticks fired
-// and recorded missed, and the stored writes (every stream's sequence).
+// bus with fsync on every write, and counts over 5,000 ticks handled
+// (10 s when it keeps up) the ticks fired and recorded missed, and the
+// stored writes (every stream's sequence).
 // No runner takes the requests: the writes are the scheduler's.
 func schedulerAt500(t *testing.T) {
 	bb := bustest.New(t)
@@ -159,7 +160,11 @@ func schedulerAt500(t *testing.T) {
 	var mu sync.Mutex
 	var late []time.Duration
 	measuring := atomic.Bool{}
+	handled := newEvents()
 	s, err := cron.New(bb, cfg, cron.WithTickObserver(func(r cron.TickResult) {
+		if r.What == "fired" || r.What == "missed" {
+			defer handled.add()
+		}
 		if !measuring.Load() {
 			return
 		}
@@ -190,12 +195,17 @@ func schedulerAt500(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("not armed after a minute")
 	}
-	time.Sleep(3 * time.Second) // settle into the rhythm
+	// Settle into the rhythm (three seconds' ticks), then measure 5,000
+	// ticks handled (ten seconds' worth when the scheduler keeps up).
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer wcancel()
+	handled.wait(wctx, t, handled.count()+1500, "ticks handled")
 	seq0 := streamsSeq(t, bb)
 	measuring.Store(true)
-	const window = 10 * time.Second
-	time.Sleep(window)
+	from, n0 := time.Now(), handled.count()
+	handled.wait(wctx, t, n0+5000, "ticks handled")
 	measuring.Store(false)
+	window := time.Since(from)
 	writes := streamsSeq(t, bb) - seq0
 	mu.Lock()
 	p50, p99 := percentile(late, 0.5), percentile(late, 0.99)
@@ -212,7 +222,8 @@ func schedulerAt500(t *testing.T) {
 // every timer it arms at start was armed (its log), the stored writes it
 // made until then (every stream's sequence, sampled every 100 ms from
 // ready on) against the disk's time for them at the ceiling c measured
-// in the same run, and its RSS 6 s after ready and after armed. spread:
+// in the same run, and its RSS after three rounds of ticks (6 s) after
+// ready and after armed. spread:
 // the 99,000 other jobs are daily at hours spread over the whole day (a
 // 24th of them due within the arm-ahead hour), else at hours 2-21 hours
 // ahead (none within it), as in the issue.
@@ -275,14 +286,15 @@ func firstStartRSS(t *testing.T, c ceiling, spread bool) {
 			}
 		}
 	}()
-	time.Sleep(6 * time.Second)
+	// RSS once three rounds of the firing jobs' ticks (6 s) are stored
+	// after ready, and three more after armed.
+	reqs := countRequests(t, b)
+	reqs.wait(ctx, t, 3*restartFiring, "cron requests after ready")
 	rssReady := rssMB(t, s.cmd.Process.Pid)
 	startedAt := waitLog(ctx, t, logPath, "cron scheduler started")
 	armedAt := waitLog(ctx, t, logPath, "cron timers armed")
 	armed := armedAt.Sub(start)
-	if wait := time.Until(armedAt.Add(6 * time.Second)); wait > 0 {
-		time.Sleep(wait)
-	}
+	reqs.wait(ctx, t, reqs.count()+3*restartFiring, "cron requests after armed")
 	rssArmed := rssMB(t, s.cmd.Process.Pid)
 	stopSampling()
 	<-sampled
@@ -301,7 +313,7 @@ func firstStartRSS(t *testing.T, c ceiling, spread bool) {
 	if spread {
 		name = "daily jobs spread over the day"
 	}
-	t.Logf("(c) agentwork serve, first start, 100,000 config jobs (%s), fsync per write: ready %s, scheduler started %s, every timer armed %s; RSS 6 s after ready %.0f MiB, 6 s after armed %.0f MiB",
+	t.Logf("(c) agentwork serve, first start, 100,000 config jobs (%s), fsync per write: ready %s, scheduler started %s, every timer armed %s; RSS 3 rounds (6 s) after ready %.0f MiB, after armed %.0f MiB",
 		name, ready.Round(100*time.Millisecond), startedAt.Sub(start).Round(100*time.Millisecond), armed.Round(100*time.Millisecond), rssReady, rssArmed)
 	if c.oneStream > 0 {
 		disk1, disk4 := float64(writes)/c.oneStream, float64(writes)/c.fourStreams
@@ -356,7 +368,7 @@ func rssMB(t *testing.T, pid int) float64 {
 }
 
 // robfigRSS runs TestRobfigRunnerChild in a process of its own and reads
-// its RSS after 6 s of firing.
+// its RSS once it has run three rounds of the firing jobs (6 s).
 func robfigRSS(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestRobfigRunnerChild$")
 	cmd.Env = append(os.Environ(), robfigChildEnv+"=1")
@@ -384,11 +396,21 @@ func robfigRSS(t *testing.T) {
 		_ = cmd.Wait()
 		t.Fatal("robfig child did not start")
 	}
-	time.Sleep(6 * time.Second)
+	// RSS once it has run three rounds of the firing jobs (6 s).
+	watchdog := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+	defer watchdog.Stop()
+	fired := false
+	for !fired && sc.Scan() {
+		fired = strings.HasPrefix(sc.Text(), "robfig fired ")
+	}
+	if !fired {
+		_ = cmd.Wait()
+		t.Fatal("robfig child did not run three rounds in a minute")
+	}
 	rss := rssMB(t, cmd.Process.Pid)
 	_ = stdin.Close() // the child ends
 	_ = cmd.Wait()
-	t.Logf("(c) robfig/cron runner, same 100,000 jobs: started %s; RSS 6 s after %.0f MiB", started, rss)
+	t.Logf("(c) robfig/cron runner, same 100,000 jobs: started %s; RSS 3 rounds (6 s) after %.0f MiB", started, rss)
 }
 
 // TestRobfigRunnerChild is TestCronDisk's baseline process: robfig/cron's
@@ -407,7 +429,11 @@ func TestRobfigRunnerChild(t *testing.T) {
 		if i >= restartFiring {
 			spec = fmt.Sprintf("0 %d %d * * *", i%60, (now.Hour()+2+i%20)%24)
 		}
-		if _, err := c.AddFunc(spec, func() { n.Add(1) }); err != nil {
+		if _, err := c.AddFunc(spec, func() {
+			if n.Add(1) == 3*restartFiring {
+				fmt.Printf("robfig fired %d\n", 3*restartFiring)
+			}
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,14 +1,20 @@
 package bench
 
 import (
+	"context"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentwork/agentwork/bus"
 )
 
 // buildBinary builds cmd/agentwork into dir and returns its path.
@@ -72,4 +78,66 @@ func serverFiles(t *testing.T, dir, cfg string) (cfgPath, logPath string, logs *
 	}
 	t.Cleanup(func() { _ = logs.Close() })
 	return cfgPath, logPath, logs
+}
+
+// events counts things as they happen (messages, tick results), so a
+// measure can wait for the n-th instead of sleeping for a time.
+type events struct {
+	n    atomic.Int64
+	kick chan struct{}
+}
+
+func newEvents() *events { return &events{kick: make(chan struct{}, 1)} }
+
+// add counts one.
+func (e *events) add() {
+	e.n.Add(1)
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// count is how many so far.
+func (e *events) count() int64 { return e.n.Load() }
+
+// wait blocks until at least n have been counted, or fails t when ctx
+// ends first.
+func (e *events) wait(ctx context.Context, t *testing.T, n int64, what string) {
+	t.Helper()
+	for e.n.Load() < n {
+		select {
+		case <-e.kick:
+		case <-ctx.Done():
+			t.Fatalf("waiting for %d %s: %d came (%v)", n, what, e.n.Load(), ctx.Err())
+		}
+	}
+}
+
+// waitUntil blocks until at least n have been counted or ctx ends, and
+// reports whether they were.
+func (e *events) waitUntil(ctx context.Context, n int64) bool {
+	for e.n.Load() < n {
+		select {
+		case <-e.kick:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// countRequests counts the cron requests published on b from now on.
+func countRequests(t *testing.T, b *bus.Bus) *events {
+	t.Helper()
+	e := newEvents()
+	sub, err := b.Conn().Subscribe(b.Subjects.Request(bus.SourceCron, "*"), func(*nats.Msg) { e.add() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := b.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
