@@ -226,6 +226,29 @@ func (w *events) wait(t *testing.T, what string, ok func() bool) {
 	}
 }
 
+// waitRecord waits until the stored record of run satisfies ok, on the
+// record's updates.
+func waitRecord(t *testing.T, b *bus.Bus, run, what string, ok func([]byte) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	watch, err := b.WorkflowRuns.Watch(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = watch.Stop() }()
+	for {
+		select {
+		case u := <-watch.Updates():
+			if u != nil && ok(u.Value()) {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
 // waitEnd waits for run's outcome event and returns the run as stored.
 func waitEnd(t *testing.T, w *events, e *engine, run string) workflow.Run {
 	t.Helper()
@@ -313,11 +336,9 @@ func TestSixToolStepsRunToDone(t *testing.T) {
 	if counts["started "] != 1 || counts["done "] != 1 {
 		t.Errorf("run events: %v; want started and done once", counts)
 	}
-	// Wait for the run's last write (the chain's cleanup) before counting.
-	w.wait(t, "the outbox to be empty", func() bool {
-		ent, err := b.WorkflowRuns.Get(t.Context(), run.ID)
-		return err == nil && !strings.Contains(string(ent.Value()), `"outbox"`)
-	})
+	// Wait for the run's last write (the chain's cleanup) before counting:
+	// on the run's record itself (the cleanup comes after the last event).
+	waitRecord(t, b, run.ID, "the outbox to be empty", func(v []byte) bool { return !strings.Contains(string(v), `"outbox"`) })
 	after := seqs(t, b)
 	total := 0
 	for k, v := range after {
