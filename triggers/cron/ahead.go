@@ -165,7 +165,7 @@ func (s *Scheduler) handleAhead(ctx context.Context, m jetstream.Msg) bus.Verdic
 	case ctx.Err() != nil:
 		return bus.Defer(0)
 	}
-	wait := min(s.retryBase<<min(attempt-1, 30), s.retryMax)
+	wait := s.backoff(attempt)
 	s.log.Warn("cron arming pass failed (bus trouble?); handed out again", zap.Duration("retry_in", wait), zap.Error(err))
 	return bus.Retry(wait)
 }

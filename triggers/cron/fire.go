@@ -95,7 +95,7 @@ func (s *Scheduler) handle(ctx context.Context, m jetstream.Msg) bus.Verdict {
 	if errors.Is(err, errDefinedElsewhere) && ctx.Err() == nil {
 		// A rolling config change: another instance's config defines the
 		// job. The fire is handed out again until one of those takes it.
-		wait := min(s.retryBase<<min(attempt-1, 30), s.retryMax)
+		wait := s.backoff(attempt)
 		log.Info("fire of a job this instance's config does not define, but the config jobs' index lists; handed out again for an instance that defines it",
 			zap.Duration("retry_in", wait))
 		return bus.Retry(wait)
@@ -113,13 +113,16 @@ func (s *Scheduler) handle(ctx context.Context, m jetstream.Msg) bus.Verdict {
 	case ctx.Err() != nil:
 		return bus.Defer(0)
 	}
-	wait := s.retryMax
-	if attempt <= 30 {
-		wait = min(s.retryBase<<(attempt-1), s.retryMax)
-	}
+	wait := s.backoff(attempt)
 	log.Warn("cron fire failed (bus trouble?); handed out again", zap.Bool("retry_of_a_run", retry), zap.Int("attempt", attempt),
 		zap.Duration("retry_in", wait), zap.Error(err))
 	return bus.Retry(wait)
+}
+
+// backoff is how soon a fire handed out again for the attempt-th time
+// comes back: retryBase, doubling, up to retryMax.
+func (s *Scheduler) backoff(attempt int) time.Duration {
+	return min(s.retryBase<<min(max(attempt, 1)-1, 30), s.retryMax)
 }
 
 // fireJob handles a fire of the job's timer: it publishes the ticks due
