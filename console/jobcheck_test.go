@@ -107,7 +107,7 @@ func TestJobCheck(t *testing.T) {
 	if strings.Contains(p.body, "<script>") {
 		t.Errorf("the check's answer holds %s unescaped: %s", evil, p.body)
 	}
-	if list, _, _ := s.List(t.Context(), "", 0); len(list) != 0 {
+	if list, _, _ := s.List(t.Context(), cron.ListQuery{}); len(list) != 0 {
 		t.Fatalf("a check added a job: %+v", list)
 	}
 

@@ -42,7 +42,7 @@ func TestJobForm(t *testing.T) {
 	if strings.Contains(bad.body, evil) || !strings.Contains(bad.body, `value="Mars/Olympus"`) || !strings.Contains(bad.body, "&lt;script&gt;") {
 		t.Errorf("what was typed is not kept, or not escaped:\n%s", bad.body)
 	}
-	if list, _, _ := s.List(t.Context(), "", 0); len(list) != 0 {
+	if list, _, _ := s.List(t.Context(), cron.ListQuery{}); len(list) != 0 {
 		t.Errorf("a refused form added a job: %v", list)
 	}
 

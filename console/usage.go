@@ -68,6 +68,12 @@ type barPart struct {
 
 type legend struct{ Model, Class string }
 
+// The budgets' pages: at most maxBudgetPages of budgetPage jobs.
+const (
+	budgetPage     = 1000
+	maxBudgetPages = 100
+)
+
 // budgetRow is a cron job, or the heartbeat, with a daily token budget.
 type budgetRow struct {
 	ID, Timezone string
@@ -141,9 +147,14 @@ func (h *handler) budgets(r *http.Request) ([]budgetRow, string) {
 		b.Percent = int(min(100, b.Today*100/b.Daily))
 		out = append(out, b)
 	}
+	// Only the jobs with a budget, a thousand a page: the scheduler picks
+	// them out, so a view costs the budgets, not every job.
 	after := ""
-	for range 100 { // at most 10,000 jobs
-		q := url.Values{"limit": {"100"}}
+	for pages := 0; ; pages++ {
+		if pages == maxBudgetPages {
+			return out, fmt.Sprintf("More than %d jobs have a budget: the first %d are shown.", maxBudgetPages*budgetPage, maxBudgetPages*budgetPage)
+		}
+		q := url.Values{"limit": {strconv.Itoa(budgetPage)}, "budget": {"true"}}
 		if after != "" {
 			q.Set("after", after)
 		}

@@ -237,15 +237,13 @@ func (a *AgentJobs) existing(ctx context.Context, o schedule.Owner, id string) (
 
 // List implements schedule.Jobs.
 func (a *AgentJobs) List(ctx context.Context, o schedule.Owner) ([]schedule.Info, error) {
-	all, err := a.s.listAll(ctx)
+	all, _, err := a.s.pageOf(ctx, "", 0, func(j *Job) bool { return j.Origin == OriginAgent && owns(o, *j) })
 	if err != nil {
 		return nil, agentError(err)
 	}
 	var out []schedule.Info
 	for _, js := range all {
-		if owns(o, js.j) {
-			out = append(out, info(a.s.status(js.j, js.st)))
-		}
+		out = append(out, info(a.s.status(js.j, js.st)))
 	}
 	return out, nil
 }

@@ -26,8 +26,10 @@ const maxBody = 1 << 20
 // mux with admin authentication.
 //
 //	GET    /v1/jobs                  list, a page of ?limit= (100, at most
-//	                                 1000) jobs ?after= an id; a Link
-//	                                 header (rel="next") names the next page
+//	                                 1000) jobs ?after= an id, with
+//	                                 ?budget=true only those with a daily
+//	                                 token budget; a Link header
+//	                                 (rel="next") names the next page
 //	POST   /v1/jobs                  add (a Job; 201, ETag: its revision);
 //	                                 through the MCP server (api.Actor) of
 //	                                 origin mcp
@@ -60,12 +62,24 @@ func (s *Scheduler) Routes(mux *http.ServeMux) {
 			}
 			limit = n
 		}
-		page, more, err := s.List(r.Context(), q.Get("after"), limit)
+		lq := ListQuery{After: q.Get("after"), Limit: limit}
+		if v := q.Get("budget"); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				problem.Invalid(w, "invalid job list query", problem.FieldError{Field: "budget", Detail: fmt.Sprintf("%q: want true (only the jobs with a daily token budget) or false", v)})
+				return
+			}
+			lq.Budget = b
+		}
+		page, more, err := s.List(r.Context(), lq)
 		if err == nil && more && len(page) > 0 {
 			// The next page, as RFC 8288 links it.
 			next := url.Values{"after": {page[len(page)-1].Job.ID}}
 			if limit > 0 {
 				next.Set("limit", strconv.Itoa(limit))
+			}
+			if lq.Budget {
+				next.Set("budget", "true")
 			}
 			w.Header().Set("Link", fmt.Sprintf(`</v1/jobs?%s>; rel="next"`, next.Encode()))
 		}

@@ -130,7 +130,7 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 			s.log.Info("removing a config or workflow job the config no longer defines", zap.String("job", id))
 			s.mu.Lock()
 			if e, ok := s.entries[id]; ok && e.job == nil {
-				delete(s.entries, id)
+				s.dropEntry(id)
 			}
 			s.mu.Unlock()
 			err := errors.Join(s.timers.Cancel(gctx, timerKey(id)), s.timers.Cancel(gctx, retryKey(id)))
@@ -181,7 +181,7 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 		e, ok := s.entries[id]
 		if !ok {
 			e = &entry{}
-			s.entries[id] = e
+			s.putEntry(id, e)
 		}
 		e.job = j
 		if changed[id] || (mark != nil && !j.UpdatedAt.Before(mark.Since)) {

@@ -86,7 +86,8 @@ type Scheduler struct {
 	publishing workGate      // fires about to publish an on-time tick, or publishing it
 
 	mu      sync.Mutex
-	entries map[string]*entry    // the jobs and states, as the watches last saw them
+	entries map[string]*entry    // the jobs and states, as the watches last saw them (putEntry, dropEntry)
+	order   []string             // the ids of entries, sorted, for the pages of List; nil: to sort again
 	inFire  map[string]*fireTurn // jobs whose timer's fire is in hand here (see firing)
 	putOff  map[string]bool      // jobs whose timers to check once their fire is done
 	loaded  bool                 // the watches' first values are in: changes check timers

@@ -61,7 +61,7 @@ func (s *Scheduler) dispatch(ctx context.Context, verb string, body []byte) (any
 	}
 	switch verb {
 	case VerbList:
-		page, _, err := s.List(ctx, r.After, r.Limit)
+		page, _, err := s.List(ctx, ListQuery{After: r.After, Limit: r.Limit})
 		return page, err
 	case VerbGet:
 		return s.Get(ctx, r.ID)

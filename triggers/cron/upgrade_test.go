@@ -361,7 +361,7 @@ func TestUpgradeFromConfigJobsInTheBucket(t *testing.T) {
 			}
 		}
 		// Each kept job listed once.
-		page, more, err := s.List(t.Context(), "", 1000)
+		page, more, err := s.List(t.Context(), ListQuery{Limit: 1000})
 		if err != nil || more || len(page) != len(kept.Jobs) {
 			t.Errorf("%s: List: %d jobs (more %v), %v; want %d", when, len(page), more, err, len(kept.Jobs))
 		}
@@ -503,7 +503,7 @@ func TestUpgradeKeepsAPIJobs(t *testing.T) {
 	if err != nil || got.Job.Origin != OriginAPI || !got.Job.UpdatedAt.Equal(got.Job.CreatedAt) {
 		t.Errorf("Get(api) = %+v, %v; want the API job as created", got.Job, err)
 	}
-	page, _, err := s.List(t.Context(), "", 10)
+	page, _, err := s.List(t.Context(), ListQuery{Limit: 10})
 	if err != nil || len(page) != 2 {
 		t.Errorf("List: %d jobs, %v; want 2", len(page), err)
 	}

@@ -51,7 +51,7 @@ func (s *Scheduler) watchJobs(ctx context.Context, loaded chan<- struct{}) error
 				continue
 			}
 			if _, ok := s.entries[id]; ok {
-				delete(s.entries, id)
+				s.dropEntry(id)
 				s.markDirty(id)
 			}
 			s.mu.Unlock()
@@ -84,7 +84,7 @@ func (s *Scheduler) setJob(j Job, rev uint64) {
 	e, ok := s.entries[j.ID]
 	if !ok {
 		e = &entry{}
-		s.entries[j.ID] = e
+		s.putEntry(j.ID, e)
 	}
 	if e.job == nil || !e.job.UpdatedAt.Equal(j.UpdatedAt) {
 		s.markDirty(j.ID)
@@ -129,9 +129,9 @@ func (s *Scheduler) watchStates(ctx context.Context, loaded chan<- struct{}) err
 		case !ok && u.Operation() != jetstream.KeyValuePut:
 		case !ok:
 			// State can arrive before its job; keep it for when the job does.
-			s.entries[id] = &entry{state: &st}
+			s.putEntry(id, &entry{state: &st})
 		case u.Operation() != jetstream.KeyValuePut && e.job == nil:
-			delete(s.entries, id) // the state of a deleted job
+			s.dropEntry(id) // the state of a deleted job
 		default:
 			old := e.st()
 			e.state = &st

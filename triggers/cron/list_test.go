@@ -1,0 +1,112 @@
+package cron
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentwork/agentwork/bus/bustest"
+	"github.com/agentwork/agentwork/triggers/budget"
+)
+
+// listIDs walks List's pages of q (limit 2) and returns the ids.
+func listIDs(t *testing.T, s *Scheduler, q ListQuery) []string {
+	t.Helper()
+	var ids []string
+	q.Limit = 2
+	for pages := 0; ; pages++ {
+		if pages > 20 {
+			t.Fatalf("List does not end: %v", ids)
+		}
+		page, more, err := s.List(t.Context(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range page {
+			ids = append(ids, st.Job.ID)
+		}
+		if !more {
+			return ids
+		}
+		q.After = ids[len(ids)-1]
+	}
+}
+
+// TestListFollowsChanges: List's pages are in id order as jobs come and
+// go (the sorted ids are kept between pages, and sorted again after a
+// change), a page may start after an id that is gone, and ?budget=true
+// lists only the jobs with a daily token budget, its Link carrying the
+// filter to the next page.
+func TestListFollowsChanges(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	var jobs []Job
+	for i := range 5 {
+		j := Job{ID: fmt.Sprintf("job-%d", i*2), Schedule: "0 0 1 1 *", Prompt: "x"}
+		if i%2 == 0 {
+			j.Budget = budget.Budget{DailyTokens: 500}
+		}
+		jobs = append(jobs, j)
+	}
+	s, _ := startScheduler(t, b, Config{Jobs: jobs}, make(chan TickResult, 100))
+	if got, want := listIDs(t, s, ListQuery{}), []string{"job-0", "job-2", "job-4", "job-6", "job-8"}; !slices.Equal(got, want) {
+		t.Fatalf("List = %v, want %v", got, want)
+	}
+	c := NewClient(bustest.Client(t, b))
+	ctx := t.Context()
+	for _, id := range []string{"job-3", "job-9", "a-first"} {
+		j := Job{ID: id, Schedule: "0 0 1 1 *", Prompt: "x"}
+		if id == "job-3" {
+			j.Budget = budget.Budget{DailyTokens: 10}
+		}
+		if _, err := c.Add(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"a-first", "job-0", "job-2", "job-3", "job-4", "job-6", "job-8", "job-9"}
+	eventually(t, func() bool { return slices.Equal(listIDs(t, s, ListQuery{}), want) })
+	if err := c.Delete(ctx, "job-3"); err != nil {
+		t.Fatal(err)
+	}
+	want = slices.DeleteFunc(want, func(id string) bool { return id == "job-3" })
+	eventually(t, func() bool { return slices.Equal(listIDs(t, s, ListQuery{}), want) })
+	page, _, err := s.List(ctx, ListQuery{After: "job-3", Limit: 2})
+	if err != nil || len(page) != 2 || page[0].Job.ID != "job-4" || page[1].Job.ID != "job-6" {
+		t.Errorf("List after a deleted id = %+v, %v; want job-4, job-6", page, err)
+	}
+	if got, want := listIDs(t, s, ListQuery{Budget: true}), []string{"job-0", "job-4", "job-8"}; !slices.Equal(got, want) {
+		t.Errorf("List(budget) = %v, want %v", got, want)
+	}
+
+	mux := http.NewServeMux()
+	s.Routes(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/v1/jobs?budget=true&limit=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Status
+	err = json.NewDecoder(resp.Body).Decode(&got)
+	resp.Body.Close()
+	if err != nil || len(got) != 2 || got[0].Job.ID != "job-0" || got[1].Job.ID != "job-4" {
+		t.Fatalf("GET ?budget=true = %+v, %v", got, err)
+	}
+	if link := resp.Header.Get("Link"); link != `</v1/jobs?after=job-4&budget=true&limit=2>; rel="next"` {
+		t.Errorf("Link = %q, want the next page of budgets", link)
+	}
+	resp, err = http.Get(srv.URL + "/v1/jobs?budget=maybe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "budget") || !strings.Contains(string(body), "want true") {
+		t.Errorf("GET ?budget=maybe = %d %s, want 400 naming the field", resp.StatusCode, body)
+	}
+}
