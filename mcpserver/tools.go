@@ -30,8 +30,14 @@ type (
 		ID string `json:"id" jsonschema:"the id"`
 	}
 
+	JobsIn struct {
+		After string `json:"after,omitempty" jsonschema:"the jobs with an id after this one: the next of a previous answer"`
+		Limit int    `json:"limit,omitempty" jsonschema:"at most this many, by id (default 100, at most 500)"`
+	}
 	JobsOut struct {
 		Jobs []Job `json:"jobs"`
+		// Next, when set, is the after of the next page.
+		Next string `json:"next,omitempty" jsonschema:"more jobs follow: pass this as after for the next page"`
 	}
 
 	RunsIn struct {
@@ -266,7 +272,7 @@ type (
 
 func (s *Server) addTools() {
 	// Reads.
-	add(s, &mcp.Tool{Name: "list_jobs", Description: "List the cron jobs with their status, schedule, next run and last outcome."}, spec{kind: KindJobs}, s.listJobs)
+	add(s, &mcp.Tool{Name: "list_jobs", Description: "List the cron jobs with their status, schedule, next run and last outcome, by id, a page at a time (next: where the next page starts)."}, spec{kind: KindJobs}, s.listJobs)
 	add(s, &mcp.Tool{Name: "get_job", Description: "Show one cron job: its schedule, prompt, targets, tools, origin and state."}, spec{kind: KindJobs}, s.getJob)
 	add(s, &mcp.Tool{Name: "list_runs", Description: "List recent runs (heartbeat, cron jobs, tasks, workflow agent steps), newest first, by source, name, outcome and time."}, spec{}, s.listRuns)
 	add(s, &mcp.Tool{Name: "get_run", Description: "Show one run by its run id or request id: outcome, model, tokens, tool calls, the notification and its deliveries."}, spec{}, s.getRun)
@@ -301,22 +307,36 @@ func need(field, v string) error {
 	return nil
 }
 
-func (s *Server) listJobs(ctx context.Context, c Caller, _ None) (JobsOut, error) {
-	var page []jobStatus
+// listJobs answers a page of the jobs: at 100,000 jobs the whole list
+// is 50 MB, more than any assistant should be handed at once.
+func (s *Server) listJobs(ctx context.Context, c Caller, in JobsIn) (JobsOut, error) {
 	out := JobsOut{Jobs: []Job{}}
-	for after := ""; ; {
-		page = nil
-		if err := s.call(ctx, c, http.MethodGet, "/v1/jobs?limit=1000&after="+url.QueryEscape(after), nil, nil, &page); err != nil {
-			return out, err
-		}
-		for _, st := range page {
-			out.Jobs = append(out.Jobs, st.job())
-		}
-		if len(page) < 1000 {
-			return out, nil
-		}
-		after = page[len(page)-1].Job.ID
+	switch {
+	case in.Limit == 0:
+		in.Limit = 100
+	case in.Limit < 0 || in.Limit > 500:
+		return out, errorf(CodeInvalid, "limit %d: want 1 to 500", in.Limit)
 	}
+	// One more than asked: whether a next page exists.
+	q := url.Values{"limit": {strconv.Itoa(in.Limit + 1)}}
+	if in.After != "" {
+		q.Set("after", in.After)
+	}
+	var page []jobStatus
+	if err := s.call(ctx, c, http.MethodGet, "/v1/jobs?"+q.Encode(), nil, nil, &page); err != nil {
+		return out, err
+	}
+	more := len(page) > in.Limit
+	if more {
+		page = page[:in.Limit]
+	}
+	for _, st := range page {
+		out.Jobs = append(out.Jobs, st.job())
+	}
+	if more && len(page) > 0 {
+		out.Next = page[len(page)-1].Job.ID
+	}
+	return out, nil
 }
 
 func (s *Server) getJob(ctx context.Context, c Caller, in IDIn) (JobOut, error) {

@@ -315,6 +315,25 @@ func TestMCPOverHTTP(t *testing.T) {
 	if len(jobs.Jobs) != 2 || jobs.Jobs[1].ID != "digest" || jobs.Jobs[1].Status != "paused" {
 		t.Errorf("list_jobs after the read-only token's tries: %+v, want backups and digest (paused), unchanged", jobs.Jobs)
 	}
+	// A page at a time: next says where the next page starts.
+	var page struct {
+		Jobs []struct {
+			ID string `json:"id"`
+		} `json:"jobs"`
+		Next string `json:"next"`
+	}
+	mustCall(t, ctx, viewer, "list_jobs", map[string]any{"limit": 1}, &page)
+	if len(page.Jobs) != 1 || page.Jobs[0].ID != "backups" || page.Next != "backups" {
+		t.Errorf("list_jobs limit 1: %+v, want backups and a next page", page)
+	}
+	page.Next = ""
+	mustCall(t, ctx, viewer, "list_jobs", map[string]any{"after": "backups", "limit": 1}, &page)
+	if len(page.Jobs) != 1 || page.Jobs[0].ID != "digest" || page.Next != "" {
+		t.Errorf("list_jobs after backups: %+v, want digest and no next page", page)
+	}
+	if e := call(t, ctx, viewer, "list_jobs", map[string]any{"limit": 5000}, nil); e == nil || e.Code != "invalid_input" || !strings.Contains(e.Message, "1 to 500") {
+		t.Errorf("list_jobs limit 5000: %+v, want invalid_input saying 1 to 500", e)
+	}
 
 	// The admin may always decide; here the named approver does.
 	var decided struct {
