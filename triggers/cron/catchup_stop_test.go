@@ -1,11 +1,15 @@
 package cron
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/internal/clock"
@@ -205,5 +209,64 @@ func TestCatchupAcrossStopWithoutTimer(t *testing.T) {
 			}
 			checkCatchup(t, b, cfg, day0, tt.after, tt.fired, tt.missed)
 		})
+	}
+}
+
+// A catch-up arms the job's next tick before its own writes: after a
+// restart, a round of ticks due while the jobs catch up was late behind
+// them (each job's catch-up armed that round's timer only once its
+// request and state were written). The job's timer for the next tick is
+// pending when the catch-up's request is published, and it is the only
+// timer of the job once the catch-up is recorded.
+func TestCatchupArmsTheNextTickFirst(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	at := time.Now().UTC().Add(2 * time.Hour).Truncate(time.Minute)
+	cfg := Config{Jobs: []Job{{ID: "once", Schedule: fmt.Sprintf("%d %d * * *", at.Minute(), at.Hour()), Prompt: "p"}}}
+	_, stop := startScheduler(t, b, cfg, make(chan TickResult, 16), func(s *Scheduler) { s.ahead = 3 * time.Hour })
+	eventually(t, func() bool { return !pendingDue(t, b, timerKey("once")).IsZero() })
+	stop()
+	// Down past three ticks: the timer fires into the consumer unhandled.
+	tm := bus.NewTimers(b)
+	pt, err := tm.Pending(t.Context(), timerKey("once"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	day0 := pt.Due.Add(fireLead)
+	if err := tm.Set(t.Context(), timerKey("once"), time.Now(), pt.Data); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool { return pendingDue(t, b, timerKey("once")).IsZero() })
+
+	// Up again two days and 30 minutes later (the latest tick is late:
+	// run_once fires it), with a window that holds the next day's tick.
+	fake := clock.NewFake(day0.AddDate(0, 0, 2).Add(30 * time.Minute))
+	var armed atomic.Pointer[timerData] // the job's pending timer as the catch-up was published
+	results := make(chan TickResult, 16)
+	startScheduler(t, b, cfg, results, func(s *Scheduler) {
+		s.clock, s.ahead = fake, 72*time.Hour
+		s.publishReq = func(ctx context.Context, b *bus.Bus, req agentwork.Request, o agentwork.PublishOptions) (agentwork.Published, error) {
+			if pt, err := bus.NewTimers(b).Pending(ctx, timerKey("once")); err == nil {
+				var d timerData
+				if json.Unmarshal(pt.Data, &d) == nil {
+					armed.Store(&d)
+				}
+			}
+			return agentwork.Publish(ctx, b, req, o)
+		}
+	})
+	rs := nextResults(t, results, 3) // two missed, one fired
+	if fired := ticksOf(rs, "fired"); len(fired) != 1 || !fired[0].Equal(day0.AddDate(0, 0, 2)) {
+		t.Fatalf("fired %v, want the stop's latest tick %s", fired, day0.AddDate(0, 0, 2))
+	}
+	next := day0.AddDate(0, 0, 3)
+	if d := armed.Load(); d == nil || !d.Tick.Equal(next) {
+		t.Errorf("as the catch-up was published, the job's timer was %+v; want one armed for the next tick %s", d, next)
+	}
+	waitState(t, b, "once", func(st State) bool { return st.LastTick != nil && st.LastTick.Equal(day0.AddDate(0, 0, 2)) })
+	got, err := tm.Pending(t.Context(), timerKey("once"))
+	var d timerData
+	if err != nil || json.Unmarshal(got.Data, &d) != nil || !d.Tick.Equal(next) {
+		t.Errorf("after the catch-up the job's timer is %s %v; want the next tick's", got.Data, err)
 	}
 }

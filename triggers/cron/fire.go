@@ -229,6 +229,11 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 			return err
 		}
 	}
+	// A catch-up (after a stop or an outage) knows the job's next tick
+	// before it writes: armed first, that tick does not wait behind the
+	// catch-up's writes, nor behind those of the other jobs catching up
+	// with it (a restart's first round of ticks was late so).
+	early := s.armEarly(ctx, log, j, st, b)
 	var done progress
 	err = s.publish(ctx, log, j, b, attempt, &done)
 	publishing()
@@ -263,7 +268,25 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 		log.Info("job deleted after its last run (delete_after_run)")
 		return nil
 	}
+	if !early.IsZero() && nextTick(j, sched, st).Equal(early) {
+		return nil // armed before the catch-up
+	}
 	return s.arm(ctx, j, sched, st)
+}
+
+// armEarly arms the next tick of a recurring job whose batch b catches
+// up, before the batch's writes, and returns that tick (zero: none
+// armed; fireJob arms after them). Once the batch is recorded, the
+// job's next tick is b.next: the tick after the latest one due.
+func (s *Scheduler) armEarly(ctx context.Context, log *zap.Logger, j Job, st State, b batch) time.Time {
+	if b.onTime() || b.next.IsZero() || j.At != nil || j.MaxRuns > 0 || j.DeleteAfterRun || st.Paused {
+		return time.Time{}
+	}
+	if err := s.armAt(ctx, j, b.next); err != nil {
+		log.Debug("next tick not armed before the catch-up; armed after it", zap.Error(err))
+		return time.Time{}
+	}
+	return b.next
 }
 
 // endedBeforeRecorded reports whether j is a delete_after_run job that
@@ -422,7 +445,12 @@ func (s *Scheduler) record(ctx context.Context, j Job, sched Schedule, p progres
 // when the job will not fire on its schedule again or the tick is beyond
 // the arm-ahead window.
 func (s *Scheduler) arm(ctx context.Context, j Job, sched Schedule, st State) error {
-	tick := nextTick(j, sched, st)
+	return s.armAt(ctx, j, nextTick(j, sched, st))
+}
+
+// armAt arms the job's timer for tick (zero: none), or leaves it to the
+// arming passes when tick is beyond the arm-ahead window.
+func (s *Scheduler) armAt(ctx context.Context, j Job, tick time.Time) error {
 	if tick.IsZero() {
 		return s.timers.Cancel(ctx, timerKey(j.ID))
 	}
