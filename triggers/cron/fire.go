@@ -234,6 +234,18 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 	// catch-up's writes, nor behind those of the other jobs catching up
 	// with it (a restart's first round of ticks was late so).
 	early := s.armEarly(ctx, log, j, st, b)
+	// failed: the fire is handed out again with backoff, and the next
+	// tick's timer armed early goes, or its fire (which replaces this one:
+	// one fired copy a key) would try the catch-up again at once, as a
+	// first attempt, however long the bus fails.
+	failed := func(err error) error {
+		if !early.IsZero() {
+			if cerr := s.timers.Cancel(ctx, timerKey(id)); cerr != nil {
+				log.Debug("next tick's timer armed before the failed catch-up not cancelled", zap.Error(cerr))
+			}
+		}
+		return err
+	}
 	var done progress
 	err = s.publish(ctx, log, j, b, attempt, &done)
 	publishing()
@@ -251,11 +263,11 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 		var werr error
 		st, werr = s.record(ctx, j, sched, done)
 		if err == nil && werr != nil {
-			return werr
+			return failed(werr)
 		}
 	}
 	if err != nil {
-		return err
+		return failed(err)
 	}
 	if s.endedBeforeRecorded(j, sched, st) {
 		// The run of its last tick ended before this fire recorded the
