@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -220,31 +221,62 @@ func TestCatchupAcrossStopWithoutTimer(t *testing.T) {
 // timer of the job once the catch-up is recorded.
 func TestCatchupArmsTheNextTickFirst(t *testing.T) {
 	t.Parallel()
+	for _, tt := range []struct {
+		name, schedule string
+		period         time.Duration
+		missed         int  // tick results of the missed ticks (a summary: one)
+		first          bool // armed before the catch-up's publish
+	}{
+		// Two of the stop's three daily ticks missed, the latest (30
+		// minutes late) run.
+		{"daily", "%d %d * * *", 24 * time.Hour, 2, true},
+		// 2,910 ticks of a job every minute missed (1,000 results: a
+		// summary of the oldest, whose range comes from the clock, and
+		// the latest 999): a second instance taking the early timer's
+		// fire could count the summary again, so it is armed after the
+		// catch-up, as before.
+		{"summary", "* * * * *", time.Minute, 1000, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			catchupArmsFirst(t, tt.schedule, tt.period, tt.missed, tt.first)
+		})
+	}
+}
+
+func catchupArmsFirst(t *testing.T, schedule string, period time.Duration, missed int, first bool) {
 	b := bustest.New(t)
 	at := time.Now().UTC().Add(2 * time.Hour).Truncate(time.Minute)
-	cfg := Config{Jobs: []Job{{ID: "once", Schedule: fmt.Sprintf("%d %d * * *", at.Minute(), at.Hour()), Prompt: "p"}}}
+	if strings.Contains(schedule, "%d") {
+		schedule = fmt.Sprintf(schedule, at.Minute(), at.Hour())
+	}
+	cfg := Config{Jobs: []Job{{ID: "once", Schedule: schedule, Prompt: "p"}}}
 	_, stop := startScheduler(t, b, cfg, make(chan TickResult, 16), func(s *Scheduler) { s.ahead = 3 * time.Hour })
 	eventually(t, func() bool { return !pendingDue(t, b, timerKey("once")).IsZero() })
 	stop()
-	// Down past three ticks: the timer fires into the consumer unhandled.
+	// Down past the ticks: the timer fires into the consumer unhandled.
 	tm := bus.NewTimers(b)
 	pt, err := tm.Pending(t.Context(), timerKey("once"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	day0 := pt.Due.Add(fireLead)
+	tick0 := pt.Due.Add(fireLead)
 	if err := tm.Set(t.Context(), timerKey("once"), time.Now(), pt.Data); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, func() bool { return pendingDue(t, b, timerKey("once")).IsZero() })
 
-	// Up again two days and 30 minutes later (the latest tick is late:
-	// run_once fires it), with a window that holds the next day's tick.
-	fake := clock.NewFake(day0.AddDate(0, 0, 2).Add(30 * time.Minute))
+	// Up again two days and 30 minutes later, with a window that holds
+	// the next tick; run_once fires the latest tick.
+	now := tick0.AddDate(0, 0, 2).Add(30 * time.Minute)
+	fired, next := now.Add(-30*time.Minute), now.Add(-30*time.Minute+period)
+	if period < 30*time.Minute {
+		fired, next = now, now.Add(period) // on time
+	}
 	var armed atomic.Pointer[timerData] // the job's pending timer as the catch-up was published
-	results := make(chan TickResult, 16)
+	results := make(chan TickResult, missed+16)
 	startScheduler(t, b, cfg, results, func(s *Scheduler) {
-		s.clock, s.ahead = fake, 72*time.Hour
+		s.clock, s.ahead = clock.NewFake(now), 72*time.Hour
 		s.publishReq = func(ctx context.Context, b *bus.Bus, req agentwork.Request, o agentwork.PublishOptions) (agentwork.Published, error) {
 			if pt, err := bus.NewTimers(b).Pending(ctx, timerKey("once")); err == nil {
 				var d timerData
@@ -255,18 +287,20 @@ func TestCatchupArmsTheNextTickFirst(t *testing.T) {
 			return agentwork.Publish(ctx, b, req, o)
 		}
 	})
-	rs := nextResults(t, results, 3) // two missed, one fired
-	if fired := ticksOf(rs, "fired"); len(fired) != 1 || !fired[0].Equal(day0.AddDate(0, 0, 2)) {
-		t.Fatalf("fired %v, want the stop's latest tick %s", fired, day0.AddDate(0, 0, 2))
+	rs := nextResults(t, results, missed+1)
+	if got := ticksOf(rs, "fired"); len(got) != 1 || !got[0].Equal(fired) {
+		t.Fatalf("fired %v, want the stop's latest tick %s", got, fired)
 	}
-	next := day0.AddDate(0, 0, 3)
-	if d := armed.Load(); d == nil || !d.Tick.Equal(next) {
+	switch d := armed.Load(); {
+	case first && (d == nil || !d.Tick.Equal(next)):
 		t.Errorf("as the catch-up was published, the job's timer was %+v; want one armed for the next tick %s", d, next)
+	case !first && d != nil:
+		t.Errorf("as the catch-up was published, the job's timer was armed for %s; want it armed after the catch-up", d.Tick)
 	}
-	waitState(t, b, "once", func(st State) bool { return st.LastTick != nil && st.LastTick.Equal(day0.AddDate(0, 0, 2)) })
-	got, err := tm.Pending(t.Context(), timerKey("once"))
-	var d timerData
-	if err != nil || json.Unmarshal(got.Data, &d) != nil || !d.Tick.Equal(next) {
-		t.Errorf("after the catch-up the job's timer is %s %v; want the next tick's", got.Data, err)
-	}
+	waitState(t, b, "once", func(st State) bool { return st.LastTick != nil && st.LastTick.Equal(fired) })
+	eventually(t, func() bool {
+		got, err := tm.Pending(t.Context(), timerKey("once"))
+		var d timerData
+		return err == nil && json.Unmarshal(got.Data, &d) == nil && d.Tick.Equal(next)
+	})
 }

@@ -291,7 +291,10 @@ func (s *Scheduler) fireJob(ctx context.Context, log *zap.Logger, id string, att
 // armed; fireJob arms after them). Once the batch is recorded, the
 // job's next tick is b.next: the tick after the latest one due.
 func (s *Scheduler) armEarly(ctx context.Context, log *zap.Logger, j Job, st State, b batch) time.Time {
-	if b.onTime() || b.next.IsZero() || j.At != nil || j.MaxRuns > 0 || j.DeleteAfterRun || st.Paused {
+	// Not with a summary of missed ticks (more than maxEnumerate): its
+	// range is worked out from the clock, so a second instance taking the
+	// early timer's fire while this one writes could count the gap again.
+	if b.onTime() || b.hasMore() || b.next.IsZero() || j.At != nil || j.MaxRuns > 0 || j.DeleteAfterRun || st.Paused {
 		return time.Time{}
 	}
 	if err := s.armAt(ctx, j, b.next); err != nil {
