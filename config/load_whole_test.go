@@ -152,9 +152,10 @@ connectors:
 cron:
   jobs:
     - {id: a, schedule: "@daily", prompt: "token ${SMALL_KEY}", metadata: {token: meta-token-literal, secret: meta-secret-literal}}
+    - {id: b, schedule: "@daily", prompt: p, metadata: {"${KEY_NAME}": key-named-by-env-literal}}
 `
 	f, err := config.Parse("agentwork.yaml", []byte(yaml), env(map[string]string{
-		"NATS_PASS": "nats-pass-env", "MODEL_KEY": "sk-model-env-0123", "COOKIE": "sid=cookie-env", "SMALL_KEY": "hunter2",
+		"NATS_PASS": "nats-pass-env", "MODEL_KEY": "sk-model-env-0123", "COOKIE": "sid=cookie-env", "SMALL_KEY": "hunter2", "KEY_NAME": "token",
 	}), types)
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +166,7 @@ cron:
 		// secret fields written as they are
 		"nats-pass-literal", "bus-pass-literal", "model-header-literal", "base-pass-literal", "admin-token-literal-0123",
 		"webhook-token-literal-0123", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "meta-token-literal", "meta-secret-literal",
+		"key-named-by-env-literal", // a secret key from the environment (token)
 	}
 	if got := f.Secrets(); !slices.Equal(got, want) {
 		t.Errorf("Secrets() =\n%q\nwant\n%q", got, want)
