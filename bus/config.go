@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
@@ -92,8 +91,6 @@ func (c Config) WithDefaults() Config {
 // External reports whether c connects to an external cluster.
 func (c Config) External() bool { return c.URL != "" }
 
-var tokenRE = regexp.MustCompile(`^[a-z0-9_-]+$`)
-
 // Validate checks c.
 func (c Config) Validate() error {
 	if c.URL != "" {
@@ -118,7 +115,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("bus.listen: %q is reachable from other machines; use 127.0.0.1:<port>, or set bus.allow_remote: true (and put TLS in front)", c.Listen)
 		}
 	}
-	if c.Prefix != "" && !tokenRE.MatchString(c.Prefix) {
+	if c.Prefix != "" && !tokenChars(c.Prefix) {
 		return fmt.Errorf("bus.prefix: %q: want [a-z0-9_-]+", c.Prefix)
 	}
 	if c.Replicas < 0 || c.Replicas > 5 {

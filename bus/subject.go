@@ -101,7 +101,23 @@ func (s Subjects) ParseRequest(subject string) (source, name string, err error) 
 // ValidToken reports whether t may be used as one subject token:
 // 1-64 characters of [a-z0-9_-].
 func ValidToken(t string) bool {
-	return len(t) > 0 && len(t) <= 64 && tokenRE.MatchString(t)
+	return len(t) <= 64 && tokenChars(t)
+}
+
+// tokenChars reports whether s is one or more of a-z, 0-9, _ and -. A
+// loop, not a regexp: a config of 100,000 cron jobs checks as many ids.
+func tokenChars(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		switch c := s[i]; {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // CheckToken returns an error naming field when t is not a valid token.

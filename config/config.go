@@ -290,11 +290,13 @@ func Parse(name string, raw []byte, lookup func(string) (string, bool), types co
 			modelKeyEnv[name] = envName(lookupNode(&root, "models", name, "api_key"))
 		}
 	}
-	secrets, err := expandEnv(name, &root, lookup)
+	secrets, withSecrets, err := expandEnv(name, &root, lookup)
 	if err != nil {
 		return nil, err
 	}
-	secrets = secretFields(&root, secrets)
+	for _, m := range withSecrets {
+		secrets = secretFields(m, secrets)
+	}
 	// The connectors section is decoded by the connector types, the rest
 	// here. Unknown keys are found on the original text (Node.Decode does
 	// not report them); values are decoded from the expanded tree.
@@ -370,7 +372,7 @@ func LoadClient(path string) (*File, error) {
 		return f, nil
 	}
 	doc := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: "bus"}, busNode}}
-	if _, err := expandEnv(path, doc, os.LookupEnv); err != nil {
+	if _, _, err := expandEnv(path, doc, os.LookupEnv); err != nil {
 		return nil, err
 	}
 	if err := yamlstrict.Decode(doc, f, ""); err != nil {
@@ -475,13 +477,21 @@ func inFile(name string, err error) error {
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // expandEnv replaces ${VAR} in every scalar and returns the values it put
-// in, split by secret.Words. A reference to an unset variable is an
-// error naming the line: a secret must never silently be "".
-func expandEnv(name string, n *yaml.Node, lookup func(string) (string, bool)) ([]string, error) {
+// in, split by secret.Words, and the mappings that may hold secret fields
+// (a key of secretKeys, secretLists or credentialMaps, url or base_url),
+// in the order of the file, for secretFields: one walk of the tree for
+// both (a config of 100,000 cron jobs has a million nodes). A reference
+// to an unset variable is an error naming the line: a secret must never
+// silently be "".
+func expandEnv(name string, n *yaml.Node, lookup func(string) (string, bool)) ([]string, []*yaml.Node, error) {
 	var errs []error
 	var values []string
+	var withSecrets []*yaml.Node
 	var walk func(n *yaml.Node)
 	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.MappingNode && mayHoldSecrets(n) {
+			withSecrets = append(withSecrets, n)
+		}
 		if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
 			n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
 				v := envRef.FindStringSubmatch(ref)[1]
@@ -501,7 +511,21 @@ func expandEnv(name string, n *yaml.Node, lookup func(string) (string, bool)) ([
 		}
 	}
 	walk(n)
-	return values, errors.Join(errs...)
+	return values, withSecrets, errors.Join(errs...)
+}
+
+// mayHoldSecrets reports whether a key of the mapping n, as written or
+// once expanded, may be that of a secret field (see secretFields).
+func mayHoldSecrets(n *yaml.Node) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		switch k := n.Content[i].Value; {
+		case slices.Contains(secretKeys, k), k == "url", k == "base_url", slices.Contains(secretLists, k), slices.Contains(credentialMaps, k):
+			return true
+		case strings.Contains(k, "${"): // a key from the environment
+			return true
+		}
+	}
+	return false
 }
 
 // addWords adds the parts of v to cut (secret.Words) to values, once each.
@@ -530,8 +554,10 @@ var (
 )
 
 // secretFields adds to values the values of the secret fields of the
-// (expanded) tree n, and the password of every url with one: secrets
-// written in the file as they are, not only as ${VAR} references.
+// (expanded) mapping n, and the password of every url with one: secrets
+// written in the file as they are, not only as ${VAR} references. It
+// looks at n and its values, not further down: Parse calls it for each
+// mapping expandEnv found, in the order of the file.
 func secretFields(n *yaml.Node, values []string) []string {
 	if n.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -561,9 +587,6 @@ func secretFields(n *yaml.Node, values []string) []string {
 				}
 			}
 		}
-	}
-	for _, c := range n.Content {
-		values = secretFields(c, values)
 	}
 	return values
 }

@@ -56,8 +56,12 @@ func (f *File) validateTargets() error {
 	check("runner.approvals.targets", f.Runner.Approvals.Targets)
 	check("heartbeat.targets", f.Heartbeat.Targets)
 	check("cron.targets", f.Cron.Targets)
-	for i, j := range f.Cron.Jobs {
-		check(fmt.Sprintf("cron.jobs[%d].targets", i), j.Targets)
+	for i := range f.Cron.Jobs {
+		// The field is written only for a job with targets (of 100,000
+		// jobs, most have none).
+		if j := &f.Cron.Jobs[i]; len(j.Targets) > 0 {
+			check(fmt.Sprintf("cron.jobs[%d].targets", i), j.Targets)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -170,9 +174,14 @@ func (f *File) validateTools() error {
 	check("heartbeat.tools", f.Heartbeat.Tools)
 	check("heartbeat.approval", f.Heartbeat.Approval)
 	check("cron.agent.tools", f.Cron.Agent.Tools)
-	for i, j := range f.Cron.Jobs {
-		check(fmt.Sprintf("cron.jobs[%d].tools", i), j.Tools)
-		check(fmt.Sprintf("cron.jobs[%d].approval", i), j.Approval)
+	for i := range f.Cron.Jobs {
+		// The fields are written only for a job with tools or approval.
+		if j := &f.Cron.Jobs[i]; len(j.Tools) > 0 {
+			check(fmt.Sprintf("cron.jobs[%d].tools", i), j.Tools)
+		}
+		if j := &f.Cron.Jobs[i]; len(j.Approval) > 0 {
+			check(fmt.Sprintf("cron.jobs[%d].approval", i), j.Approval)
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.Tasks)) {
 		check("tasks."+name+".tools", f.Tasks[name].Tools)
@@ -228,8 +237,12 @@ func (f *File) validateModels() error {
 		agentwork.CheckModels("runner.", f.Runner.Model, f.Runner.Fallback, names),
 		agentwork.CheckModels("heartbeat.", f.Heartbeat.Model, f.Heartbeat.Fallback, names),
 	}
-	for i, j := range f.Cron.Jobs {
-		errs = append(errs, agentwork.CheckModels(fmt.Sprintf("cron.jobs[%d].", i), j.Model, j.Fallback, names))
+	for i := range f.Cron.Jobs {
+		// The prefix is written only for a job that names models (of
+		// 100,000 jobs, most name none).
+		if j := &f.Cron.Jobs[i]; j.Model != "" || len(j.Fallback) > 0 {
+			errs = append(errs, agentwork.CheckModels(fmt.Sprintf("cron.jobs[%d].", i), j.Model, j.Fallback, names))
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.Tasks)) {
 		errs = append(errs, agentwork.CheckModels("tasks."+name+".", f.Tasks[name].Model, f.Tasks[name].Fallback, names))

@@ -115,15 +115,19 @@ func (c Config) WithDefaults() Config {
 // cron.jobs[2].schedule: "61 * * * *": ...
 func (c Config) Validate() error {
 	var errs []error
-	seen := map[string]int{}
-	for i, j := range c.Jobs {
-		p := fmt.Sprintf("cron.jobs[%d].", i)
-		errs = append(errs, j.validate(p))
+	// The field paths (cron.jobs[12].) are written only for an error: a
+	// config of 100,000 jobs has as many, and almost never an error.
+	seen := make(map[string]int, len(c.Jobs))
+	for i := range c.Jobs {
+		j, p := &c.Jobs[i], jobPath(i)
+		if err := j.validate(p); err != nil {
+			errs = append(errs, err)
+		}
 		if j.DeleteAfterRun {
-			errs = append(errs, fmt.Errorf("%sdelete_after_run: a config job cannot delete itself (the file defines it); remove it from the file instead", p))
+			errs = append(errs, fmt.Errorf("%sdelete_after_run: a config job cannot delete itself (the file defines it); remove it from the file instead", p.String()))
 		}
 		if prev, dup := seen[j.ID]; dup && j.ID != "" {
-			errs = append(errs, fmt.Errorf("%sid: %q is already the id of cron.jobs[%d]", p, j.ID, prev))
+			errs = append(errs, fmt.Errorf("%sid: %q is already the id of cron.jobs[%d]", p.String(), j.ID, prev))
 		}
 		seen[j.ID] = i
 	}
@@ -327,12 +331,35 @@ func (j *Job) Sched() (Schedule, error) {
 }
 
 // Validate checks j; errors name the field.
-func (j *Job) Validate() error { return j.validate("") }
+func (j *Job) Validate() error { return j.validate(noPath) }
 
-func (j *Job) validate(p string) error {
+// jobPath is the path of the fields of the config's job at its index
+// ("cron.jobs[12]."), or of a job alone ("", noPath). It is written only
+// when an error names a field.
+type jobPath int
+
+// noPath is the path of a job that is not in the config.
+const noPath jobPath = -1
+
+func (i jobPath) String() string {
+	if i < 0 {
+		return ""
+	}
+	return fmt.Sprintf("cron.jobs[%d].", int(i))
+}
+
+func (j *Job) validate(p jobPath) error {
 	var errs []error
 	add := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s%s: "+format, append([]any{p, field}, args...)...))
+		errs = append(errs, fmt.Errorf("%s%s: "+format, append([]any{p.String(), field}, args...)...))
+	}
+	// check adds err when there is one: the checks below that take a
+	// field are called only for a value that is set (none of them finds
+	// fault with an unset one), so the field is written only for an error.
+	check := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if !bus.ValidToken(j.ID) {
 		add("id", "%q: want 1-64 characters of a-z, 0-9, _ and -", j.ID)
@@ -365,7 +392,7 @@ func (j *Job) validate(p string) error {
 		add("prompt", "missing: say what the model should do")
 	}
 	for i, t := range j.Targets {
-		errs = append(errs, connectors.CheckTarget(fmt.Sprintf("%stargets[%d]", p, i), t))
+		check(connectors.CheckTarget(fmt.Sprintf("%stargets[%d]", p.String(), i), t))
 	}
 	switch j.Deliver {
 	case "", agentwork.DeliverAuto, agentwork.DeliverReply, agentwork.DeliverNotify, agentwork.DeliverNone:
@@ -390,7 +417,9 @@ func (j *Job) validate(p string) error {
 	if j.MaxRuns < 0 {
 		add("max_runs", "%d: must not be negative (0: no limit)", j.MaxRuns)
 	}
-	errs = append(errs, j.Budget.Check(p+"budget"))
+	if !j.Budget.IsZero() {
+		check(j.Budget.Check(p.String() + "budget"))
+	}
 	if j.DedupWindow < 0 || time.Duration(j.DedupWindow) > agentwork.MaxDedupWindow {
 		add("dedup_window", "%s: want 0 (cron.dedup_window) to 720h", j.DedupWindow)
 	}
@@ -414,9 +443,15 @@ func (j *Job) validate(p string) error {
 	if j.Timeout < 0 {
 		add("timeout", "%s: must not be negative (0: cron.timeout)", j.Timeout)
 	}
-	errs = append(errs, tools.Scope(j.Tools).Check(p+"tools"))
-	errs = append(errs, tools.Scope(j.Approval).Check(p+"approval"))
-	errs = append(errs, memory.CheckLevel(p+"memory", j.Memory))
+	if len(j.Tools) > 0 {
+		check(tools.Scope(j.Tools).Check(p.String() + "tools"))
+	}
+	if len(j.Approval) > 0 {
+		check(tools.Scope(j.Approval).Check(p.String() + "approval"))
+	}
+	if j.Memory != "" {
+		check(memory.CheckLevel(p.String()+"memory", j.Memory))
+	}
 	return errors.Join(errs...)
 }
 
