@@ -561,7 +561,7 @@ var (
 func secretFields(n *yaml.Node, values []string) []string {
 	if n.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i].Value, n.Content[i+1]
+			k, v := n.Content[i].Value, unalias(n.Content[i+1])
 			switch {
 			case v.Kind == yaml.ScalarNode && slices.Contains(secretKeys, k):
 				values = addWords(values, v.Value)
@@ -575,13 +575,13 @@ func secretFields(n *yaml.Node, values []string) []string {
 				}
 			case v.Kind == yaml.SequenceNode && slices.Contains(secretLists, k):
 				for _, e := range v.Content {
-					if e.Kind == yaml.ScalarNode {
+					if e = unalias(e); e.Kind == yaml.ScalarNode {
 						values = addWords(values, e.Value)
 					}
 				}
 			case v.Kind == yaml.MappingNode && slices.Contains(credentialMaps, k):
 				for j := 0; j+1 < len(v.Content); j += 2 {
-					if e := v.Content[j+1]; e.Kind == yaml.ScalarNode && credentialName.MatchString(v.Content[j].Value) {
+					if e := unalias(v.Content[j+1]); e.Kind == yaml.ScalarNode && credentialName.MatchString(v.Content[j].Value) {
 						values = addWords(values, e.Value)
 					}
 				}
@@ -589,6 +589,15 @@ func secretFields(n *yaml.Node, values []string) []string {
 		}
 	}
 	return values
+}
+
+// unalias returns the node the alias n (*name) stands for, else n: a
+// secret field's value may be anchored under a field that is no secret.
+func unalias(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		return n.Alias
+	}
+	return n
 }
 
 // DefaultConnector is the connector of a file without a connectors

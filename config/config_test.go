@@ -318,3 +318,39 @@ connectors:
 		}
 	}
 }
+
+// A secret field whose value is an alias (*name) of a value anchored
+// elsewhere holds that value: it is a secret as much as one written there,
+// though the anchor's own field is not one (a job's metadata, an env entry
+// whose name does not say so).
+func TestSecretsThroughAliases(t *testing.T) {
+	t.Parallel()
+	const yaml = `
+cron:
+  jobs:
+    - {id: a, schedule: "@daily", prompt: p, metadata: {k: &model_key sk-anchored-in-metadata-0123}}
+models:
+  small: {provider: openai, model: m, api_key: *model_key}
+mcp:
+  servers:
+    gh:
+      command: gh-mcp
+      env: {GH_HOST: github.example, GH_PAT: &pat ghp_anchored_literal_0123}
+    api:
+      url: https://mcp.example/
+      headers: {Authorization: *pat}
+`
+	f, err := config.Parse("agentwork.yaml", []byte(yaml), env(nil), types)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Models["small"].APIKey; got != "sk-anchored-in-metadata-0123" {
+		t.Fatalf("models.small.api_key = %q, want the anchored value", got)
+	}
+	got := f.Secrets()
+	for _, want := range []string{"sk-anchored-in-metadata-0123", "ghp_anchored_literal_0123"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("Secrets() = %q, want it to hold %q (a secret field's value through an alias)", got, want)
+		}
+	}
+}
