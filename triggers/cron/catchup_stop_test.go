@@ -66,36 +66,44 @@ func TestCatchupAcrossStop(t *testing.T) {
 			for _, p := range catchupPolicies {
 				cfg.Jobs = append(cfg.Jobs, Job{ID: p.id, Schedule: fmt.Sprintf("%d %d * * *", at.Minute(), at.Hour()), Prompt: "p", Catchup: p.catchup})
 			}
-			first := make(chan TickResult, 16)
-			_, stop := startScheduler(t, b, cfg, first, func(s *Scheduler) { s.ahead = 3 * time.Hour })
-			for _, p := range catchupPolicies {
-				eventually(t, func() bool { return !pendingDue(t, b, timerKey(p.id)).IsZero() })
-			}
-			stop()
-			if len(first) > 0 {
-				t.Fatalf("the first start handled ticks: %+v", <-first)
-			}
-			// Down past the first tick: each timer fires into the
-			// consumer, unhandled (as the time engine fires it at its due
-			// time: the same timer, due now).
-			tm := bus.NewTimers(b)
-			var day0 time.Time
-			for _, p := range catchupPolicies {
-				pt, err := tm.Pending(t.Context(), timerKey(p.id))
-				if err != nil {
-					t.Fatal(err)
-				}
-				day0 = pt.Due.Add(fireLead)
-				if err := tm.Set(t.Context(), timerKey(p.id), time.Now(), pt.Data); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for _, p := range catchupPolicies {
-				eventually(t, func() bool { return pendingDue(t, b, timerKey(p.id)).IsZero() })
-			}
+			day0 := downPastFirstTick(t, b, cfg)
 			checkCatchup(t, b, cfg, day0, tt.after, tt.fired, tt.missed)
 		})
 	}
+}
+
+// downPastFirstTick starts the scheduler of cfg once, with a window
+// that arms every job's timer for its first tick (none fires), stops it,
+// and fires each timer into the consumer unhandled, as the time engine
+// does at its due time while no instance is up: the same timer, due now.
+// It returns the first tick.
+func downPastFirstTick(t *testing.T, b *bus.Bus, cfg Config) time.Time {
+	t.Helper()
+	first := make(chan TickResult, 16)
+	_, stop := startScheduler(t, b, cfg, first, func(s *Scheduler) { s.ahead = 3 * time.Hour })
+	for _, j := range cfg.Jobs {
+		eventually(t, func() bool { return !pendingDue(t, b, timerKey(j.ID)).IsZero() })
+	}
+	stop()
+	if len(first) > 0 {
+		t.Fatalf("the first start handled ticks: %+v", <-first)
+	}
+	tm := bus.NewTimers(b)
+	var tick0 time.Time
+	for _, j := range cfg.Jobs {
+		pt, err := tm.Pending(t.Context(), timerKey(j.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tick0 = pt.Due.Add(fireLead)
+		if err := tm.Set(t.Context(), timerKey(j.ID), time.Now(), pt.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, j := range cfg.Jobs {
+		eventually(t, func() bool { return pendingDue(t, b, timerKey(j.ID)).IsZero() })
+	}
+	return tick0
 }
 
 // checkCatchup starts the scheduler of cfg again on a clock two days
@@ -251,20 +259,7 @@ func catchupArmsFirst(t *testing.T, schedule string, period time.Duration, misse
 		schedule = fmt.Sprintf(schedule, at.Minute(), at.Hour())
 	}
 	cfg := Config{Jobs: []Job{{ID: "once", Schedule: schedule, Prompt: "p"}}}
-	_, stop := startScheduler(t, b, cfg, make(chan TickResult, 16), func(s *Scheduler) { s.ahead = 3 * time.Hour })
-	eventually(t, func() bool { return !pendingDue(t, b, timerKey("once")).IsZero() })
-	stop()
-	// Down past the ticks: the timer fires into the consumer unhandled.
-	tm := bus.NewTimers(b)
-	pt, err := tm.Pending(t.Context(), timerKey("once"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tick0 := pt.Due.Add(fireLead)
-	if err := tm.Set(t.Context(), timerKey("once"), time.Now(), pt.Data); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, func() bool { return pendingDue(t, b, timerKey("once")).IsZero() })
+	tick0 := downPastFirstTick(t, b, cfg)
 
 	// Up again two days and 30 minutes later, with a window that holds
 	// the next tick; run_once fires the latest tick.
@@ -299,7 +294,7 @@ func catchupArmsFirst(t *testing.T, schedule string, period time.Duration, misse
 	}
 	waitState(t, b, "once", func(st State) bool { return st.LastTick != nil && st.LastTick.Equal(fired) })
 	eventually(t, func() bool {
-		got, err := tm.Pending(t.Context(), timerKey("once"))
+		got, err := bus.NewTimers(b).Pending(t.Context(), timerKey("once"))
 		var d timerData
 		return err == nil && json.Unmarshal(got.Data, &d) == nil && d.Tick.Equal(next)
 	})
