@@ -237,7 +237,7 @@ func (a *AgentJobs) existing(ctx context.Context, o schedule.Owner, id string) (
 
 // List implements schedule.Jobs.
 func (a *AgentJobs) List(ctx context.Context, o schedule.Owner) ([]schedule.Info, error) {
-	all, _, err := a.s.pageOf(ctx, "", 0, func(j *Job) bool { return j.Origin == OriginAgent && owns(o, *j) })
+	all, _, err := a.s.pageOf(ctx, "", 0, func(h *held) bool { return h.originOf() == OriginAgent && owns(o, h.job()) })
 	if err != nil {
 		return nil, agentError(err)
 	}

@@ -389,7 +389,7 @@ func (s *Scheduler) definedJob(ctx context.Context, id string) (Job, bool, error
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e, ok := s.entries[id]; ok && e.job != nil {
-		return *e.job, true, nil
+		return e.job.job(), true, nil
 	}
 	return Job{}, true, fmt.Errorf("cron: config job %s not loaded", id)
 }

@@ -55,10 +55,10 @@ func TestTwoInstancesStartingTogetherAgreeOnTimes(t *testing.T) {
 	for i := range n {
 		id := fmt.Sprintf("job-%03d", i)
 		s1.mu.Lock()
-		j1 := *s1.entries[id].job
+		j1 := s1.entries[id].job.job()
 		s1.mu.Unlock()
 		s2.mu.Lock()
-		j2 := *s2.entries[id].job
+		j2 := s2.entries[id].job.job()
 		s2.mu.Unlock()
 		if !j1.CreatedAt.Equal(j2.CreatedAt) || !j1.UpdatedAt.Equal(j2.UpdatedAt) {
 			diff++
@@ -128,7 +128,7 @@ func TestIndexJobInTwoShardsNewestEntryWins(t *testing.T) {
 	s.mu.Lock()
 	for i := range n {
 		id := fmt.Sprintf("job-%d", i)
-		if got := s.entries[id].job; !got.UpdatedAt.Equal(updated) || !got.CreatedAt.Equal(created) {
+		if got := s.entries[id].job.job(); !got.UpdatedAt.Equal(updated) || !got.CreatedAt.Equal(created) {
 			t.Errorf("%s: created %s, updated %s; want the newest entry's %s, %s", id, got.CreatedAt, got.UpdatedAt, created, updated)
 		}
 	}

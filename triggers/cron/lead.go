@@ -181,5 +181,5 @@ func (s *Scheduler) changedSince(id string, updated time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.entries[id]
-	return !ok || e.job == nil || !e.job.UpdatedAt.Equal(updated)
+	return !ok || e.job == nil || !e.job.updatedAt.Equal(updated)
 }

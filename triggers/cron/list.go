@@ -33,9 +33,9 @@ func (s *Scheduler) List(ctx context.Context, q ListQuery) (page []Status, more 
 	case q.Limit < 0 || q.Limit > MaxListLimit:
 		return nil, false, apiErr(ErrBadRequest, "limit %d: want 1 to %d", q.Limit, MaxListLimit)
 	}
-	var keep func(*Job) bool
+	var keep func(*held) bool
 	if q.Budget {
-		keep = func(j *Job) bool { return j.Budget.DailyTokens > 0 }
+		keep = func(h *held) bool { return h.more != nil && h.more.budget.DailyTokens > 0 }
 	}
 	all, more, err := s.pageOf(ctx, q.After, q.Limit, keep)
 	if err != nil {
@@ -57,7 +57,7 @@ type jobState struct {
 // with an id after after: at most limit of them (no limit when 0), and
 // only those keep keeps (nil: all). more reports that other such jobs
 // follow.
-func (s *Scheduler) pageOf(ctx context.Context, after string, limit int, keep func(*Job) bool) (page []jobState, more bool, err error) {
+func (s *Scheduler) pageOf(ctx context.Context, after string, limit int, keep func(*held) bool) (page []jobState, more bool, err error) {
 	select {
 	case <-s.ready:
 	default:
@@ -78,7 +78,7 @@ func (s *Scheduler) pageOf(ctx context.Context, after string, limit int, keep fu
 		if limit > 0 && len(page) == limit {
 			return page, true, ctx.Err()
 		}
-		page = append(page, jobState{*e.job, e.st()})
+		page = append(page, jobState{e.job.job(), e.st()})
 	}
 	return page, false, ctx.Err()
 }

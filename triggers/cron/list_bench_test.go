@@ -23,7 +23,7 @@ func listJobs(b *testing.B, n int) *Scheduler {
 		if i%7 == 0 {
 			j.Budget = budget.Budget{DailyTokens: 1000}
 		}
-		s.putEntry(j.ID, &entry{job: &j})
+		s.putEntry(j.ID, &entry{job: hold(&j)})
 	}
 	close(s.ready)
 	return s

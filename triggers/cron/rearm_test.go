@@ -50,7 +50,7 @@ func TestStartKilledBetweenIndexAndRearmArmsTheNewDefinition(t *testing.T) {
 	s, _ = startScheduler(t, b, every2s, results)
 	waitSwept(t, s)
 	s.mu.Lock()
-	updated := s.entries["x"].job.UpdatedAt
+	updated := s.entries["x"].job.updatedAt
 	s.mu.Unlock()
 	p, ok := pendingTimer(t, b, "x")
 	var d timerData

@@ -35,9 +35,8 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	drops := map[string]uint64{} // earlier version's records to remove, at their revisions
 	changed := map[string]bool{} // jobs defined before under another definition
 	// The defined jobs, with the times to write, until the index is
-	// written; then the entries point into it (one array: a job's own
-	// allocation and an entry's copy of it cost more at 100,000 jobs than
-	// the jobs themselves). The config's copy is let go.
+	// written; then the entries hold them (hold: a third of a Job's
+	// memory), and this array and the config's copy are let go.
 	defs := s.definedJobs()
 	s.cfg.Jobs, s.wfJobs = nil, nil
 	s.mu.Lock()
@@ -97,7 +96,7 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 		}
 	}
 	for id, e := range s.entries {
-		if e.job != nil && (e.job.Origin == OriginConfig || e.job.Origin == OriginWorkflow) {
+		if e.job != nil && e.job.isDefined() {
 			if _, ok := s.defined[id]; !ok {
 				staleRecords = append(staleRecords, id)
 			}
@@ -183,7 +182,7 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 			e = &entry{}
 			s.putEntry(id, e)
 		}
-		e.job = j
+		e.job = hold(j)
 		if changed[id] || (mark != nil && !j.UpdatedAt.Before(mark.Since)) {
 			// A pending timer may be for the old definition: the
 			// start's arming pass checks it.

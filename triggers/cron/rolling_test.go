@@ -114,7 +114,7 @@ func TestArmingPassArmsAJobWhoseFireWasDropped(t *testing.T) {
 	s, _ := startScheduler(t, b, Config{Jobs: []Job{{ID: "x", Schedule: "*/2 * * * * *", Prompt: "p"}}}, results)
 	waitSwept(t, s)
 	s.mu.Lock()
-	if got := s.entries["x"].job.UpdatedAt; !got.Equal(updated) {
+	if got := s.entries["x"].job.updatedAt; !got.Equal(updated) {
 		t.Errorf("x's definition changed at %v, want the index's %v", got, updated)
 	}
 	s.mu.Unlock()

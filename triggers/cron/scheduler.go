@@ -121,7 +121,7 @@ type Scheduler struct {
 // no state, so at 100,000 jobs an entry costs a pointer pair, not a job
 // and a state (docs/BENCHMARKS.md).
 type entry struct {
-	job   *Job   // nil while only its state has been seen
+	job   *held  // nil while only its state has been seen
 	state *State // nil: none stored
 }
 

@@ -86,10 +86,10 @@ func (s *Scheduler) setJob(j Job, rev uint64) {
 		e = &entry{}
 		s.putEntry(j.ID, e)
 	}
-	if e.job == nil || !e.job.UpdatedAt.Equal(j.UpdatedAt) {
+	if e.job == nil || !e.job.updatedAt.Equal(j.UpdatedAt) {
 		s.markDirty(j.ID)
 	}
-	e.job = &j
+	e.job = hold(&j)
 }
 
 // watchStates follows the cron.* keys of the state bucket: what the fires
@@ -243,7 +243,7 @@ func (s *Scheduler) checkOne(ctx context.Context, id string) error {
 		// Deleted: its timers go too (a fire that comes anyway finds no job).
 		return errors.Join(s.timers.Cancel(ctx, timerKey(id)), s.timers.Cancel(ctx, retryKey(id)))
 	}
-	job, st := *cp.job, cp.st()
+	job, st := cp.job.job(), cp.st()
 	sched, err := job.Sched()
 	if err != nil {
 		s.log.Error("job cannot be scheduled; fix it with cron update", zap.String("job", id), zap.Error(err))
@@ -471,10 +471,11 @@ func (s *Scheduler) missing(todo []toArm, ids []string, pending map[string]bool)
 		var next time.Time
 		check := pending[timerKey(id)] && s.recheck[id]
 		if !pending[timerKey(id)] || check {
-			if sched, err := e.job.Sched(); err == nil {
-				next = nextTick(*e.job, sched, e.st())
+			j := e.job.job()
+			if sched, err := j.Sched(); err == nil {
+				next = nextTick(j, sched, e.st())
 			}
-			if !check && !next.IsZero() && s.beyond(due(*e.job, next)) {
+			if !check && !next.IsZero() && s.beyond(due(j, next)) {
 				next = time.Time{} // a later pass arms it
 			}
 		}
@@ -517,7 +518,7 @@ func (s *Scheduler) armMissing(ctx context.Context, id string, floor uint64) err
 	if !ok || cp.job == nil {
 		return nil // deleted meanwhile: its watch event cancels
 	}
-	job, st := *cp.job, cp.st()
+	job, st := cp.job.job(), cp.st()
 	sched, err := job.Sched()
 	if err != nil {
 		return nil
