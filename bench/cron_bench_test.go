@@ -217,7 +217,7 @@ func benchAgentwork(b *testing.B, specs []string) cronResult {
 	ready = time.Now()
 	mu.Unlock()
 	time.Sleep(cronMeasure) // the measurement window: let ticks happen
-	stop() // (its last use: the scheduler is garbage from here)
+	stop()                  // (its last use: the scheduler is garbage from here)
 	// Its goroutines may end a little after Run returned: the least heap
 	// over the next 3 s.
 	gone := heapInUse()
