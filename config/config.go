@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"maps"
 	"net/url"
 	"os"
@@ -580,8 +581,8 @@ func secretFields(n *yaml.Node, values []string) []string {
 					}
 				}
 			case v.Kind == yaml.MappingNode && slices.Contains(credentialMaps, k):
-				for j := 0; j+1 < len(v.Content); j += 2 {
-					if e := unalias(v.Content[j+1]); e.Kind == yaml.ScalarNode && credentialName.MatchString(v.Content[j].Value) {
+				for name, e := range entries(v, 0) {
+					if e = unalias(e); e.Kind == yaml.ScalarNode && credentialName.MatchString(name) {
 						values = addWords(values, e.Value)
 					}
 				}
@@ -589,6 +590,38 @@ func secretFields(n *yaml.Node, values []string) []string {
 		}
 	}
 	return values
+}
+
+// entries yields the keys and values of the mapping n, with those a merge
+// key (<<: *anchor, or a list of anchors) brings in from a mapping
+// anchored elsewhere: a credential map's entries may be written so. depth
+// bounds merges within merges.
+func entries(n *yaml.Node, depth int) iter.Seq2[string, *yaml.Node] {
+	return func(yield func(string, *yaml.Node) bool) {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], unalias(n.Content[i+1])
+			if k.ShortTag() != "!!merge" || depth > 8 {
+				if !yield(k.Value, v) {
+					return
+				}
+				continue
+			}
+			merged := []*yaml.Node{v}
+			if v.Kind == yaml.SequenceNode {
+				merged = v.Content
+			}
+			for _, m := range merged {
+				if m = unalias(m); m.Kind != yaml.MappingNode {
+					continue
+				}
+				for mk, mv := range entries(m, depth+1) {
+					if !yield(mk, mv) {
+						return
+					}
+				}
+			}
+		}
+	}
 }
 
 // unalias returns the node the alias n (*name) stands for, else n: a

@@ -329,6 +329,8 @@ func TestSecretsThroughAliases(t *testing.T) {
 cron:
   jobs:
     - {id: a, schedule: "@daily", prompt: p, metadata: {k: &model_key sk-anchored-in-metadata-0123}}
+    - {id: b, schedule: "@daily", prompt: p, metadata: &h {Authorization: Bearer-merged-0123456789}}
+    - {id: c, schedule: "@daily", prompt: p, metadata: &t {GH_TOKEN: ghs-merged-in-a-list-0123}}
 models:
   small: {provider: openai, model: m, api_key: *model_key}
 mcp:
@@ -339,6 +341,12 @@ mcp:
     api:
       url: https://mcp.example/
       headers: {Authorization: *pat}
+    merged:
+      url: https://mcp2.example/
+      headers: {<<: *h, X-Trace: t}
+    listed:
+      command: other-mcp
+      env: {<<: [*t, *h]}
 `
 	f, err := config.Parse("agentwork.yaml", []byte(yaml), env(nil), types)
 	if err != nil {
@@ -348,7 +356,7 @@ mcp:
 		t.Fatalf("models.small.api_key = %q, want the anchored value", got)
 	}
 	got := f.Secrets()
-	for _, want := range []string{"sk-anchored-in-metadata-0123", "ghp_anchored_literal_0123"} {
+	for _, want := range []string{"sk-anchored-in-metadata-0123", "ghp_anchored_literal_0123", "Bearer-merged-0123456789", "ghs-merged-in-a-list-0123"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("Secrets() = %q, want it to hold %q (a secret field's value through an alias)", got, want)
 		}
