@@ -529,6 +529,19 @@ func mayHoldSecrets(n *yaml.Node) bool {
 	return false
 }
 
+// urlPasswords adds to values the password of each URL in v (a list of
+// URLs, comma-separated) that has one.
+func urlPasswords(values []string, v string) []string {
+	for _, s := range strings.Split(v, ",") {
+		if u, err := url.Parse(strings.TrimSpace(s)); err == nil {
+			if pw, ok := u.User.Password(); ok {
+				values = addWords(values, pw)
+			}
+		}
+	}
+	return values
+}
+
 // addWords adds the parts of v to cut (secret.Words) to values, once each.
 func addWords(values []string, v string) []string {
 	for _, w := range secret.Words(v) {
@@ -551,7 +564,7 @@ var (
 	// credentialMaps are maps (HTTP headers, environment variables) whose
 	// entries are secrets when their name says so (credentialName).
 	credentialMaps = []string{"headers", "env"}
-	credentialName = regexp.MustCompile(`(?i)auth|key|token|secret|passw|cookie|credential|session`)
+	credentialName = regexp.MustCompile(`(?i)auth|key|token|secret|passw|cookie|credential|session|(^|_)pat($|_)`)
 )
 
 // secretFields adds to values the values of the secret fields of the
@@ -567,13 +580,7 @@ func secretFields(n *yaml.Node, values []string) []string {
 			case v.Kind == yaml.ScalarNode && slices.Contains(secretKeys, k):
 				values = addWords(values, v.Value)
 			case v.Kind == yaml.ScalarNode && (k == "url" || k == "base_url"):
-				for _, s := range strings.Split(v.Value, ",") {
-					if u, err := url.Parse(strings.TrimSpace(s)); err == nil {
-						if pw, ok := u.User.Password(); ok {
-							values = addWords(values, pw)
-						}
-					}
-				}
+				values = urlPasswords(values, v.Value)
 			case v.Kind == yaml.SequenceNode && slices.Contains(secretLists, k):
 				for _, e := range v.Content {
 					if e = unalias(e); e.Kind == yaml.ScalarNode {
@@ -581,9 +588,13 @@ func secretFields(n *yaml.Node, values []string) []string {
 					}
 				}
 			case v.Kind == yaml.MappingNode && slices.Contains(credentialMaps, k):
-				for name, e := range entries(v, 0) {
-					if e = unalias(e); e.Kind == yaml.ScalarNode && credentialName.MatchString(name) {
+				for name, e := range entries(v) {
+					switch {
+					case e.Kind != yaml.ScalarNode:
+					case credentialName.MatchString(name):
 						values = addWords(values, e.Value)
+					default: // DATABASE_URL: postgres://u:pw@host/db
+						values = urlPasswords(values, e.Value)
 					}
 				}
 			}
@@ -592,36 +603,47 @@ func secretFields(n *yaml.Node, values []string) []string {
 	return values
 }
 
-// entries yields the keys and values of the mapping n, with those a merge
-// key (<<: *anchor, or a list of anchors) brings in from a mapping
-// anchored elsewhere: a credential map's entries may be written so. depth
-// bounds merges within merges.
-func entries(n *yaml.Node, depth int) iter.Seq2[string, *yaml.Node] {
+// entries yields the names and values of the mapping n, with those a
+// merge key (<<: *anchor, or a list of anchors) brings in from a mapping
+// anchored elsewhere, as yaml.v3 decodes them: a credential map's entries
+// may be written so. A name may be an alias too. Each mapping a merge
+// brings in is walked once, however often it is merged.
+func entries(n *yaml.Node) iter.Seq2[string, *yaml.Node] {
 	return func(yield func(string, *yaml.Node) bool) {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], unalias(n.Content[i+1])
-			if k.ShortTag() != "!!merge" || depth > 8 {
-				if !yield(k.Value, v) {
-					return
-				}
-				continue
-			}
-			merged := []*yaml.Node{v}
-			if v.Kind == yaml.SequenceNode {
-				merged = v.Content
-			}
-			for _, m := range merged {
-				if m = unalias(m); m.Kind != yaml.MappingNode {
+		walked := map[*yaml.Node]bool{n: true}
+		var walk func(m *yaml.Node) bool
+		walk = func(m *yaml.Node) bool {
+			for i := 0; i+1 < len(m.Content); i += 2 {
+				k, v := m.Content[i], unalias(m.Content[i+1])
+				if !isMerge(k) {
+					if !yield(unalias(k).Value, v) {
+						return false
+					}
 					continue
 				}
-				for mk, mv := range entries(m, depth+1) {
-					if !yield(mk, mv) {
-						return
+				merged := []*yaml.Node{v}
+				if v.Kind == yaml.SequenceNode {
+					merged = v.Content
+				}
+				for _, x := range merged {
+					if x = unalias(x); x.Kind == yaml.MappingNode && !walked[x] {
+						walked[x] = true
+						if !walk(x) {
+							return false
+						}
 					}
 				}
 			}
+			return true
 		}
+		walk(n)
 	}
+}
+
+// isMerge reports whether the key k is a merge key, as yaml.v3 has it: a
+// plain << (not quoted, not another tag; not an alias).
+func isMerge(k *yaml.Node) bool {
+	return k.Kind == yaml.ScalarNode && k.Value == "<<" && k.ShortTag() == "!!merge"
 }
 
 // unalias returns the node the alias n (*name) stands for, else n: a

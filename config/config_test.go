@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentwork/agentwork/config"
 	"github.com/agentwork/agentwork/connectors"
@@ -361,4 +363,72 @@ mcp:
 			t.Errorf("Secrets() = %q, want it to hold %q (a secret field's value through an alias)", got, want)
 		}
 	}
+}
+
+// TestSecretsThroughMergeKeys: what yaml.v3 decodes into a credential map
+// through merge keys and aliases is a secret, however the merges nest;
+// what it does not take for a merge (a key tagged !!merge that is not <<)
+// is an ordinary entry; a name given by an alias counts by the name; and
+// merges that fan out are walked once each, not once per path.
+func TestSecretsThroughMergeKeys(t *testing.T) {
+	t.Parallel()
+	parse := func(t *testing.T, jobs, headers string) (map[string]string, []string) {
+		t.Helper()
+		y := "cron:\n  jobs:\n" + jobs + "mcp:\n  servers:\n    api:\n      url: https://mcp.example/\n      headers: " + headers + "\n"
+		f, err := config.Parse("agentwork.yaml", []byte(y), env(nil), types)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, y)
+		}
+		return f.MCP.Servers["api"].Headers, f.Secrets()
+	}
+	job := func(i int, rest string) string {
+		return fmt.Sprintf("    - {id: a%d, schedule: \"@daily\", prompt: p, %s}\n", i, rest)
+	}
+	var deep strings.Builder
+	deep.WriteString(job(0, "metadata: &a0 {Authorization: Bearer-deep-merge-0123456789}"))
+	for i := 1; i < 12; i++ {
+		deep.WriteString(job(i, fmt.Sprintf("metadata: &a%d {<<: *a%d}", i, i-1)))
+	}
+	var fan strings.Builder
+	fan.WriteString(job(0, "metadata: &f0 {X-Api-Key: fan-out-key-0123456789}"))
+	for i := 1; i <= 8; i++ {
+		fan.WriteString(job(i, fmt.Sprintf("metadata: &f%d {<<: [%s]}", i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*f%d, ", i-1), 12), ", "))))
+	}
+	for _, tc := range []struct {
+		name, jobs, headers, header, want string
+	}{
+		{"merges 12 deep", deep.String(), "{<<: *a11}", "Authorization", "Bearer-deep-merge-0123456789"},
+		{"a key tagged !!merge is no merge", job(0, "metadata: {}"), "{!!merge Authorization: Bearer-tagged-key-0123456789}", "Authorization", "Bearer-tagged-key-0123456789"},
+		{"a name by alias", job(0, "name: &x Authorization"), "{*x : Bearer-alias-key-0123456789}", "Authorization", "Bearer-alias-key-0123456789"},
+		{"a personal access token", job(0, "metadata: {}"), "{GH_PAT: ghp-pat-value-0123456789}", "GH_PAT", "ghp-pat-value-0123456789"},
+		{"a URL with a password", job(0, "metadata: {}"), "{X-Upstream: \"https://u:url-password-0123@up.example/\"}", "X-Upstream", "url-password-0123"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, got := parse(t, tc.jobs, tc.headers)
+			if !strings.Contains(h[tc.header], tc.want) {
+				t.Fatalf("decoded headers = %v, want %s holding %q", h, tc.header, tc.want)
+			}
+			if !slices.Contains(got, tc.want) {
+				t.Errorf("Secrets() = %q misses %q, which the decoder put in header %s", got, tc.want, tc.header)
+			}
+		})
+	}
+	// 12^8 paths to one mapping: the secrets are read at once, and the
+	// decoder refuses the document.
+	t.Run("12 merges a level, 8 levels", func(t *testing.T) {
+		y := "cron:\n  jobs:\n" + fan.String() + "mcp:\n  servers:\n    api:\n      url: https://mcp.example/\n      headers: {<<: *f8}\n"
+		done := make(chan error, 1)
+		go func() {
+			_, err := config.Parse("agentwork.yaml", []byte(y), env(nil), types)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "excessive aliasing") {
+				t.Errorf("Parse: %v, want yaml's excessive aliasing", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("Parse of a config whose merges fan out did not return within a minute")
+		}
+	})
 }
