@@ -165,11 +165,16 @@ type wallSchedule struct {
 }
 
 // Next implements Schedule.
-func (w *wallSchedule) Next(t time.Time) time.Time {
+func (w *wallSchedule) Next(t time.Time) time.Time { return w.next(t, true) }
+
+// next is Next; without stopEarly it works out one more wall time than
+// it needs to (TestNextStopsEarlyWithTheSameTick compares the two).
+func (w *wallSchedule) next(t time.Time, stopEarly bool) time.Time {
 	t = t.In(w.loc)
 	_, off := t.Zone()
 	oMin, oMax := off, off
-	if _, end := t.ZoneBounds(); !end.IsZero() {
+	_, end := t.ZoneBounds()
+	if !end.IsZero() {
 		_, o2 := end.In(w.loc).Zone()
 		oMin, oMax = min(oMin, o2), max(oMax, o2)
 	}
@@ -203,6 +208,21 @@ func (w *wallSchedule) Next(t time.Time) time.Time {
 			_, o := gapEnd.In(w.loc).Zone()
 			if g := time.Unix(gapEnd.Unix()+int64(o)-1, 0).UTC(); g.After(c) {
 				c = g
+			}
+		}
+		// The next wall time is a second or more after c (c is a whole
+		// second). An instant between t and best has t's offset when the
+		// zone does not change before best (end), else one up to oMax.
+		// When even that wall time maps to no instant before best, no
+		// later one does: the loop need not work out another (half the
+		// work of a daily job's next tick).
+		if stopEarly && !best.IsZero() {
+			o := oMax
+			if end.IsZero() || !end.Before(best) {
+				o = off
+			}
+			if !c.Add(time.Second - time.Duration(o)*time.Second).Before(best) {
+				break
 			}
 		}
 	}

@@ -207,3 +207,47 @@ func FuzzParseSchedule(f *testing.F) {
 		}
 	})
 }
+
+// TestNextStopsEarlyWithTheSameTick: Next stops looking once no later
+// wall time can map to an earlier instant; it gives the tick it gave when
+// it looked at one more, in zones with DST of an hour, half an hour and
+// two, offsets of a quarter hour, and at instants around each change.
+func TestNextStopsEarlyWithTheSameTick(t *testing.T) {
+	t.Parallel()
+	zones := []string{"UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Pacific/Chatham", "Africa/Casablanca", "Antarctica/Troll", "Asia/Kolkata", "America/Sao_Paulo"}
+	exprs := []string{"30 1 * * *", "15 2 * * *", "0 2 * * *", "0 3 * * 0", "0 * * * *", "*/7 * * * *", "0 0 1 * *", "30 2 * 3 0", "*/2 * * * * *", "0 30 2 * * *"}
+	for _, zone := range zones {
+		loc := mustLoc(t, zone)
+		// Instants around each change of the zone's offset in 2026-2027,
+		// and every 41 hours.
+		var at []time.Time
+		for x := time.Date(2026, 1, 1, 0, 0, 0, 0, loc); x.Year() < 2028; {
+			_, end := x.ZoneBounds()
+			if end.IsZero() || end.Year() >= 2028 {
+				break
+			}
+			for _, d := range []time.Duration{-25 * time.Hour, -2 * time.Hour, -time.Hour, -30 * time.Minute, -time.Second, 0, time.Second, 30 * time.Minute, time.Hour, 2 * time.Hour, 25 * time.Hour} {
+				at = append(at, end.Add(d))
+			}
+			x = end
+		}
+		for x := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC); x.Year() < 2028; x = x.Add(41*time.Hour + 13*time.Second) {
+			at = append(at, x)
+		}
+		for _, expr := range exprs {
+			s, err := ParseSchedule(expr, loc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, ok := s.(*wallSchedule)
+			if !ok {
+				t.Fatalf("%q: a %T, not a wall-clock schedule", expr, s)
+			}
+			for _, x := range at {
+				if got, want := w.next(x, true), w.next(x, false); !got.Equal(want) {
+					t.Fatalf("%s %q after %v: %v stopping early, %v looking further", zone, expr, x, got, want)
+				}
+			}
+		}
+	}
+}
