@@ -295,8 +295,9 @@ func Parse(name string, raw []byte, lookup func(string) (string, bool), types co
 	if err != nil {
 		return nil, err
 	}
+	walked := map[*yaml.Node]bool{} // the mappings merged into credential maps, read once
 	for _, m := range withSecrets {
-		secrets = secretFields(m, secrets)
+		secrets = secretFields(m, secrets, walked)
 	}
 	// The connectors section is decoded by the connector types, the rest
 	// here. Unknown keys are found on the original text (Node.Decode does
@@ -493,6 +494,9 @@ func expandEnv(name string, n *yaml.Node, lookup func(string) (string, bool)) ([
 		if n.Kind == yaml.MappingNode && mayHoldSecrets(n) {
 			withSecrets = append(withSecrets, n)
 		}
+		if line, msg := unreadable(n); msg != "" {
+			errs = append(errs, &Error{File: name, Line: line, Msg: msg})
+		}
 		if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
 			n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
 				v := envRef.FindStringSubmatch(ref)[1]
@@ -513,6 +517,25 @@ func expandEnv(name string, n *yaml.Node, lookup func(string) (string, bool)) ([
 	}
 	walk(n)
 	return values, withSecrets, errors.Join(errs...)
+}
+
+// unreadable says what is wrong with n, if it is written in a way the
+// config does not take: a mapping's key given as an alias (*name), or a
+// !!binary value (base64 the decoder decodes). Both would let a field or
+// a secret be named or written in a way other than the text of the file,
+// which the secret fields are found by.
+func unreadable(n *yaml.Node) (line int, msg string) {
+	switch {
+	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!binary":
+		return n.Line, "a !!binary value is not taken: write the text itself (a secret as ${VAR})"
+	case n.Kind == yaml.MappingNode:
+		for i := 0; i < len(n.Content); i += 2 {
+			if k := n.Content[i]; k.Kind == yaml.AliasNode {
+				return k.Line, fmt.Sprintf("a key written as an alias (*%s) is not taken: write the key itself", k.Value)
+			}
+		}
+	}
+	return 0, ""
 }
 
 // mayHoldSecrets reports whether a key of the mapping n, as written or
@@ -564,7 +587,7 @@ var (
 	// credentialMaps are maps (HTTP headers, environment variables) whose
 	// entries are secrets when their name says so (credentialName).
 	credentialMaps = []string{"headers", "env"}
-	credentialName = regexp.MustCompile(`(?i)auth|key|token|secret|passw|cookie|credential|session|(^|_)pat($|_)`)
+	credentialName = regexp.MustCompile(`(?i)auth|key|token|secret|passw|cookie|credential|session|(^|[_-])pat($|[_-])`)
 )
 
 // secretFields adds to values the values of the secret fields of the
@@ -572,7 +595,7 @@ var (
 // written in the file as they are, not only as ${VAR} references. It
 // looks at n and its values, not further down: Parse calls it for each
 // mapping expandEnv found, in the order of the file.
-func secretFields(n *yaml.Node, values []string) []string {
+func secretFields(n *yaml.Node, values []string, walked map[*yaml.Node]bool) []string {
 	if n.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i].Value, unalias(n.Content[i+1])
@@ -588,7 +611,7 @@ func secretFields(n *yaml.Node, values []string) []string {
 					}
 				}
 			case v.Kind == yaml.MappingNode && slices.Contains(credentialMaps, k):
-				for name, e := range entries(v) {
+				for name, e := range entries(v, walked) {
 					switch {
 					case e.Kind != yaml.ScalarNode:
 					case credentialName.MatchString(name):
@@ -606,11 +629,12 @@ func secretFields(n *yaml.Node, values []string) []string {
 // entries yields the names and values of the mapping n, with those a
 // merge key (<<: *anchor, or a list of anchors) brings in from a mapping
 // anchored elsewhere, as yaml.v3 decodes them: a credential map's entries
-// may be written so. A name may be an alias too. Each mapping a merge
-// brings in is walked once, however often it is merged.
-func entries(n *yaml.Node) iter.Seq2[string, *yaml.Node] {
+// may be written so. A mapping in walked (merged before, into this or
+// another credential map) is not walked again: its entries are secrets
+// or not by their names alone.
+func entries(n *yaml.Node, walked map[*yaml.Node]bool) iter.Seq2[string, *yaml.Node] {
 	return func(yield func(string, *yaml.Node) bool) {
-		walked := map[*yaml.Node]bool{n: true}
+		walked[n] = true
 		var walk func(m *yaml.Node) bool
 		walk = func(m *yaml.Node) bool {
 			for i := 0; i+1 < len(m.Content); i += 2 {

@@ -399,8 +399,8 @@ func TestSecretsThroughMergeKeys(t *testing.T) {
 	}{
 		{"merges 12 deep", deep.String(), "{<<: *a11}", "Authorization", "Bearer-deep-merge-0123456789"},
 		{"a key tagged !!merge is no merge", job(0, "metadata: {}"), "{!!merge Authorization: Bearer-tagged-key-0123456789}", "Authorization", "Bearer-tagged-key-0123456789"},
-		{"a name by alias", job(0, "name: &x Authorization"), "{*x : Bearer-alias-key-0123456789}", "Authorization", "Bearer-alias-key-0123456789"},
 		{"a personal access token", job(0, "metadata: {}"), "{GH_PAT: ghp-pat-value-0123456789}", "GH_PAT", "ghp-pat-value-0123456789"},
+		{"a personal access token, with hyphens", job(0, "metadata: {}"), "{X-GitHub-PAT: ghp-hyphen-pat-0123456789}", "X-GitHub-PAT", "ghp-hyphen-pat-0123456789"},
 		{"a URL with a password", job(0, "metadata: {}"), "{X-Upstream: \"https://u:url-password-0123@up.example/\"}", "X-Upstream", "url-password-0123"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -431,4 +431,31 @@ func TestSecretsThroughMergeKeys(t *testing.T) {
 			t.Fatal("Parse of a config whose merges fan out did not return within a minute")
 		}
 	})
+}
+
+// TestRefusedYAMLForms: a key written as an alias and a !!binary value are
+// refused with the line, not decoded into a field or a secret that the
+// config's secrets (found by the text of the file) would miss.
+func TestRefusedYAMLForms(t *testing.T) {
+	t.Parallel()
+	const jobs = "cron:\n  jobs:\n    - {id: a0, schedule: \"@daily\", prompt: p, name: &cwd env, metadata: {k: &args headers}}\n"
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"an env map's key by alias", jobs + "mcp:\n  servers:\n    s:\n      command: node\n      *cwd : {GITHUB_TOKEN: ghp-alias-env-0123456789}\n", "agentwork.yaml:8: a key written as an alias (*cwd) is not taken"},
+		{"a header map's key by alias", jobs + "mcp:\n  servers:\n    s:\n      url: https://mcp.example/\n      *args : {Authorization: Bearer-alias-hdr-0123456789}\n", "agentwork.yaml:8: a key written as an alias (*args) is not taken"},
+		{"a header's name by alias", jobs + "mcp:\n  servers:\n    s:\n      url: https://mcp.example/\n      headers: {*cwd : Bearer-alias-key-0123456789}\n", "agentwork.yaml:8: a key written as an alias (*cwd) is not taken"},
+		{"a !!binary header", "mcp:\n  servers:\n    s:\n      url: https://mcp.example/\n      headers: {Authorization: !!binary QmVhcmVyLWJpbmFyeS0wMTIzNDU2Nzg5}\n", "agentwork.yaml:5: a !!binary value is not taken"},
+		{"a !!binary header name", "mcp:\n  servers:\n    s:\n      url: https://mcp.example/\n      headers: {!!binary QXV0aG9yaXphdGlvbg==: Bearer-binname-0123456789}\n", "agentwork.yaml:5: a !!binary value is not taken"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse("agentwork.yaml", []byte(tc.yaml), env(nil), types)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse: %v, want an error with %q", err, tc.want)
+			}
+			for _, secret := range []string{"ghp-alias", "Bearer-"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("the error shows the value: %v", err)
+				}
+			}
+		})
+	}
 }
