@@ -5,8 +5,10 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,12 +42,49 @@ func cronSpecs(now time.Time) []string {
 	return specs
 }
 
-func heapInUse() uint64 {
+// heapOf returns the live heap that code whose function names start with
+// prefix allocated (anywhere in the allocation's stack), from the heap
+// profile after a collection, each sample scaled as pprof scales it.
+// BenchmarkCron100k samples every 64 KiB on average (the default 512 KiB
+// leaves a few dozen samples for 20 MB).
+func heapOf(prefix string) uint64 {
 	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
+	runtime.GC() // the profile is as of the last completed collection
+	var recs []runtime.MemProfileRecord
+	n, _ := runtime.MemProfile(nil, false)
+	for {
+		recs = make([]runtime.MemProfileRecord, n+50)
+		var ok bool
+		if n, ok = runtime.MemProfile(recs, false); ok {
+			recs = recs[:n]
+			break
+		}
+	}
+	rate := float64(runtime.MemProfileRate)
+	var total float64
+	for _, r := range recs {
+		objs, bytes := r.InUseObjects(), r.InUseBytes()
+		if objs <= 0 || !stackHas(r.Stack(), prefix) {
+			continue
+		}
+		avg := float64(bytes) / float64(objs)
+		total += float64(bytes) / (1 - math.Exp(-avg/rate))
+	}
+	return uint64(total)
+}
+
+// stackHas reports whether a function of stack starts with prefix.
+func stackHas(stack []uintptr, prefix string) bool {
+	frames := runtime.CallersFrames(stack)
+	for {
+		f, more := frames.Next()
+		if strings.HasPrefix(f.Function, prefix) {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
 }
 
 func percentile(d []time.Duration, p float64) time.Duration {
@@ -63,6 +102,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // each: start-up time, heap held per job, and the lateness of 1,000 jobs
 // firing together every two seconds. Run it once: -benchtime=1x.
 func BenchmarkCron100k(b *testing.B) {
+	runtime.MemProfileRate = 64 << 10 // for heapOf
 	for range b.N {
 		now := time.Now()
 		specs := cronSpecs(now)
@@ -210,24 +250,14 @@ func benchAgentwork(b *testing.B, specs []string) cronResult {
 	res.nextTick = restarted.Truncate(2 * time.Second).Add(2 * time.Second).Sub(restarted)
 	mu.Unlock()
 	stop = runScheduler(b, bb, cfg, observe, &res.start, &res.startArmed, start)
-	// What the scheduler holds: the heap it lets go when it stops (the
-	// bus and the config's jobs, which the bench keeps, are in both).
-	running := heapInUse()
+	// What the scheduler holds: the live heap its own code allocated (not
+	// the bus's, nor the config's jobs, which the bench built).
+	res.heap = heapOf("github.com/agentwork/agentwork/triggers/cron.")
 	mu.Lock()
 	ready = time.Now()
 	mu.Unlock()
 	time.Sleep(cronMeasure) // the measurement window: let ticks happen
-	stop()                  // (its last use: the scheduler is garbage from here)
-	// Its goroutines may end a little after Run returned: the least heap
-	// over the next 3 s.
-	gone := heapInUse()
-	for range 15 {
-		time.Sleep(200 * time.Millisecond)
-		gone = min(gone, heapInUse())
-	}
-	if running > gone {
-		res.heap = running - gone
-	}
+	stop()
 	mu.Lock()
 	defer mu.Unlock()
 	res.late = slices.Clone(res.late)
@@ -299,7 +329,6 @@ func benchRobfig(b *testing.B, specs []string) cronResult {
 	b.Helper()
 	var res cronResult
 	var mu sync.Mutex
-	before := heapInUse()
 	start := time.Now()
 	c := rcron.New(rcron.WithSeconds())
 	for i, s := range specs {
@@ -324,9 +353,7 @@ func benchRobfig(b *testing.B, specs []string) cronResult {
 	mu.Lock()
 	res.late = res.late[:0]
 	mu.Unlock()
-	if after := heapInUse(); after > before {
-		res.heap = after - before
-	}
+	res.heap = heapOf("github.com/robfig/cron/v3.") // as agentwork's
 	time.Sleep(cronMeasure)
 	<-c.Stop().Done()
 	mu.Lock()
