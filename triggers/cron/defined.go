@@ -152,20 +152,30 @@ func definitionHash(j Job) string {
 // out on every core (at 100,000 jobs, a third of a start's reconcile).
 func definitionHashes(jobs []Job) []string {
 	out := make([]string, len(jobs))
-	n := runtime.GOMAXPROCS(0)
-	size := (len(jobs) + n - 1) / n
+	inChunks(len(jobs), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			out[i] = definitionHash(jobs[i])
+		}
+	})
+	return out
+}
+
+// chunk is how many jobs inChunks gives a core at a time.
+const chunk = 1000
+
+// inChunks calls fn for [0, n) a chunk at a time, as many at once as
+// there are cores, and returns once every call has: for work over every
+// job that is CPU alone (a start's, an arming pass's).
+func inChunks(n int, fn func(lo, hi int)) {
 	var g errgroup.Group
-	for lo := 0; lo < len(jobs); lo += size {
-		hi := min(lo+size, len(jobs))
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for lo := 0; lo < n; lo += chunk {
 		g.Go(func() error {
-			for i := lo; i < hi; i++ {
-				out[i] = definitionHash(jobs[i])
-			}
+			fn(lo, min(lo+chunk, n))
 			return nil
 		})
 	}
 	_ = g.Wait()
-	return out
 }
 
 // definedJobs returns copies of the config's jobs and the workflows'

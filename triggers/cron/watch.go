@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -461,29 +460,21 @@ func (s *Scheduler) missing(ids []string, pending map[string]bool) []toArm {
 	var (
 		mu   sync.Mutex
 		todo []toArm
-		g    errgroup.Group
 	)
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), 1000)]
-		ids = ids[len(chunk):]
-		g.Go(func() error {
-			s.mu.Lock()
-			seen := s.seenJobs(chunk, pending)
-			s.mu.Unlock()
-			var arm []toArm
-			for _, a := range seen {
-				if t, ok := s.timerFor(a); ok {
-					arm = append(arm, t)
-				}
+	inChunks(len(ids), func(lo, hi int) {
+		s.mu.Lock()
+		seen := s.seenJobs(ids[lo:hi], pending)
+		s.mu.Unlock()
+		var arm []toArm
+		for _, a := range seen {
+			if t, ok := s.timerFor(a); ok {
+				arm = append(arm, t)
 			}
-			mu.Lock()
-			todo = append(todo, arm...)
-			mu.Unlock()
-			return nil
-		})
-	}
-	_ = g.Wait()
+		}
+		mu.Lock()
+		todo = append(todo, arm...)
+		mu.Unlock()
+	})
 	return todo
 }
 
