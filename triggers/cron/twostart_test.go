@@ -1,14 +1,18 @@
 package cron
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
+	"github.com/agentwork/agentwork/internal/clock"
+	"github.com/agentwork/agentwork/model/script"
 )
 
 // two instances' first start together; each tick reported fired once across both.
@@ -141,5 +145,87 @@ func TestTwoFiresOfOneTickRunItOnce(t *testing.T) {
 	st, err := readState(t.Context(), b.State, "x")
 	if err != nil || st.Fires != 5 || st.LastTick == nil || !st.LastTick.Equal(tick) {
 		t.Errorf("state %+v, %v; want the tick counted once (5 fires), last tick %s", st, err, tick)
+	}
+}
+
+// A catch-up arms the job's next tick before its writes (armEarly). When
+// the writes take longer than the wait for that tick, another instance
+// can take its timer's fire while the job's state does not have the
+// catch-up yet, and after the tick: it works the ticks out from the
+// state as it is, so the tick that was on time for the catch-up is
+// overtaken for it (run_once: missed), as for a fire handed out again
+// after the next tick (TestUnconfirmedTickEndsInOneEvent). Each tick must
+// still end once, in a run's event or a missed event, never both, and be
+// counted once.
+func TestEarlyTimerFireOnAnotherInstanceDuringTheCatchup(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	b2 := bustest.Client(t, b)
+	t0 := time.Now().UTC().Truncate(time.Minute)
+	// Down for three minutes: t0-2m and t0-1m are late (run_once:
+	// missed), t0 due 10 s ago is on time.
+	seed(t, b, Job{ID: "x", Schedule: "* * * * *", Prompt: "p"}, t0.Add(-time.Hour), State{LastTick: ptr(t0.Add(-3 * time.Minute)), Fires: 1})
+	newScheduler := func(bb *bus.Bus, now time.Time) *Scheduler {
+		s, err := New(bb, Config{}, WithClock(clock.NewFake(now)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	first := newScheduler(b, t0.Add(10*time.Second))
+	// The first instance's catch-up is slow: its request of t0 is stored
+	// only once the second instance is done.
+	inPublish, goOn := make(chan struct{}), make(chan struct{})
+	first.publishReq = func(ctx context.Context, b *bus.Bus, req agentwork.Request, o agentwork.PublishOptions) (agentwork.Published, error) {
+		close(inPublish)
+		<-goOn
+		return agentwork.Publish(ctx, b, req, o)
+	}
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- first.fireJob(t.Context(), zap.NewNop(), "x", 1) }()
+	<-inPublish
+	if due := pendingDue(t, b, timerKey("x")); !due.Equal(t0.Add(time.Minute - fireLead)) {
+		t.Fatalf("as the catch-up publishes, the job's timer is due %s; want it armed for the next tick %s", due, t0.Add(time.Minute))
+	}
+	// Its fire, on the second instance 5 s after that tick.
+	clk := clock.NewFake(t0.Add(time.Minute + 5*time.Second))
+	second := newScheduler(b2, clk.Now())
+	if err := second.fireJob(t.Context(), zap.NewNop(), "x", 1); err != nil {
+		t.Fatalf("the second instance's fire: %v", err)
+	}
+	close(goOn)
+	if err := <-firstDone; err != nil {
+		t.Fatalf("the first instance's catch-up: %v", err)
+	}
+	startRunner(t, b, clk, second, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{Text: "hi"}})
+	waitRequestsSettled(t, b)
+
+	hist, err := jobHistory(t.Context(), b, "x", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[time.Time][]string{}
+	for _, h := range hist {
+		if h.Result.ScheduledAt == nil {
+			t.Fatalf("event without a scheduled time: %+v", h)
+		}
+		at := h.Result.ScheduledAt.UTC()
+		seen[at] = append(seen[at], h.Outcome+"/"+h.Result.Reason)
+	}
+	want := map[time.Time]string{
+		t0.Add(-2 * time.Minute): "skip/missed", t0.Add(-time.Minute): "skip/missed",
+		t0: "skip/missed", t0.Add(time.Minute): "done/",
+	}
+	for at, w := range want {
+		if len(seen[at]) != 1 || seen[at][0] != w {
+			t.Errorf("tick %s has events %v, want exactly one: %s", at.Format(time.TimeOnly), seen[at], w)
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("events by tick = %v, want the four ticks", seen)
+	}
+	st, err := readState(t.Context(), b.State, "x")
+	if err != nil || st.Fires != 2 || st.Missed != 3 || st.LastTick == nil || !st.LastTick.Equal(t0.Add(time.Minute)) {
+		t.Errorf("state %+v, %v; want each tick counted once: 2 fires, 3 missed, last tick %s", st, err, t0.Add(time.Minute).Format(time.TimeOnly))
 	}
 }
