@@ -55,7 +55,8 @@ type Endpoint struct {
 	// Verb is the last token of the subject, e.g. "list".
 	Verb string
 	// Handle answers one request; body is the request's payload (JSON, or
-	// empty). Its result is sent as JSON. An error is sent as a
+	// empty). Its result is sent as JSON (a json.RawMessage as it is: the
+	// handler encoded it, and answers for it being JSON). An error is sent as a
 	// ServiceError: the one in err's chain, else a 500 with err's text;
 	// ErrNoReply sends nothing. ctx ends after the service's Timeout, or
 	// when the service stops. Requests to one endpoint are handled one at a
@@ -176,6 +177,8 @@ func endpointHandler(base context.Context, timeout time.Duration, ep Endpoint, l
 			// A header value is one line; the body has the whole detail.
 			desc := strings.NewReplacer("\r", " ", "\n", " ").Replace(se.Error())
 			err = req.Error(strconv.Itoa(se.Status), desc, body)
+		} else if raw, ok := out.(json.RawMessage); ok {
+			err = req.Respond(raw) // encoded already (a page of jobs: 512 KB)
 		} else {
 			err = req.RespondJSON(out)
 		}

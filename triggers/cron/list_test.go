@@ -110,3 +110,76 @@ func TestListFollowsChanges(t *testing.T) {
 		t.Errorf("GET ?budget=maybe = %d %s, want 400 naming the field", resp.StatusCode, body)
 	}
 }
+
+// TestListPagesFitAMessage: the list verb asked for more than
+// DefaultListLimit jobs cuts its page at listPageBytes (a thousand jobs
+// with long prompts would not fit in a NATS message), and Client.List,
+// which asks for MaxListLimit a page, still gets every job once, in
+// order, in a tenth of the round trips pages of DefaultListLimit took. A
+// page of DefaultListLimit is never cut: older clients end the listing
+// at a short page.
+func TestListPagesFitAMessage(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	const n = 1200
+	long := strings.Repeat("a long prompt ", 500) // 7 KB: 100 of them are past listPageBytes
+	var jobs []Job
+	for i := range n {
+		p := "short"
+		if i < DefaultListLimit {
+			p = long
+		}
+		jobs = append(jobs, Job{ID: fmt.Sprintf("job-%04d", i), Schedule: "0 0 1 1 *", Prompt: p})
+	}
+	startScheduler(t, b, Config{Jobs: jobs}, make(chan TickResult, 10))
+	cb := bustest.Client(t, b)
+	ask := func(after string, limit int) (int, []Status) {
+		t.Helper()
+		var raw json.RawMessage
+		if err := cb.Call(t.Context(), "cron", VerbList, ServiceRequest{After: after, Limit: limit}, &raw); err != nil {
+			t.Fatalf("list after %q, limit %d: %v", after, limit, err)
+		}
+		var page []Status
+		if err := json.Unmarshal(raw, &page); err != nil {
+			t.Fatal(err)
+		}
+		return len(raw), page
+	}
+	if size, page := ask("", DefaultListLimit); len(page) != DefaultListLimit || size <= listPageBytes {
+		t.Errorf("a page of %d: %d jobs in %d bytes; want all %d, past %d bytes (not cut)", DefaultListLimit, len(page), size, DefaultListLimit, listPageBytes)
+	}
+	var ids []string
+	pages := 0
+	for after := ""; ; pages++ {
+		size, page := ask(after, MaxListLimit)
+		if size > listPageBytes {
+			t.Errorf("page %d: %d bytes, want at most %d", pages, size, listPageBytes)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, st := range page {
+			ids = append(ids, st.Job.ID)
+		}
+		after = ids[len(ids)-1]
+	}
+	if pages < 2 || pages > n/DefaultListLimit/2 {
+		t.Errorf("%d pages of up to %d jobs, want several and fewer than %d", pages, MaxListLimit, n/DefaultListLimit/2)
+	}
+	all, err := NewClient(cb).List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, st := range all {
+		got = append(got, st.Job.ID)
+	}
+	want := make([]string, n)
+	for i := range want {
+		want[i] = fmt.Sprintf("job-%04d", i)
+	}
+	if !slices.Equal(ids, want) || !slices.Equal(got, want) {
+		t.Errorf("pages gave %d ids, Client.List %d; want each of the %d once, in order", len(ids), len(got), n)
+	}
+	t.Logf("%d jobs in %d pages", n, pages)
+}

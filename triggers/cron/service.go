@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
@@ -14,7 +15,7 @@ import (
 // a bus.Service. Requests and replies are JSON; an error comes back as a
 // bus.ServiceError (an Error) in the NATS micro error headers and body.
 const (
-	VerbList    = "list"    // {"after", "limit"} → [Status], a page
+	VerbList    = "list"    // {"after", "limit"} → [Status], a page (see listPageBytes)
 	VerbGet     = "get"     // {"id"} → Status
 	VerbAdd     = "add"     // Job → Status
 	VerbUpdate  = "update"  // {"id", "patch": {merge patch}} → Status
@@ -62,7 +63,10 @@ func (s *Scheduler) dispatch(ctx context.Context, verb string, body []byte) (any
 	switch verb {
 	case VerbList:
 		page, _, err := s.List(ctx, ListQuery{After: r.After, Limit: r.Limit})
-		return page, err
+		if err != nil || r.Limit <= DefaultListLimit {
+			return page, err
+		}
+		return fitPage(page, listPageBytes)
 	case VerbGet:
 		return s.Get(ctx, r.ID)
 	case VerbAdd:
@@ -87,6 +91,35 @@ func (s *Scheduler) dispatch(ctx context.Context, verb string, body []byte) (any
 	return nil, apiErr(ErrBadRequest, "unknown verb %q", verb)
 }
 
+// listPageBytes bounds a page of the list verb asked for more than
+// DefaultListLimit jobs: a reply must fit in a NATS message (1 MB by
+// default), and a thousand jobs with long prompts would not. Such a page
+// ends before the job that would take it past this size, but holds one
+// job at least; the client asks from its last job on until a page is
+// empty. A page of DefaultListLimit jobs or fewer is never cut: clients
+// before this one end the listing at a page shorter than they asked for.
+const listPageBytes = 512 << 10
+
+// fitPage encodes the statuses of page as a JSON array, as many of them,
+// from the first, as fit in limit bytes (one at least).
+func fitPage(page []Status, limit int) (json.RawMessage, error) {
+	out := []byte{'['}
+	for i := range page {
+		b, err := json.Marshal(page[i])
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			if len(out)+1+len(b)+1 > limit {
+				break
+			}
+			out = append(out, ',')
+		}
+		out = append(out, b...)
+	}
+	return append(out, ']'), nil
+}
+
 // Client talks to the cron service of a running agentwork over NATS.
 // Safe for concurrent use.
 type Client struct {
@@ -106,23 +139,22 @@ func (c *Client) call(ctx context.Context, verb string, req, out any) error {
 	return err
 }
 
-// List returns every job with its state, asking for them a page at a time.
-// A server that does not page (an older one) answers everything at once;
-// the listing then ends when a page does not move past the last one.
+// List returns every job with its state, asking for them a page of up to
+// MaxListLimit at a time (the server cuts a page at listPageBytes) until
+// a page is empty. A server that does not page (an older one) answers
+// everything at once; the listing then ends when a page does not move
+// past the last one.
 func (c *Client) List(ctx context.Context) ([]Status, error) {
-	var all []Status
+	var pages [][]Status // put together once at the end: a status is 1 KB
 	for after := ""; ; {
 		var page []Status
-		if err := c.call(ctx, VerbList, ServiceRequest{After: after, Limit: DefaultListLimit}, &page); err != nil {
-			return all, err
+		if err := c.call(ctx, VerbList, ServiceRequest{After: after, Limit: MaxListLimit}, &page); err != nil {
+			return slices.Concat(pages...), err
 		}
-		if len(page) > 0 && after != "" && page[0].Job.ID <= after {
-			return all, nil // not paged: the same answer again
+		if len(page) == 0 || (after != "" && page[0].Job.ID <= after) {
+			return slices.Concat(pages...), nil // the end, or not paged: the same answer again
 		}
-		all = append(all, page...)
-		if len(page) < DefaultListLimit {
-			return all, nil
-		}
+		pages = append(pages, page)
 		after = page[len(page)-1].Job.ID
 	}
 }
