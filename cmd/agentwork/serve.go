@@ -27,10 +27,12 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	loading := time.Now()
 	f, err := loadConfig(*path)
 	if err != nil {
 		return err
 	}
+	loaded := time.Since(loading)
 	if *dataDir != "" {
 		f.Bus.DataDir = *dataDir
 	} else if f.Bus.DataDir != "" {
@@ -41,6 +43,9 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	if p := configPath(*path); p != "" {
+		log.Info("config loaded", zap.String("path", p), zap.Duration("took", loaded))
+	}
 	return serve(ctx, e, f, log)
 }
 
