@@ -55,8 +55,9 @@ type Endpoint struct {
 	// Verb is the last token of the subject, e.g. "list".
 	Verb string
 	// Handle answers one request; body is the request's payload (JSON, or
-	// empty). Its result is sent as JSON (a json.RawMessage as it is: the
-	// handler encoded it, and answers for it being JSON). An error is sent as a
+	// empty). Its result is sent as JSON; a json.RawMessage that is not
+	// empty as it is (the handler encoded it, and answers for it being
+	// JSON). An error is sent as a
 	// ServiceError: the one in err's chain, else a 500 with err's text;
 	// ErrNoReply sends nothing. ctx ends after the service's Timeout, or
 	// when the service stops. Requests to one endpoint are handled one at a
@@ -135,7 +136,7 @@ func (b *Bus) StartService(s Service) (stop func() error, err error) {
 	for _, ep := range s.Endpoints {
 		err := CheckToken("bus: service "+s.Name+" verb", ep.Verb)
 		if err == nil {
-			err = svc.AddEndpoint(ep.Verb, endpointHandler(base, s.Timeout, ep, log), micro.WithEndpointSubject(b.Subjects.Service(s.Name, ep.Verb)))
+			err = svc.AddEndpoint(ep.Verb, endpointHandler(base, s.Timeout, ep, b.nc.MaxPayload, log), micro.WithEndpointSubject(b.Subjects.Service(s.Name, ep.Verb)))
 		}
 		if err != nil {
 			_ = stop()
@@ -160,7 +161,9 @@ func (b *Bus) Serve(ctx context.Context, s Service) error {
 	return stop()
 }
 
-func endpointHandler(base context.Context, timeout time.Duration, ep Endpoint, log *zap.Logger) micro.Handler {
+// endpointHandler answers ep's requests; maxPayload is the largest
+// message the NATS server takes.
+func endpointHandler(base context.Context, timeout time.Duration, ep Endpoint, maxPayload func() int64, log *zap.Logger) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
 		ctx, cancel := context.WithTimeout(base, timeout)
 		defer cancel()
@@ -177,15 +180,35 @@ func endpointHandler(base context.Context, timeout time.Duration, ep Endpoint, l
 			// A header value is one line; the body has the whole detail.
 			desc := strings.NewReplacer("\r", " ", "\n", " ").Replace(se.Error())
 			err = req.Error(strconv.Itoa(se.Status), desc, body)
-		} else if raw, ok := out.(json.RawMessage); ok {
-			err = req.Respond(raw) // encoded already (a page of jobs: 512 KB)
 		} else {
-			err = req.RespondJSON(out)
+			err = respond(req, out, maxPayload(), ep.Verb, log)
 		}
 		if err != nil {
 			log.Debug("service reply not sent", zap.String("verb", ep.Verb), zap.Error(err))
 		}
 	})
+}
+
+// respond sends out as the reply to req: as JSON (a json.RawMessage that
+// is not empty as it is: its handler encoded it). A reply larger than the
+// NATS server takes (limit) is answered with an error at once, instead of
+// the caller waiting out its timeout for a reply that cannot be sent.
+func respond(req micro.Request, out any, limit int64, verb string, log *zap.Logger) error {
+	data, ok := out.(json.RawMessage)
+	if !ok || len(data) == 0 {
+		var err error
+		if data, err = json.Marshal(out); err != nil {
+			return err
+		}
+	}
+	if limit > 0 && int64(len(data)) > limit {
+		log.Warn("service reply larger than the NATS server takes; answered with an error", zap.String("verb", verb), zap.Int("bytes", len(data)), zap.Int64("max_payload", limit))
+		se := &ServiceError{Status: 500, Code: "reply_too_large",
+			Detail: fmt.Sprintf("the reply (%d bytes) is larger than the NATS server's max_payload (%d): ask for fewer (a smaller limit), or raise max_payload", len(data), limit)}
+		body, _ := json.Marshal(se)
+		return req.Error(strconv.Itoa(se.Status), se.Detail, body)
+	}
+	return req.Respond(data)
 }
 
 // Call sends in as JSON to verb of the service and decodes the reply into

@@ -185,3 +185,42 @@ func TestServiceRejectsBadNames(t *testing.T) {
 		t.Errorf("a refused service was left registered: Call = %v", err)
 	}
 }
+
+// A handler's json.RawMessage result is sent as it is (encoded by the
+// handler); a nil one as null, like any nil result. A reply larger than
+// the NATS server takes comes back at once as an error that says what to
+// do, instead of the caller waiting out its timeout.
+func TestServiceRawAndTooLargeResults(t *testing.T) {
+	t.Parallel()
+	b := bustest.External(t, 64<<10)
+	stop, err := b.StartService(bus.Service{
+		Name: "raw", Description: "test service", QueueGroup: "agentwork-raw",
+		Endpoints: []bus.Endpoint{
+			{Verb: "nil", Handle: func(context.Context, []byte) (any, error) { return json.RawMessage(nil), nil }},
+			{Verb: "page", Handle: func(context.Context, []byte) (any, error) { return json.RawMessage(`{"jobs":[1,2],"more":false}`), nil }},
+			{Verb: "huge", Handle: func(context.Context, []byte) (any, error) { return strings.Repeat("x", 100<<10), nil }},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stop() })
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	var v any = "not decoded"
+	if err := b.Call(ctx, "raw", "nil", nil, &v); err != nil || v != nil {
+		t.Errorf("a nil json.RawMessage result: %v, %v; want null", v, err)
+	}
+	var page struct {
+		Jobs []int `json:"jobs"`
+		More bool  `json:"more"`
+	}
+	if err := b.Call(ctx, "raw", "page", nil, &page); err != nil || len(page.Jobs) != 2 {
+		t.Errorf("a json.RawMessage result: %+v, %v; want it as sent", page, err)
+	}
+	err = b.Call(ctx, "raw", "huge", nil, &v)
+	var se *bus.ServiceError
+	if !errors.As(err, &se) || se.Code != "reply_too_large" || !strings.Contains(se.Detail, "max_payload") {
+		t.Errorf("a reply past max_payload: %v; want a reply_too_large error that names max_payload, at once", err)
+	}
+}

@@ -27,8 +27,8 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	loading := time.Now()
-	f, err := loadConfig(*path)
+	loading, cfgPath := time.Now(), configPath(*path)
+	f, err := config.Load(cfgPath, connectorTypes())
 	if err != nil {
 		return err
 	}
@@ -43,8 +43,8 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	if p := configPath(*path); p != "" {
-		log.Info("config loaded", zap.String("path", p), zap.Duration("took", loaded))
+	if cfgPath != "" {
+		log.Info("config loaded", zap.String("path", cfgPath), zap.Duration("took", loaded))
 	}
 	return serve(ctx, e, f, log)
 }

@@ -1,6 +1,7 @@
 package cron
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,7 +10,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentwork/agentwork/bus"
 	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/triggers/budget"
 )
@@ -111,18 +114,17 @@ func TestListFollowsChanges(t *testing.T) {
 	}
 }
 
-// TestListPagesFitAMessage: the list verb asked for more than
-// DefaultListLimit jobs cuts its page at listPageBytes (a thousand jobs
-// with long prompts would not fit in a NATS message), and Client.List,
-// which asks for MaxListLimit a page, still gets every job once, in
-// order, in a tenth of the round trips pages of DefaultListLimit took. A
-// page of DefaultListLimit is never cut: older clients end the listing
-// at a short page.
+// TestListPagesFitAMessage: the page verb cuts a page at pageBytes (a
+// thousand jobs with long prompts would not fit in a NATS message) and
+// says whether more follow; Client.List, which asks it for MaxListLimit
+// a page, gets every job once, in order, in a tenth of the round trips
+// pages of DefaultListLimit take. The list verb's pages are never cut:
+// older clients end the listing at a short page.
 func TestListPagesFitAMessage(t *testing.T) {
 	t.Parallel()
 	b := bustest.New(t)
 	const n = 1200
-	long := strings.Repeat("a long prompt ", 500) // 7 KB: 100 of them are past listPageBytes
+	long := strings.Repeat("a long prompt ", 500) // 7 KB: 100 of them are past pageBytes
 	var jobs []Job
 	for i := range n {
 		p := "short"
@@ -133,33 +135,40 @@ func TestListPagesFitAMessage(t *testing.T) {
 	}
 	startScheduler(t, b, Config{Jobs: jobs}, make(chan TickResult, 10))
 	cb := bustest.Client(t, b)
-	ask := func(after string, limit int) (int, []Status) {
+	call := func(verb, after string, limit int, out any) int {
 		t.Helper()
 		var raw json.RawMessage
-		if err := cb.Call(t.Context(), "cron", VerbList, ServiceRequest{After: after, Limit: limit}, &raw); err != nil {
-			t.Fatalf("list after %q, limit %d: %v", after, limit, err)
+		if err := cb.Call(t.Context(), "cron", verb, ServiceRequest{After: after, Limit: limit}, &raw); err != nil {
+			t.Fatalf("%s after %q, limit %d: %v", verb, after, limit, err)
 		}
-		var page []Status
-		if err := json.Unmarshal(raw, &page); err != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
 			t.Fatal(err)
 		}
-		return len(raw), page
+		return len(raw)
 	}
-	if size, page := ask("", DefaultListLimit); len(page) != DefaultListLimit || size <= listPageBytes {
-		t.Errorf("a page of %d: %d jobs in %d bytes; want all %d, past %d bytes (not cut)", DefaultListLimit, len(page), size, DefaultListLimit, listPageBytes)
+	for _, limit := range []int{DefaultListLimit, MaxListLimit} {
+		var page []Status
+		if size := call(VerbList, "", limit, &page); len(page) != limit || size <= pageBytes {
+			t.Errorf("list, limit %d: %d jobs in %d bytes; want all %d, past %d bytes (not cut)", limit, len(page), size, limit, pageBytes)
+		}
 	}
 	var ids []string
 	pages := 0
-	for after := ""; ; pages++ {
-		size, page := ask(after, MaxListLimit)
-		if size > listPageBytes {
-			t.Errorf("page %d: %d bytes, want at most %d", pages, size, listPageBytes)
+	for after := ""; ; {
+		var page ServicePage
+		size := call(VerbPage, after, MaxListLimit, &page)
+		pages++
+		if size > pageBytes {
+			t.Errorf("page %d: %d bytes, want at most %d", pages, size, pageBytes)
 		}
-		if len(page) == 0 {
+		for _, st := range page.Jobs {
+			ids = append(ids, st.Job.ID)
+		}
+		if !page.More {
 			break
 		}
-		for _, st := range page {
-			ids = append(ids, st.Job.ID)
+		if pages > n {
+			t.Fatal("the pages do not end")
 		}
 		after = ids[len(ids)-1]
 	}
@@ -182,4 +191,66 @@ func TestListPagesFitAMessage(t *testing.T) {
 		t.Errorf("pages gave %d ids, Client.List %d; want each of the %d once, in order", len(ids), len(got), n)
 	}
 	t.Logf("%d jobs in %d pages", n, pages)
+}
+
+// On a NATS server of one's own, with its default max_payload (1 MB): a
+// page is cut at half of what the server takes when that is less than
+// pageBytes; and a client lists every job through an instance of an
+// earlier version that serves only the list verb (a rolling upgrade), at
+// DefaultListLimit a page, which fits where MaxListLimit jobs of 2 KB
+// would not.
+func TestListThroughAServerOfOnesOwn(t *testing.T) {
+	t.Parallel()
+	const n = MaxListLimit
+	prompt := strings.Repeat("p", 2000)
+	var jobs []Job
+	for i := range n {
+		jobs = append(jobs, Job{ID: fmt.Sprintf("job-%04d", i), Schedule: "0 0 1 1 *", Prompt: prompt})
+	}
+	t.Run("small max_payload", func(t *testing.T) {
+		t.Parallel()
+		b := bustest.External(t, 256<<10)
+		startScheduler(t, b, Config{Jobs: jobs}, make(chan TickResult, 10))
+		var raw json.RawMessage
+		if err := b.Call(t.Context(), "cron", VerbPage, ServiceRequest{Limit: MaxListLimit}, &raw); err != nil || len(raw) > 128<<10 {
+			t.Errorf("a page on a server taking 256 KB: %d bytes, %v; want at most 128 KB", len(raw), err)
+		}
+		all, err := NewClient(b).List(t.Context())
+		if err != nil || len(all) != n {
+			t.Errorf("Client.List: %d jobs, %v; want all %d", len(all), err, n)
+		}
+	})
+	t.Run("earlier version", func(t *testing.T) {
+		t.Parallel()
+		b := bustest.External(t, 0)
+		s, _ := startSchedulerNoWait(t, b, Config{Jobs: jobs}, make(chan TickResult, 10))
+		select {
+		case <-s.Started():
+		case <-time.After(time.Minute):
+			t.Fatal("scheduler not ready")
+		}
+		// The earlier version's service: the list verb alone, pages of
+		// the limit asked, not cut.
+		stop, err := b.StartService(bus.Service{
+			Name: bus.SourceCron, QueueGroup: ServiceQueue,
+			Endpoints: []bus.Endpoint{{Verb: VerbList, Handle: func(ctx context.Context, body []byte) (any, error) {
+				var r ServiceRequest
+				if err := json.Unmarshal(body, &r); err != nil {
+					return nil, err
+				}
+				page, _, err := s.List(ctx, ListQuery{After: r.After, Limit: r.Limit})
+				return page, err
+			}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = stop() })
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		all, err := NewClient(b).List(ctx)
+		if err != nil || len(all) != n {
+			t.Errorf("Client.List through the earlier version: %d jobs, %v; want all %d", len(all), err, n)
+		}
+	})
 }

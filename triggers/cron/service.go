@@ -15,7 +15,8 @@ import (
 // a bus.Service. Requests and replies are JSON; an error comes back as a
 // bus.ServiceError (an Error) in the NATS micro error headers and body.
 const (
-	VerbList    = "list"    // {"after", "limit"} → [Status], a page (see listPageBytes)
+	VerbList    = "list"    // {"after", "limit"} → [Status], a page
+	VerbPage    = "page"    // {"after", "limit"} → ServicePage (see pageBytes)
 	VerbGet     = "get"     // {"id"} → Status
 	VerbAdd     = "add"     // Job → Status
 	VerbUpdate  = "update"  // {"id", "patch": {merge patch}} → Status
@@ -42,10 +43,10 @@ type ServiceRequest struct {
 func (s *Scheduler) Service() bus.Service {
 	svc := bus.Service{
 		Name:        bus.SourceCron,
-		Description: "agentwork cron jobs: list, get, add, update, delete, pause, resume, run, history",
+		Description: "agentwork cron jobs: list, page, get, add, update, delete, pause, resume, run, history",
 		QueueGroup:  ServiceQueue,
 	}
-	for _, verb := range []string{VerbList, VerbGet, VerbAdd, VerbUpdate, VerbDelete, VerbPause, VerbResume, VerbRun, VerbHistory} {
+	for _, verb := range []string{VerbList, VerbPage, VerbGet, VerbAdd, VerbUpdate, VerbDelete, VerbPause, VerbResume, VerbRun, VerbHistory} {
 		svc.Endpoints = append(svc.Endpoints, bus.Endpoint{Verb: verb, Handle: func(ctx context.Context, body []byte) (any, error) {
 			return s.dispatch(ctx, verb, body)
 		}})
@@ -63,10 +64,9 @@ func (s *Scheduler) dispatch(ctx context.Context, verb string, body []byte) (any
 	switch verb {
 	case VerbList:
 		page, _, err := s.List(ctx, ListQuery{After: r.After, Limit: r.Limit})
-		if err != nil || r.Limit <= DefaultListLimit {
-			return page, err
-		}
-		return fitPage(page, listPageBytes)
+		return page, err
+	case VerbPage:
+		return s.servicePage(ctx, r.After, r.Limit)
 	case VerbGet:
 		return s.Get(ctx, r.ID)
 	case VerbAdd:
@@ -91,33 +91,60 @@ func (s *Scheduler) dispatch(ctx context.Context, verb string, body []byte) (any
 	return nil, apiErr(ErrBadRequest, "unknown verb %q", verb)
 }
 
-// listPageBytes bounds a page of the list verb asked for more than
-// DefaultListLimit jobs: a reply must fit in a NATS message (1 MB by
-// default), and a thousand jobs with long prompts would not. Such a page
-// ends before the job that would take it past this size, but holds one
-// job at least; the client asks from its last job on until a page is
-// empty. A page of DefaultListLimit jobs or fewer is never cut: clients
-// before this one end the listing at a page shorter than they asked for.
-const listPageBytes = 512 << 10
+// ServicePage is the reply of the page verb: jobs with their state,
+// sorted by id, and whether more follow the last.
+type ServicePage struct {
+	Jobs []Status `json:"jobs"`
+	More bool     `json:"more"`
+}
 
-// fitPage encodes the statuses of page as a JSON array, as many of them,
-// from the first, as fit in limit bytes (one at least).
-func fitPage(page []Status, limit int) (json.RawMessage, error) {
-	out := []byte{'['}
-	for i := range page {
-		b, err := json.Marshal(page[i])
+// pageBytes bounds a reply of the page verb: it ends before the job
+// that would take it past this size, or past half the largest message
+// the NATS server takes, and holds one job at least. Without it, a
+// thousand jobs with long prompts would not fit in a message (1 MB by
+// default on a NATS server of one's own).
+const pageBytes = 512 << 10
+
+// servicePage answers the page verb: up to limit jobs (MaxListLimit
+// when 0) after the id after, encoded here, as many as fit in pageBytes.
+func (s *Scheduler) servicePage(ctx context.Context, after string, limit int) (json.RawMessage, error) {
+	switch {
+	case limit == 0:
+		limit = MaxListLimit
+	case limit < 0 || limit > MaxListLimit:
+		return nil, apiErr(ErrBadRequest, "limit %d: want 1 to %d", limit, MaxListLimit)
+	}
+	budget := pageBytes
+	if s.bus != nil {
+		if nc := s.bus.Conn(); nc != nil {
+			if half := int(nc.MaxPayload() / 2); half > 0 && half < budget {
+				budget = half
+			}
+		}
+	}
+	page, more, err := s.pageOf(ctx, after, limit, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := []byte(`{"jobs":[`)
+	for i, p := range page {
+		b, err := json.Marshal(s.status(p.j, p.st))
 		if err != nil {
 			return nil, err
 		}
 		if i > 0 {
-			if len(out)+1+len(b)+1 > limit {
+			if len(out)+1+len(b) > budget {
+				more = true
 				break
 			}
 			out = append(out, ',')
 		}
 		out = append(out, b...)
 	}
-	return append(out, ']'), nil
+	if more {
+		return append(out, `],"more":true}`...), nil
+	}
+	return append(out, `],"more":false}`...), nil
 }
 
 // Client talks to the cron service of a running agentwork over NATS.
@@ -139,22 +166,46 @@ func (c *Client) call(ctx context.Context, verb string, req, out any) error {
 	return err
 }
 
-// List returns every job with its state, asking for them a page of up to
-// MaxListLimit at a time (the server cuts a page at listPageBytes) until
-// a page is empty. A server that does not page (an older one) answers
-// everything at once; the listing then ends when a page does not move
-// past the last one.
+// List returns every job with its state, asking for them a page at a
+// time: pages of up to MaxListLimit (the page verb), or of
+// DefaultListLimit from instances that do not serve it (an earlier
+// version). Such a server that does not page at all answers everything
+// at once; the listing then ends when a page does not move past the last
+// one.
 func (c *Client) List(ctx context.Context) ([]Status, error) {
 	var pages [][]Status // put together once at the end: a status is 1 KB
 	for after := ""; ; {
-		var page []Status
-		if err := c.call(ctx, VerbList, ServiceRequest{After: after, Limit: MaxListLimit}, &page); err != nil {
+		var page ServicePage
+		err := c.bus.Call(ctx, bus.SourceCron, VerbPage, ServiceRequest{After: after, Limit: MaxListLimit}, &page)
+		if errors.Is(err, bus.ErrNoService) && after == "" {
+			return c.listPages(ctx)
+		}
+		if err != nil {
 			return slices.Concat(pages...), err
 		}
-		if len(page) == 0 || (after != "" && page[0].Job.ID <= after) {
-			return slices.Concat(pages...), nil // the end, or not paged: the same answer again
+		pages = append(pages, page.Jobs)
+		if !page.More || len(page.Jobs) == 0 {
+			return slices.Concat(pages...), nil
+		}
+		after = page.Jobs[len(page.Jobs)-1].Job.ID
+	}
+}
+
+// listPages is List through the list verb, DefaultListLimit a page.
+func (c *Client) listPages(ctx context.Context) ([]Status, error) {
+	var pages [][]Status
+	for after := ""; ; {
+		var page []Status
+		if err := c.call(ctx, VerbList, ServiceRequest{After: after, Limit: DefaultListLimit}, &page); err != nil {
+			return slices.Concat(pages...), err
+		}
+		if len(page) > 0 && after != "" && page[0].Job.ID <= after {
+			return slices.Concat(pages...), nil // not paged: the same answer again
 		}
 		pages = append(pages, page)
+		if len(page) < DefaultListLimit {
+			return slices.Concat(pages...), nil
+		}
 		after = page[len(page)-1].Job.ID
 	}
 }
