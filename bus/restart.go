@@ -10,8 +10,9 @@ import (
 )
 
 // redeliverOrphans hands out again at once the messages of the work
-// streams (requests, deliveries) that an earlier process on this data dir
-// had received and not acknowledged when it stopped. That process is gone
+// streams (requests, deliveries) and the timers' fires that an earlier
+// process on this data dir had received and not acknowledged when it
+// stopped. That process is gone
 // (the data-dir lock proves it), yet JetStream would hold each of them back
 // until its ack wait ran out, up to 30 s after the process last signalled
 // progress. Each durable consumer of these streams with acks pending is
@@ -27,8 +28,15 @@ import (
 // (a request or notification has waited longer, on a retry or a slow
 // model) it is not reset, and what was in flight comes again after its ack
 // wait.
+//
+// A consumer of the timers' fires is reset whatever their age: a fire
+// handled again finds what it did in its owner's state (a cron job's last
+// tick, the heartbeat's last fire, an approval's record), which does not
+// expire. Without it, every cron job whose fire was in hand when the
+// process was killed (a job firing each second always has one) waited
+// out the ack wait, 30 s, before it fired again.
 func (b *Bus) redeliverOrphans(ctx context.Context) error {
-	for _, stream := range []string{StreamRequests, StreamDeliveries} {
+	for _, stream := range []string{StreamRequests, StreamDeliveries, StreamTimers} {
 		s, err := b.js.Stream(ctx, stream)
 		if err != nil {
 			return fmt.Errorf("bus: stream %s: %w", stream, err)
@@ -39,7 +47,7 @@ func (b *Bus) redeliverOrphans(ctx context.Context) error {
 				continue
 			}
 			log := b.log.With(zap.String("stream", stream), zap.String("consumer", ci.Name), zap.Int("messages", ci.NumAckPending))
-			if age, ok := unackedAge(ctx, s, ci); !ok || age >= b.resetHorizon {
+			if age, ok := unackedAge(ctx, s, ci); stream != StreamTimers && (!ok || age >= b.resetHorizon) {
 				log.Info("in-flight messages of a stopped process come again after their ack wait: the consumer has waited on a message too long to be reset",
 					zap.Duration("oldest", age))
 				continue

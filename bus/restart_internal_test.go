@@ -76,3 +76,57 @@ func TestResetOnlyWhileClaimsLast(t *testing.T) {
 		t.Errorf("acks pending after a restart within the horizon = %d, want 0 (reset to the ack floor)", n)
 	}
 }
+
+// TestTimerFiresInFlightComeAgainAtOnce: after a restart, a consumer of
+// the timers' fires with one in flight is reset to its ack floor however
+// old the fire is (a fire handled again finds its work done in its
+// owner's state): the fire comes again at once, not after its ack wait.
+func TestTimerFiresInFlightComeAgainAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	cfg := Config{DataDir: t.TempDir(), Listen: "off", ReadyTimeout: 20 * time.Second}
+	b, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "cron.x"
+	if err := NewTimers(b).Set(ctx, key, time.Now(), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := b.js.CreateOrUpdateConsumer(ctx, StreamTimers, jetstream.ConsumerConfig{
+		Durable: "cron-test", FilterSubject: b.Subjects.TimerFired("cron") + ".>", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(c jetstream.Consumer) int {
+		t.Helper()
+		batch, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for range batch.Messages() {
+			n++
+		}
+		return n
+	}
+	if fetch(cons) != 1 { // in flight when the process stops
+		t.Fatal("the timer did not fire")
+	}
+	b.Close()
+
+	// However old: the horizon does not hold for the timers.
+	again, err := Open(ctx, cfg, func(b *Bus) { b.resetHorizon = 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	c, err := again.js.Consumer(ctx, StreamTimers, "cron-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fetch(c) != 1 {
+		t.Error("the fire in flight when the process stopped did not come again at once (its ack wait is an hour)")
+	}
+}
