@@ -7,6 +7,20 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// openAt opens a bus on a data dir of the test's own (dir "": a new one),
+// and returns its config to open it again.
+func openAt(t *testing.T, cfg Config, mods ...Option) (*Bus, Config) {
+	t.Helper()
+	if cfg.DataDir == "" {
+		cfg = Config{DataDir: t.TempDir(), Listen: "off", ReadyTimeout: 20 * time.Second}
+	}
+	b, err := Open(t.Context(), cfg, mods...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, cfg
+}
+
 // TestResetOnlyWhileClaimsLast: after a restart, a consumer with a message
 // in flight is reset to its ack floor (re-delivering what was acked above
 // it) only while the first message above the floor is younger than the
@@ -16,11 +30,7 @@ import (
 func TestResetOnlyWhileClaimsLast(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	cfg := Config{DataDir: t.TempDir(), Listen: "off", ReadyTimeout: 20 * time.Second}
-	b, err := Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, cfg := openAt(t, Config{})
 	cons, err := b.js.CreateOrUpdateConsumer(ctx, StreamRequests, jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -84,11 +94,7 @@ func TestResetOnlyWhileClaimsLast(t *testing.T) {
 func TestTimerFiresInFlightComeAgainAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	cfg := Config{DataDir: t.TempDir(), Listen: "off", ReadyTimeout: 20 * time.Second}
-	b, err := Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, cfg := openAt(t, Config{})
 	const key = "cron.x"
 	if err := NewTimers(b).Set(ctx, key, time.Now(), []byte(`{}`)); err != nil {
 		t.Fatal(err)
@@ -117,10 +123,7 @@ func TestTimerFiresInFlightComeAgainAtOnce(t *testing.T) {
 	b.Close()
 
 	// However old: the horizon does not hold for the timers.
-	again, err := Open(ctx, cfg, func(b *Bus) { b.resetHorizon = 0 })
-	if err != nil {
-		t.Fatal(err)
-	}
+	again, _ := openAt(t, cfg, func(b *Bus) { b.resetHorizon = 0 })
 	defer again.Close()
 	c, err := again.js.Consumer(ctx, StreamTimers, "cron-test")
 	if err != nil {

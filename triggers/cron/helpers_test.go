@@ -250,6 +250,25 @@ func eventually(t *testing.T, cond func() bool) {
 	}
 }
 
+// ticksEnded reads a job's events and returns what each tick ended in
+// ("done/", "skip/missed", ...), by scheduled time.
+func ticksEnded(t *testing.T, b *bus.Bus, id string) map[time.Time][]string {
+	t.Helper()
+	hist, err := jobHistory(t.Context(), b, id, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[time.Time][]string{}
+	for _, h := range hist {
+		if h.Result.ScheduledAt == nil {
+			t.Fatalf("event without a scheduled time: %+v", h)
+		}
+		at := h.Result.ScheduledAt.UTC()
+		seen[at] = append(seen[at], h.Outcome+"/"+h.Result.Reason)
+	}
+	return seen
+}
+
 // jobHistory reads a job's run events, newest first, as History does.
 func jobHistory(ctx context.Context, b *bus.Bus, id string, limit int) ([]agentwork.Record, error) {
 	return agentwork.History(ctx, b, agentwork.HistoryQuery{Sources: []string{bus.SourceCron}, Names: []string{id}, Limit: limit})

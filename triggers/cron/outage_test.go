@@ -381,18 +381,7 @@ func TestUnconfirmedTickEndsInOneEvent(t *testing.T) {
 				}
 				waitRequestsSettled(t, b)
 
-				hist, err := jobHistory(t.Context(), b, job.ID, 50)
-				if err != nil {
-					t.Fatal(err)
-				}
-				seen := map[time.Time][]string{}
-				for _, h := range hist {
-					if h.Result.ScheduledAt == nil {
-						t.Fatalf("event without a scheduled time: %+v", h)
-					}
-					at := h.Result.ScheduledAt.UTC()
-					seen[at] = append(seen[at], h.Outcome+"/"+h.Result.Reason)
-				}
+				seen := ticksEnded(t, b, job.ID)
 				want := map[time.Time]string{tick: "done/", next: "done/"}
 				if !runFirst {
 					want[tick] = "skip/missed"

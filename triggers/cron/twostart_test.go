@@ -200,18 +200,7 @@ func TestEarlyTimerFireOnAnotherInstanceDuringTheCatchup(t *testing.T) {
 	startRunner(t, b, clk, second, script.Rule{Match: script.Match{Source: "cron"}, Reply: script.Reply{Text: "hi"}})
 	waitRequestsSettled(t, b)
 
-	hist, err := jobHistory(t.Context(), b, "x", 50)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[time.Time][]string{}
-	for _, h := range hist {
-		if h.Result.ScheduledAt == nil {
-			t.Fatalf("event without a scheduled time: %+v", h)
-		}
-		at := h.Result.ScheduledAt.UTC()
-		seen[at] = append(seen[at], h.Outcome+"/"+h.Result.Reason)
-	}
+	seen := ticksEnded(t, b, "x")
 	want := map[time.Time]string{
 		t0.Add(-2 * time.Minute): "skip/missed", t0.Add(-time.Minute): "skip/missed",
 		t0: "skip/missed", t0.Add(time.Minute): "done/",
