@@ -52,6 +52,7 @@ func publishMix(tb testing.TB, b *bus.Bus, n, cut int) ([]stored, time.Time) {
 				tb.Fatal(err)
 			}
 		}
+		bustest.Throttle(tb, js)
 		if _, err := js.PublishAsync(b.Subjects.Event(s.source, s.outcome), s.raw); err != nil {
 			tb.Fatal(err)
 		}

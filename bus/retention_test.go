@@ -217,6 +217,7 @@ func TestWorkStreamsUseSmallerBlocks(t *testing.T) {
 	payload := make([]byte, 1000)
 	var acks []jetstream.PubAckFuture
 	for i := range 6000 {
+		bustest.Throttle(t, b.JetStream())
 		f, err := b.JetStream().PublishAsync(b.Subjects.Event("test", "done"), payload, jetstream.WithMsgID(fmt.Sprint("blk-", i)))
 		if err != nil {
 			t.Fatal(err)

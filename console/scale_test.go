@@ -155,6 +155,7 @@ func fillRuns(t *testing.T, b *bus.Bus, n int) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
+		bustest.Throttle(t, js)
 		if _, err := js.PublishAsync(b.Subjects.Event(source, outcome), raw); err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/agentwork/agentwork/bus"
 )
 
@@ -57,9 +59,26 @@ func EmitEvents(t testing.TB, b *bus.Bus, source, outcome, name string, data any
 		if err != nil {
 			t.Fatal(err)
 		}
+		Throttle(t, js)
 		if _, err := js.PublishAsync(b.Subjects.Event(source, outcome), raw); err != nil {
 			t.Fatal(err)
 		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		t.Fatal("no acks within a minute")
+	}
+}
+
+// Throttle waits, before an asynchronous publish, for the acks in flight
+// once a thousand are: past the client's limit (4,000) a publish fails
+// ("stalled with too many outstanding async published messages") when
+// the acks come slowly, as on a loaded machine.
+func Throttle(t testing.TB, js jetstream.JetStream) {
+	t.Helper()
+	if js.PublishAsyncPending() < 1000 {
+		return
 	}
 	select {
 	case <-js.PublishAsyncComplete():
