@@ -34,7 +34,11 @@ import (
 // tick, the heartbeat's last fire, an approval's record), which does not
 // expire. Without it, every cron job whose fire was in hand when the
 // process was killed (a job firing each second always has one) waited
-// out the ack wait, 30 s, before it fired again.
+// out the ack wait, 30 s, before it fired again. But only when few fires
+// were handed out since the ack floor (replayBound): a fire that stayed
+// in flight long (one that keeps failing) holds the floor back while
+// thousands are handled after it, and the reset would hand all of those
+// out again, ahead of the fires due after the restart.
 func (b *Bus) redeliverOrphans(ctx context.Context) error {
 	for _, stream := range []string{StreamRequests, StreamDeliveries, StreamTimers} {
 		s, err := b.js.Stream(ctx, stream)
@@ -47,7 +51,13 @@ func (b *Bus) redeliverOrphans(ctx context.Context) error {
 				continue
 			}
 			log := b.log.With(zap.String("stream", stream), zap.String("consumer", ci.Name), zap.Int("messages", ci.NumAckPending))
-			if age, ok := unackedAge(ctx, s, ci); stream != StreamTimers && (!ok || age >= b.resetHorizon) {
+			if stream == StreamTimers {
+				if n := ci.Delivered.Consumer - ci.AckFloor.Consumer; n > replayBound(ci) {
+					log.Info("in-flight timer fires of a stopped process come again after their ack wait: too many were handed out since the oldest of them to hand them all out again",
+						zap.Uint64("since", n))
+					continue
+				}
+			} else if age, ok := unackedAge(ctx, s, ci); !ok || age >= b.resetHorizon {
 				log.Info("in-flight messages of a stopped process come again after their ack wait: the consumer has waited on a message too long to be reset",
 					zap.Duration("oldest", age))
 				continue
@@ -62,6 +72,14 @@ func (b *Bus) redeliverOrphans(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// replayBound is how many deliveries since a timers consumer's ack floor
+// a restart hands out again at most (the reset hands out every fire above
+// the floor): four times as many as it may have in flight, and 4,096 at
+// least (a cron job's fire and a few seconds of re-arming at most).
+func replayBound(ci *jetstream.ConsumerInfo) uint64 {
+	return uint64(max(4*ci.Config.MaxAckPending, 4096))
 }
 
 // unackedAge returns the age of the first message above the consumer's

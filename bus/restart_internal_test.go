@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -91,45 +92,83 @@ func TestResetOnlyWhileClaimsLast(t *testing.T) {
 // the timers' fires with one in flight is reset to its ack floor however
 // old the fire is (a fire handled again finds its work done in its
 // owner's state): the fire comes again at once, not after its ack wait.
+// The reset also hands out again the fires handled after it; when more
+// than replayBound were, the consumer is left alone, and the fire in
+// flight comes after its ack wait.
 func TestTimerFiresInFlightComeAgainAtOnce(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
-	b, cfg := openAt(t, Config{})
-	const key = "cron.x"
-	if err := NewTimers(b).Set(ctx, key, time.Now(), []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
-	cons, err := b.js.CreateOrUpdateConsumer(ctx, StreamTimers, jetstream.ConsumerConfig{
-		Durable: "cron-test", FilterSubject: b.Subjects.TimerFired("cron") + ".>", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Hour,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fetch := func(c jetstream.Consumer) int {
-		t.Helper()
-		batch, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for range batch.Messages() {
-			n++
-		}
-		return n
-	}
-	if fetch(cons) != 1 { // in flight when the process stops
-		t.Fatal("the timer did not fire")
-	}
-	b.Close()
+	for _, tt := range []struct {
+		name  string
+		after int // fires handled after the one in flight
+		reset bool
+	}{
+		{"a few handled after it", 300, true},
+		{"more than the bound handled after it", 4200, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			b, cfg := openAt(t, Config{DataDir: t.TempDir(), Listen: "off", ReadyTimeout: 20 * time.Second, SyncInterval: time.Minute})
+			timers := NewTimers(b)
+			if err := timers.Set(ctx, "cron.stuck", time.Now(), []byte(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+			cons, err := b.js.CreateOrUpdateConsumer(ctx, StreamTimers, jetstream.ConsumerConfig{
+				Durable: "cron-test", FilterSubject: b.Subjects.TimerFired("cron") + ".>",
+				AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Hour, MaxAckPending: 1024,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fetch := func(c jetstream.Consumer, n int, ack bool) int {
+				t.Helper()
+				got := 0
+				for deadline := time.Now().Add(30 * time.Second); got < n && time.Now().Before(deadline); {
+					batch, err := c.Fetch(min(n-got, 500), jetstream.FetchMaxWait(2*time.Second))
+					if err != nil {
+						t.Fatal(err)
+					}
+					for m := range batch.Messages() {
+						got++
+						if ack {
+							if err := m.Ack(); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+				}
+				return got
+			}
+			if fetch(cons, 1, false) != 1 { // in flight when the process stops
+				t.Fatal("the timer did not fire")
+			}
+			for i := range tt.after {
+				if err := timers.Set(ctx, fmt.Sprintf("cron.job-%04d", i), time.Now(), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := fetch(cons, tt.after, true); got != tt.after {
+				t.Fatalf("%d of %d fires handled", got, tt.after)
+			}
+			b.Close()
 
-	// However old: the horizon does not hold for the timers.
-	again, _ := openAt(t, cfg, func(b *Bus) { b.resetHorizon = 0 })
-	defer again.Close()
-	c, err := again.js.Consumer(ctx, StreamTimers, "cron-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fetch(c) != 1 {
-		t.Error("the fire in flight when the process stopped did not come again at once (its ack wait is an hour)")
+			// However old: the horizon does not hold for the timers.
+			again, _ := openAt(t, cfg, func(b *Bus) { b.resetHorizon = 0 })
+			defer again.Close()
+			c, err := again.js.Consumer(ctx, StreamTimers, "cron-test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := c.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if reset := info.NumAckPending == 0; reset != tt.reset {
+				t.Errorf("after the restart: %d acks pending (reset %v), want reset %v", info.NumAckPending, reset, tt.reset)
+			}
+			if tt.reset && fetch(c, 1, false) != 1 {
+				t.Error("the fire in flight when the process stopped did not come again at once (its ack wait is an hour)")
+			}
+		})
 	}
 }

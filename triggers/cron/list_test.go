@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,4 +254,82 @@ func TestListThroughAServerOfOnesOwn(t *testing.T) {
 			t.Errorf("Client.List through the earlier version: %d jobs, %v; want all %d", len(all), err, n)
 		}
 	})
+}
+
+// A rolling upgrade rolled back (or its one new instance restarted) while
+// a client lists: the instance serving page answers the first page and is
+// gone before the second; instances of the earlier version still serve
+// list. Client.List carries on through list from the last id.
+func TestListFallsBackWhenPageGoesAwayMidListing(t *testing.T) {
+	t.Parallel()
+	const n = 2500
+	var jobs []Job
+	for i := range n {
+		jobs = append(jobs, Job{ID: fmt.Sprintf("job-%04d", i), Schedule: "0 0 1 1 *", Prompt: "p"})
+	}
+	b := bustest.New(t)
+	s, _ := startSchedulerNoWait(t, b, Config{Jobs: jobs}, make(chan TickResult, 10))
+	select {
+	case <-s.Started():
+	case <-time.After(time.Minute):
+		t.Fatal("scheduler not ready")
+	}
+	// The earlier version: list alone.
+	stopList, err := b.StartService(bus.Service{Name: bus.SourceCron, QueueGroup: ServiceQueue,
+		Endpoints: []bus.Endpoint{{Verb: VerbList, Handle: func(ctx context.Context, body []byte) (any, error) {
+			var r ServiceRequest
+			if err := json.Unmarshal(body, &r); err != nil {
+				return nil, err
+			}
+			page, _, err := s.List(ctx, ListQuery{After: r.After, Limit: r.Limit})
+			return page, err
+		}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stopList() })
+	// The new instance: answers one page, and stops.
+	var stopPage func() error
+	var calls atomic.Int32
+	stopPage, err = b.StartService(bus.Service{Name: bus.SourceCron, QueueGroup: ServiceQueue,
+		Endpoints: []bus.Endpoint{{Verb: VerbPage, Handle: func(ctx context.Context, body []byte) (any, error) {
+			calls.Add(1)
+			var r ServiceRequest
+			if err := json.Unmarshal(body, &r); err != nil {
+				return nil, err
+			}
+			_ = stopPage() // gone before its reply is read
+			return s.servicePage(context.Background(), r.After, r.Limit)
+		}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	all, err := NewClient(b).List(ctx)
+	if err != nil || len(all) != n {
+		t.Errorf("Client.List as the instance serving page went away after %d page(s): %d jobs, %v; want all %d", calls.Load(), len(all), err, n)
+	}
+}
+
+// A job whose prompt is 20 KB of '<' (a prompt of XML or HTML tags) on a
+// server that takes 64 KB: encoded as json.Marshal does (each < six
+// bytes), its status alone was past what the server takes, and every
+// page holding it failed with reply_too_large. A page writes < > & as
+// they are.
+func TestListAPromptOfTags(t *testing.T) {
+	t.Parallel()
+	b := bustest.External(t, 64<<10)
+	jobs := []Job{
+		{ID: "a", Schedule: "0 0 1 1 *", Prompt: "short"},
+		{ID: "b", Schedule: "0 0 1 1 *", Prompt: strings.Repeat("<", 20<<10)}, // 20 KB, 120 KB as JSON
+		{ID: "c", Schedule: "0 0 1 1 *", Prompt: "short"},
+	}
+	startScheduler(t, b, Config{Jobs: jobs}, make(chan TickResult, 10))
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	all, err := NewClient(b).List(ctx)
+	if err != nil || len(all) != len(jobs) {
+		t.Errorf("Client.List with a prompt of 20 KB of tags: %d jobs, %v; want all %d", len(all), err, len(jobs))
+	}
 }

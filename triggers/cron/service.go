@@ -1,6 +1,7 @@
 package cron
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -126,20 +127,25 @@ func (s *Scheduler) servicePage(ctx context.Context, after string, limit int) (j
 	if err != nil {
 		return nil, err
 	}
+	const end = len(`],"more":false}`)
 	out := []byte(`{"jobs":[`)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // a prompt's < > & as they are, not six bytes each
 	for i, p := range page {
-		b, err := json.Marshal(s.status(p.j, p.st))
-		if err != nil {
+		b.Reset()
+		if err := enc.Encode(s.status(p.j, p.st)); err != nil {
 			return nil, err
 		}
+		status := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 		if i > 0 {
-			if len(out)+1+len(b) > budget {
+			if len(out)+1+len(status)+end > budget {
 				more = true
 				break
 			}
 			out = append(out, ',')
 		}
-		out = append(out, b...)
+		out = append(out, status...)
 	}
 	if more {
 		return append(out, `],"more":true}`...), nil
@@ -177,8 +183,10 @@ func (c *Client) List(ctx context.Context) ([]Status, error) {
 	for after := ""; ; {
 		var page ServicePage
 		err := c.bus.Call(ctx, bus.SourceCron, VerbPage, ServiceRequest{After: after, Limit: MaxListLimit}, &page)
-		if errors.Is(err, bus.ErrNoService) && after == "" {
-			return c.listPages(ctx)
+		if errors.Is(err, bus.ErrNoService) {
+			// No instance serves it (or none does any more): on from
+			// after through the list verb.
+			return c.listPages(ctx, after, pages)
 		}
 		if err != nil {
 			return slices.Concat(pages...), err
@@ -191,16 +199,20 @@ func (c *Client) List(ctx context.Context) ([]Status, error) {
 	}
 }
 
-// listPages is List through the list verb, DefaultListLimit a page.
-func (c *Client) listPages(ctx context.Context) ([]Status, error) {
-	var pages [][]Status
-	for after := ""; ; {
+// listPages is List through the list verb, DefaultListLimit a page,
+// from the job after after on, after the pages listed so far.
+func (c *Client) listPages(ctx context.Context, after string, pages [][]Status) ([]Status, error) {
+	for {
 		var page []Status
 		if err := c.call(ctx, VerbList, ServiceRequest{After: after, Limit: DefaultListLimit}, &page); err != nil {
 			return slices.Concat(pages...), err
 		}
 		if len(page) > 0 && after != "" && page[0].Job.ID <= after {
-			return slices.Concat(pages...), nil // not paged: the same answer again
+			// Not paged: every job again; those after after are new here.
+			if i := slices.IndexFunc(page, func(st Status) bool { return st.Job.ID > after }); i >= 0 {
+				pages = append(pages, page[i:])
+			}
+			return slices.Concat(pages...), nil
 		}
 		pages = append(pages, page)
 		if len(page) < DefaultListLimit {
