@@ -225,28 +225,7 @@ func TestListThroughAServerOfOnesOwn(t *testing.T) {
 		t.Parallel()
 		b := bustest.External(t, 0)
 		s, _ := startSchedulerNoWait(t, b, Config{Jobs: jobs}, make(chan TickResult, 10))
-		select {
-		case <-s.Started():
-		case <-time.After(time.Minute):
-			t.Fatal("scheduler not ready")
-		}
-		// The earlier version's service: the list verb alone, pages of
-		// the limit asked, not cut.
-		stop, err := b.StartService(bus.Service{
-			Name: bus.SourceCron, QueueGroup: ServiceQueue,
-			Endpoints: []bus.Endpoint{{Verb: VerbList, Handle: func(ctx context.Context, body []byte) (any, error) {
-				var r ServiceRequest
-				if err := json.Unmarshal(body, &r); err != nil {
-					return nil, err
-				}
-				page, _, err := s.List(ctx, ListQuery{After: r.After, Limit: r.Limit})
-				return page, err
-			}}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = stop() })
+		earlierVersion(t, b, s)
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		all, err := NewClient(b).List(ctx)
@@ -269,29 +248,11 @@ func TestListFallsBackWhenPageGoesAwayMidListing(t *testing.T) {
 	}
 	b := bustest.New(t)
 	s, _ := startSchedulerNoWait(t, b, Config{Jobs: jobs}, make(chan TickResult, 10))
-	select {
-	case <-s.Started():
-	case <-time.After(time.Minute):
-		t.Fatal("scheduler not ready")
-	}
-	// The earlier version: list alone.
-	stopList, err := b.StartService(bus.Service{Name: bus.SourceCron, QueueGroup: ServiceQueue,
-		Endpoints: []bus.Endpoint{{Verb: VerbList, Handle: func(ctx context.Context, body []byte) (any, error) {
-			var r ServiceRequest
-			if err := json.Unmarshal(body, &r); err != nil {
-				return nil, err
-			}
-			page, _, err := s.List(ctx, ListQuery{After: r.After, Limit: r.Limit})
-			return page, err
-		}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stopList() })
+	earlierVersion(t, b, s)
 	// The new instance: answers one page, and stops.
 	var stopPage func() error
 	var calls atomic.Int32
-	stopPage, err = b.StartService(bus.Service{Name: bus.SourceCron, QueueGroup: ServiceQueue,
+	stopPage, err := b.StartService(bus.Service{Name: bus.SourceCron, QueueGroup: ServiceQueue,
 		Endpoints: []bus.Endpoint{{Verb: VerbPage, Handle: func(ctx context.Context, body []byte) (any, error) {
 			calls.Add(1)
 			var r ServiceRequest
@@ -332,4 +293,31 @@ func TestListAPromptOfTags(t *testing.T) {
 	if err != nil || len(all) != len(jobs) {
 		t.Errorf("Client.List with a prompt of 20 KB of tags: %d jobs, %v; want all %d", len(all), err, len(jobs))
 	}
+}
+
+// earlierVersion serves the jobs of s (run on b without its service, and
+// waited for here) as an instance of the version before the page verb
+// does: the list verb alone, pages of the limit asked, never cut.
+func earlierVersion(t *testing.T, b *bus.Bus, s *Scheduler) {
+	t.Helper()
+	select {
+	case <-s.Started():
+	case <-time.After(time.Minute):
+		t.Fatal("scheduler not ready")
+	}
+	stop, err := b.StartService(bus.Service{
+		Name: bus.SourceCron, QueueGroup: ServiceQueue,
+		Endpoints: []bus.Endpoint{{Verb: VerbList, Handle: func(ctx context.Context, body []byte) (any, error) {
+			var r ServiceRequest
+			if err := json.Unmarshal(body, &r); err != nil {
+				return nil, err
+			}
+			page, _, err := s.List(ctx, ListQuery{After: r.After, Limit: r.Limit})
+			return page, err
+		}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stop() })
 }
