@@ -20,10 +20,11 @@ import (
 const crashSeedEnv = "AGENTWORK_CRASH_SEED"
 
 // TestCronKilledAtRandomInstants kills the server with SIGKILL again and
-// again at a random instant: up to 1.5 s after its bus is up (in the
-// start's reconcile of 3,000 jobs, in its arming pass), or up to 1.5 s
-// after its first run has ended (among fires and runs). Then it lets the
-// last start run. Every tick of the
+// again: at each step of its start in turn (the bus up, the reconcile of
+// 3,000 jobs done, the arming pass done, or at work when the first ticks
+// run), and after a random number of runs (among fires and runs). After
+// each kill the restart must run ticks again within 15 s. Then it lets
+// the last start run. Every tick of the
 // per-second jobs from their definition on ends exactly once in history
 // (a run, or a missed tick of a downtime), none twice and none lost, and
 // every daily job due within the hour has its timer armed for its next
@@ -58,31 +59,73 @@ func TestCronKilledAtRandomInstants(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	srv := startCrashServer(t, cfg.String())
-	// firing waits until a run of a tick since up has ended: the jobs
-	// fire, and a kill lands among fires and runs. Within 15 s: the fires
-	// the killed process had in hand come again at once, not after their
-	// ack wait (30 s).
-	firing := func(up time.Time) {
+	// ran counts, per job, the runs of ticks due since up that have ended.
+	ran := func(up time.Time) map[string]int {
 		b := srv.dial(ctx)
 		defer b.Close()
-		waitFor(t, 15*time.Second, "a cron run within 15 s of the start", func() bool {
-			recs, err := agentwork.History(ctx, b, agentwork.HistoryQuery{Sources: []string{bus.SourceCron}, Limit: 1})
-			return err == nil && len(recs) == 1 && recs[0].Time.After(up)
+		recs, err := agentwork.History(ctx, b, agentwork.HistoryQuery{Sources: []string{bus.SourceCron}, Outcomes: []string{bus.OutcomeDone}, Limit: 20 * perSecond})
+		if err != nil {
+			return nil
+		}
+		out := map[string]int{}
+		for _, r := range recs {
+			if at := r.Result.ScheduledAt; at != nil && at.After(up) {
+				out[r.Result.Name]++
+			}
+		}
+		return out
+	}
+	// runs waits until n runs of ticks due since up have ended (every job
+	// one at least, when all): the jobs fire, and a kill lands among fires
+	// and runs. Within 15 s: the fires the killed process had in hand come
+	// again at once, not after their ack wait (30 s). Runs of requests the
+	// killed process had stored do not count: their ticks were due before.
+	runs := func(up time.Time, n int, all bool) {
+		waitFor(t, 15*time.Second, fmt.Sprintf("%d runs of ticks due within 15 s of the start (every job: %v)", n, all), func() bool {
+			by, total := ran(up), 0
+			for _, c := range by {
+				total += c
+			}
+			return total >= n && (!all || len(by) == perSecond)
 		}, srv.child)
 	}
+	// logged waits until the server has logged msg: a step of its start.
+	logged := func(msg string) {
+		waitFor(t, 30*time.Second, "the log line "+msg, func() bool {
+			return strings.Contains(srv.child.stderr.String(), `"msg":"`+msg+`"`)
+		}, srv.child)
+	}
+	// The instants under test. Each even cycle kills at a step of the
+	// start, in turn: as the bus is up, ready, the reconcile done, every
+	// timer armed, or the first runs of its ticks (the arming pass of the
+	// daily jobs still at work). Each odd cycle first sees every job run
+	// again (within 15 s, above), and kills after a random number of runs.
+	steps := []string{"", "agentwork ready", "cron scheduler started", "cron timers armed", "runs"}
 	const kills = 10
 	for k := range kills {
 		up := time.Now()
-		if k%2 == 1 {
-			firing(up)
+		var at string
+		switch step := steps[k/2%len(steps)]; {
+		case k%2 == 1:
+			n := perSecond + rnd.IntN(3*perSecond)
+			runs(up, n, true)
+			at = fmt.Sprintf("%d runs, each job's", n)
+		case step == "runs":
+			n := 1 + rnd.IntN(3)
+			runs(up, n, false)
+			at = fmt.Sprintf("the first %d runs", n)
+		case step == "":
+			at = "bus up"
+		default:
+			logged(step)
+			at = step
 		}
-		// The instant under test: in the start (reconcile, arming pass)
-		// or among the fires.
-		time.Sleep(time.Duration(rnd.Int64N(int64(1500 * time.Millisecond))))
 		srv.kill9()
-		t.Logf("kill %d: %s after up", k+1, time.Since(up).Round(time.Millisecond))
+		t.Logf("kill %d: after %s, %s after up", k+1, at, time.Since(up).Round(time.Millisecond))
 		srv.restart()
 	}
+	// The last restart runs again too.
+	runs(time.Now(), perSecond, true)
 	last := srv.child
 	restarted := time.Now()
 	b := srv.dial(ctx)
