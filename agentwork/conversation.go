@@ -32,13 +32,7 @@ func (r *Runner) conversationMax() int {
 	if r.maxConversation > 0 {
 		return r.maxConversation
 	}
-	n := MaxConversation
-	if nc := r.bus.Conn(); nc != nil {
-		if half := int(nc.MaxPayload() / 2); half > 0 && half < n {
-			n = half
-		}
-	}
-	return n
+	return r.bus.HalfPayload(MaxConversation)
 }
 
 // claimJournal keeps a run's tool loop in its claim.

@@ -160,6 +160,19 @@ func (b *Bus) Client(ctx context.Context) (*Bus, error) {
 // Conn is the NATS connection.
 func (b *Bus) Conn() *nats.Conn { return b.nc }
 
+// HalfPayload is n, or half the largest message the NATS server takes
+// if that is less: room for a value of up to n bytes beside what travels
+// with it (a run's claim, a page's other jobs).
+func (b *Bus) HalfPayload(n int) int {
+	if b == nil || b.nc == nil {
+		return n
+	}
+	if half := int(b.nc.MaxPayload() / 2); half > 0 && half < n {
+		return half
+	}
+	return n
+}
+
 // JetStream is the JetStream context.
 func (b *Bus) JetStream() jetstream.JetStream { return b.js }
 

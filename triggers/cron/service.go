@@ -115,14 +115,7 @@ func (s *Scheduler) servicePage(ctx context.Context, after string, limit int) (j
 	case limit < 0 || limit > MaxListLimit:
 		return nil, apiErr(ErrBadRequest, "limit %d: want 1 to %d", limit, MaxListLimit)
 	}
-	budget := pageBytes
-	if s.bus != nil {
-		if nc := s.bus.Conn(); nc != nil {
-			if half := int(nc.MaxPayload() / 2); half > 0 && half < budget {
-				budget = half
-			}
-		}
-	}
+	budget := s.bus.HalfPayload(pageBytes)
 	page, more, err := s.pageOf(ctx, after, limit, nil)
 	if err != nil {
 		return nil, err
