@@ -23,7 +23,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
-	list, err := usage.Query(ctx, s.deps.Bus.Usage, f)
+	list, err := usage.Query(ctx, s.deps.Bus, f)
 	if err != nil {
 		problem.Unavailable(w, 5*time.Second, err.Error())
 		return

@@ -70,18 +70,17 @@ func (s *Service) list(ctx context.Context, f Filter) ([]Approval, error) {
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	lister, err := s.bus.Approvals.ListKeys(ctx)
+	keys, err := s.bus.Keys(ctx, s.bus.Approvals, ">")
 	if err != nil {
 		return nil, fmt.Errorf("approval: list: %w", err)
 	}
 	var out []Approval
-	for key := range lister.Keys() {
+	for _, key := range keys {
 		a, _, err := s.read(ctx, key)
 		if errors.Is(err, ErrNoApproval) {
 			continue
 		}
 		if err != nil {
-			_ = lister.Stop()
 			return nil, err
 		}
 		if f.State == "" || a.State == f.State {

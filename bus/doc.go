@@ -6,7 +6,9 @@
 // message on the bus carries. Worker consumes a stream with a handler that
 // returns a Verdict: bounded concurrency, progress signals, drain on
 // shutdown; the runner, the dispatcher and anything else that consumes a
-// stream use it.
+// stream use it. Latest, Keys and Loading read a whole KV bucket (or a
+// watch's first values) without missing the keys written meanwhile, which
+// the client's ListKeys and a watch's end-of-values marker do.
 //
 // NATS is the bus: there is no in-memory substitute and no abstraction that
 // hides JetStream. Packages take the *Bus and use JetStream directly.

@@ -115,12 +115,12 @@ func (s *DeadLetters) get(ctx context.Context, key string) (DeadLetter, uint64, 
 // List returns the dead letters, newest failure first; of connector name
 // only, when name is not empty.
 func (s *DeadLetters) List(ctx context.Context, name string) ([]DeadLetter, error) {
-	keys, err := s.bus.DeadLetters.ListKeys(ctx)
+	keys, err := s.bus.Keys(ctx, s.bus.DeadLetters, ">")
 	if err != nil {
 		return nil, fmt.Errorf("connectors: list failed deliveries: %w", err)
 	}
 	var out []DeadLetter
-	for key := range keys.Keys() {
+	for _, key := range keys {
 		d, _, err := s.get(ctx, key)
 		if errors.Is(err, ErrNoDeadLetter) {
 			continue // removed meanwhile
@@ -140,15 +140,11 @@ func (s *DeadLetters) List(ctx context.Context, name string) ([]DeadLetter, erro
 
 // Count returns how many dead letters there are.
 func (s *DeadLetters) Count(ctx context.Context) (int, error) {
-	keys, err := s.bus.DeadLetters.ListKeys(ctx)
+	keys, err := s.bus.Keys(ctx, s.bus.DeadLetters, ">")
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	for range keys.Keys() {
-		n++
-	}
-	return n, nil
+	return len(keys), nil
 }
 
 // Retry queues the failed notification id for its target again, with the

@@ -137,13 +137,9 @@ func sessionKey(cookie string) string {
 
 func bucketKeys(t *testing.T, b *bus.Bus) []string {
 	t.Helper()
-	lister, err := b.ConsoleSessions.ListKeys(t.Context())
+	keys, err := b.Keys(t.Context(), b.ConsoleSessions, ">")
 	if err != nil {
 		t.Fatal(err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
 	}
 	return keys
 }

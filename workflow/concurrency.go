@@ -209,17 +209,16 @@ const indexBuild = 5 * time.Minute
 // returns the indexes as written.
 func (e *Engine) buildIndexes(ctx context.Context, names []string) (map[string][]string, error) {
 	found := map[string][]string{}
-	lister, err := e.bus.WorkflowRuns.ListKeys(ctx)
+	keys, err := e.bus.Keys(ctx, e.bus.WorkflowRuns, ">")
 	if err != nil {
 		return nil, fmt.Errorf("workflow: index the runs in flight: %w", err)
 	}
-	for key := range lister.Keys() {
+	for _, key := range keys {
 		rec, _, err := e.read(ctx, key)
 		if errors.Is(err, ErrNoRun) || errors.As(err, new(*bus.CorruptError)) {
 			continue
 		}
 		if err != nil {
-			_ = lister.Stop()
 			return nil, err
 		}
 		if slices.Contains(names, rec.Workflow) && !rec.Status.Ended() {
@@ -468,13 +467,13 @@ func (e *Engine) releaseAll(ctx context.Context) {
 			e.log.Warn("indexes of runs in flight not built at start (bus trouble?); the next start of each workflow builds its own", zap.Strings("workflows", missing), zap.Error(err))
 		}
 	}
-	lister, err := e.bus.WorkflowRuns.ListKeys(ctx)
+	keys, err := e.bus.Keys(ctx, e.bus.WorkflowRuns, ">")
 	if err != nil {
 		e.log.Warn("queued runs not looked for at start (bus trouble?); the next end of a run of their workflow releases them", zap.Error(err))
 		return
 	}
 	waiting := map[string]Concurrency{}
-	for key := range lister.Keys() {
+	for _, key := range keys {
 		rec, _, err := e.read(ctx, key)
 		if err != nil || rec.Status != RunQueued {
 			continue

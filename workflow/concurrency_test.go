@@ -225,9 +225,10 @@ func (c *countingKV) Get(ctx context.Context, key string) (jetstream.KeyValueEnt
 	return c.KeyValue.Get(ctx, key)
 }
 
-func (c *countingKV) ListKeys(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyLister, error) {
+// Watch counts listings: a bus.Keys of a bucket with keys watches it.
+func (c *countingKV) Watch(ctx context.Context, keys string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
 	c.lists.Add(1)
-	return c.KeyValue.ListKeys(ctx, opts...)
+	return c.KeyValue.Watch(ctx, keys, opts...)
 }
 
 // TestConcurrencyStartReadsItsOwnRuns: with 20,000 ended runs of another

@@ -278,18 +278,17 @@ func (e *Engine) List(ctx context.Context, f Filter) ([]Run, error) {
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	lister, err := e.bus.WorkflowRuns.ListKeys(ctx)
+	keys, err := e.bus.Keys(ctx, e.bus.WorkflowRuns, ">")
 	if err != nil {
 		return nil, fmt.Errorf("workflow: list runs: %w", err)
 	}
 	var runs []Run
-	for key := range lister.Keys() {
+	for _, key := range keys {
 		rec, _, err := e.read(ctx, key)
 		if errors.Is(err, ErrNoRun) {
 			continue
 		}
 		if err != nil {
-			_ = lister.Stop()
 			return nil, err
 		}
 		if (f.Workflow == "" || rec.Workflow == f.Workflow) && (f.Status == "" || rec.Status == f.Status) {

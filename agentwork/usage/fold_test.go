@@ -84,7 +84,7 @@ func waitSettled(t *testing.T, b *bus.Bus) {
 
 func query(t *testing.T, b *bus.Bus, f Filter) []Record {
 	t.Helper()
-	got, err := Query(t.Context(), b.Usage, f)
+	got, err := Query(t.Context(), b, f)
 	if err != nil {
 		t.Fatalf("Query(%+v) = %v", f, err)
 	}

@@ -18,8 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/agentwork/agentwork/bus"
 )
 
@@ -158,10 +156,10 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 	return now.Add(-d), nil
 }
 
-// Query returns the records of kv that f selects, summed by f.By, sorted
+// Query returns the records of the usage bucket that f selects, summed by f.By, sorted
 // by day (newest first), then source, name and model. Seqs and Floor are
 // left out.
-func Query(ctx context.Context, kv jetstream.KeyValue, f Filter) ([]Record, error) {
+func Query(ctx context.Context, b *bus.Bus, f Filter) ([]Record, error) {
 	keep := map[string]bool{}
 	for _, d := range f.By {
 		switch d {
@@ -178,22 +176,12 @@ func Query(ctx context.Context, kv jetstream.KeyValue, f Filter) ([]Record, erro
 	if !f.Since.IsZero() {
 		since = f.Since.UTC().Format(DayLayout)
 	}
-	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	all, err := b.Latest(ctx, b.Usage, ">", false)
 	if err != nil {
 		return nil, fmt.Errorf("usage: read %s: %w", bus.BucketUsage, err)
 	}
-	defer func() { _ = w.Stop() }()
 	sums := map[[4]string]*Record{}
-	for {
-		var e jetstream.KeyValueEntry
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("usage: read %s: %w", bus.BucketUsage, ctx.Err())
-		case e = <-w.Updates():
-		}
-		if e == nil {
-			break
-		}
+	for _, e := range all {
 		var r Record
 		if err := json.Unmarshal(e.Value(), &r); err != nil {
 			continue // not a record: nothing to count

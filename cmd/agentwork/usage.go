@@ -41,7 +41,7 @@ func cmdUsage(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer b.Close()
-	list, err := tokenusage.Query(dctx, b.Usage, f)
+	list, err := tokenusage.Query(dctx, b, f)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
@@ -227,15 +226,10 @@ func (s *Store) get(ctx context.Context, key string) (Doc, error) {
 
 // List returns every document, without its text, sorted by name.
 func (s *Store) List(ctx context.Context) ([]Doc, error) {
-	lister, err := s.kv.ListKeys(ctx)
+	keys, err := s.bus.Keys(ctx, s.kv, ">")
 	if err != nil {
 		return nil, fmt.Errorf("memory: list: %w", err)
 	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	out := make([]Doc, 0, len(keys))
 	for _, k := range keys {
 		d, err := s.get(ctx, k)

@@ -510,11 +510,11 @@ func TestAgentJobsQuotasHoldUnderConcurrentCreates(t *testing.T) {
 			close(start)
 			wg.Wait()
 			var agentJobs []string
-			lister, err := b.Jobs.ListKeys(t.Context())
+			keys, err := b.Keys(t.Context(), b.Jobs, ">")
 			if err != nil {
 				t.Fatal(err)
 			}
-			for k := range lister.Keys() {
+			for _, k := range keys {
 				if strings.HasPrefix(k, "agent-") {
 					agentJobs = append(agentJobs, k)
 				}

@@ -227,42 +227,31 @@ type indexRead struct {
 // readIndexAt reads every shard of the index, their revisions, and the
 // re-arm mark.
 func (s *Scheduler) readIndexAt(ctx context.Context) (indexRead, error) {
-	w, err := s.bus.State.Watch(ctx, indexPrefix+"*", jetstream.IgnoreDeletes())
+	all, err := s.bus.Latest(ctx, s.bus.State, indexPrefix+"*", false)
 	if err != nil {
 		return indexRead{}, fmt.Errorf("cron: read the config jobs' index: %w", err)
 	}
-	defer func() { _ = w.Stop() }()
 	out := indexRead{shards: map[int]indexShard{}, revs: map[int]uint64{}}
-	for {
-		select {
-		case <-ctx.Done():
-			return indexRead{}, ctx.Err()
-		case u, ok := <-w.Updates():
-			if !ok {
-				return indexRead{}, errors.New("cron: read the config jobs' index: watch closed")
-			}
-			if u == nil {
-				return out, nil
-			}
-			if u.Key() == rearmKey {
-				// Unreadable: checked from the start of time.
-				m := rearmMark{}
-				_ = json.Unmarshal(u.Value(), &m)
-				out.rearm, out.rearmRev = &m, u.Revision()
-				continue
-			}
-			var n int
-			if _, err := fmt.Sscanf(u.Key(), indexPrefix+"%d", &n); err != nil {
-				continue
-			}
-			out.revs[n] = u.Revision()
-			var sh indexShard
-			if err := json.Unmarshal(u.Value(), &sh); err != nil {
-				continue
-			}
-			out.shards[n] = sh
+	for key, u := range all {
+		if key == rearmKey {
+			// Unreadable: checked from the start of time.
+			m := rearmMark{}
+			_ = json.Unmarshal(u.Value(), &m)
+			out.rearm, out.rearmRev = &m, u.Revision()
+			continue
 		}
+		var n int
+		if _, err := fmt.Sscanf(key, indexPrefix+"%d", &n); err != nil {
+			continue
+		}
+		out.revs[n] = u.Revision()
+		var sh indexShard
+		if err := json.Unmarshal(u.Value(), &sh); err != nil {
+			continue
+		}
+		out.shards[n] = sh
 	}
+	return out, nil
 }
 
 // rearmKey is the mark of a start that changed config jobs' definitions

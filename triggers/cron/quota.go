@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/agentwork/agentwork/bus"
@@ -116,21 +115,11 @@ func (h *quotaHold) release() {
 // owner, and all. It reads the bucket, not the watched cache, which may
 // not have seen the job another create just wrote.
 func (s *Scheduler) countAgentJobs(ctx context.Context, o schedule.Owner) (mine, total int, err error) {
-	w, err := s.bus.Jobs.WatchAll(ctx, jetstream.IgnoreDeletes())
+	all, err := s.bus.Latest(ctx, s.bus.Jobs, ">", false)
 	if err != nil {
 		return 0, 0, fmt.Errorf("the jobs cannot be counted now (%w); try again later", err)
 	}
-	defer func() { _ = w.Stop() }()
-	for {
-		var e jetstream.KeyValueEntry
-		select {
-		case <-ctx.Done():
-			return 0, 0, fmt.Errorf("the jobs cannot be counted now (%w); try again later", ctx.Err())
-		case e = <-w.Updates():
-		}
-		if e == nil {
-			return mine, total, nil
-		}
+	for _, e := range all {
 		var j Job
 		if json.Unmarshal(e.Value(), &j) != nil || j.Origin != OriginAgent {
 			continue
@@ -140,4 +129,5 @@ func (s *Scheduler) countAgentJobs(ctx context.Context, o schedule.Owner) (mine,
 			mine++
 		}
 	}
+	return mine, total, nil
 }

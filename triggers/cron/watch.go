@@ -23,23 +23,23 @@ import (
 // armed (or re-armed, or cancelled) by every instance that sees the change
 // (the time engine keeps one timer per job, and arming twice is harmless).
 func (s *Scheduler) watchJobs(ctx context.Context, loaded chan<- struct{}) error {
+	l, err := s.bus.Loading(ctx, s.bus.Jobs, ">")
+	if err != nil {
+		return fmt.Errorf("cron: watch jobs: %w", err)
+	}
 	w, err := s.bus.Jobs.WatchAll(ctx)
 	if err != nil {
 		return fmt.Errorf("cron: watch jobs: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
-	initial := true
 	// Drain until the watcher closes (on ctx end): its callback must never
 	// block on a full channel.
 	for u := range w.Updates() {
 		if ctx.Err() != nil {
 			continue
 		}
+		s.saw(ctx, l, u, loaded)
 		if u == nil {
-			if initial {
-				initial = false
-				close(loaded)
-			}
 			continue
 		}
 		id := u.Key()
@@ -96,21 +96,21 @@ func (s *Scheduler) setJob(j Job, rev uint64) {
 // and runs recorded, pauses, pending retries. A pause, a resumption or a
 // new retry has the job's timers checked.
 func (s *Scheduler) watchStates(ctx context.Context, loaded chan<- struct{}) error {
+	l, err := s.bus.Loading(ctx, s.bus.State, "cron.*")
+	if err != nil {
+		return fmt.Errorf("cron: watch state: %w", err)
+	}
 	w, err := s.bus.State.Watch(ctx, "cron.*")
 	if err != nil {
 		return fmt.Errorf("cron: watch state: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
-	initial := true
 	for u := range w.Updates() {
 		if ctx.Err() != nil {
 			continue
 		}
+		s.saw(ctx, l, u, loaded)
 		if u == nil {
-			if initial {
-				initial = false
-				close(loaded)
-			}
 			continue
 		}
 		id, ok := idFromStateKey(u.Key())
@@ -149,6 +149,20 @@ func (s *Scheduler) watchStates(ctx context.Context, loaded chan<- struct{}) err
 
 func sameTime(a, b *time.Time) bool {
 	return (a == nil) == (b == nil) && (a == nil || a.Equal(*b))
+}
+
+// saw hands u, a watch's entry, to l, the watch's Loading, and closes
+// loaded once l says every key is in. (A watch's own end of its first
+// values comes early while keys are written: while other instances fire
+// jobs, a start would take jobs with a state for jobs without one.)
+func (s *Scheduler) saw(ctx context.Context, l *bus.Loading, u jetstream.KeyValueEntry, loaded chan<- struct{}) {
+	done, err := l.Saw(ctx, u)
+	if err != nil {
+		s.log.Warn("cron: the watch's first values may be short (a key could not be read); the rest come as the watch goes on", zap.Error(err))
+	}
+	if done {
+		close(loaded)
+	}
 }
 
 // markDirty queues a check of the job's timers, once Run has loaded the

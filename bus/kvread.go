@@ -1,0 +1,174 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Reading every key of a bucket.
+//
+// The client's own ways to read a whole bucket (ListKeys, Keys, and the
+// nil entry a watch sends once it has handed out every key's value) end
+// early while keys are written: the client counts the messages the watch
+// has handed out against the count the server gave when the watch began,
+// and a key written meanwhile is counted twice while a key not yet handed
+// out is not counted at all. The server's own count of what is left ends
+// early too. Measured with five keys written without pause: 60% of
+// ListKeys calls missed keys, and 3% even when reading on until the
+// server said nothing was left.
+//
+// What does not end early is the server's index of the stream's subjects:
+// one request returns every key that has a message (a value or a delete
+// marker) at that instant. Latest and Loading check a watch against it.
+
+// keysNow returns the keys of kv matching filter that have a message at
+// this instant: a value, a delete or a purge marker.
+func (b *Bus) keysNow(ctx context.Context, kv jetstream.KeyValue, filter string) (map[string]bool, error) {
+	s, err := b.js.Stream(ctx, "KV_"+kv.Bucket())
+	if err != nil {
+		return nil, err
+	}
+	prefix := "$KV." + kv.Bucket() + "."
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(prefix+filter))
+	if err != nil {
+		return nil, err
+	}
+	keys := make(map[string]bool, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		if k, ok := strings.CutPrefix(subj, prefix); ok {
+			keys[k] = true
+		}
+	}
+	return keys, nil
+}
+
+// Latest returns the latest entry of every key of kv matching filter (a
+// key, or a pattern such as ">" or "cron.*") that holds a value. Every key
+// that held one when Latest was called, and still does when it returns,
+// is in the map, with that value or a later one; keys written meanwhile
+// may be too. With metaOnly the entries carry no value (keys and
+// revisions only). It reads the bucket in one watch and, for the keys the
+// watch had not handed out when it said it was done, one Get each.
+func (b *Bus) Latest(ctx context.Context, kv jetstream.KeyValue, filter string, metaOnly bool) (map[string]jetstream.KeyValueEntry, error) {
+	l, err := b.Loading(ctx, kv, filter)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]jetstream.KeyValueEntry{}
+	if len(l.left) == 0 {
+		return out, nil // keys written from now on need not be read
+	}
+	var opts []jetstream.WatchOpt
+	if metaOnly {
+		opts = append(opts, jetstream.MetaOnly())
+	}
+	w, err := kv.Watch(ctx, filter, opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		var u jetstream.KeyValueEntry
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("the watch of %s ended", kv.Bucket())
+			}
+			u = e
+		}
+		if u != nil {
+			delete(l.left, u.Key())
+			if u.Operation() == jetstream.KeyValuePut {
+				out[u.Key()] = u
+			} else {
+				delete(out, u.Key())
+			}
+			continue
+		}
+		// The watch says it is done: the keys it has not handed out
+		// are read one by one.
+		for _, k := range slices.Sorted(maps.Keys(l.left)) {
+			e, err := kv.Get(ctx, k)
+			switch {
+			case errors.Is(err, jetstream.ErrKeyNotFound):
+			case err != nil:
+				return nil, err
+			default:
+				out[k] = e
+			}
+		}
+		return out, nil
+	}
+}
+
+// Keys returns, sorted, the keys of kv matching filter that hold a value,
+// as Latest finds them.
+func (b *Bus) Keys(ctx context.Context, kv jetstream.KeyValue, filter string) ([]string, error) {
+	m, err := b.Latest(ctx, kv, filter, true)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Sorted(maps.Keys(m)), nil
+}
+
+// Loading tells a watch of kv (on filter, created after Loading) when it
+// has handed out every key that had a message when Loading was called: a
+// watch's nil entry alone comes too early while keys are written.
+type Loading struct {
+	kv     jetstream.KeyValue
+	left   map[string]bool // keys not handed out yet
+	marked bool            // the watch's nil entry came
+}
+
+// Loading starts a Loading of kv's keys matching filter.
+func (b *Bus) Loading(ctx context.Context, kv jetstream.KeyValue, filter string) (*Loading, error) {
+	keys, err := b.keysNow(ctx, kv, filter)
+	if err != nil {
+		return nil, fmt.Errorf("read the keys of %s: %w", kv.Bucket(), err)
+	}
+	return &Loading{kv: kv, left: keys}, nil
+}
+
+// Saw takes u, the watch's next entry (nil: the watch says it is done),
+// and reports whether every key has now been handed out: once the nil
+// entry came, and every key left either came since or holds nothing now
+// (its messages gone, as with an expired key). It reports true once only.
+// When a key left cannot be read it gives up: it reports true with the
+// error, and the caller says that the first values may be short.
+func (l *Loading) Saw(ctx context.Context, u jetstream.KeyValueEntry) (bool, error) {
+	if l.left == nil {
+		return false, nil // said already
+	}
+	if u != nil {
+		delete(l.left, u.Key())
+	} else {
+		l.marked = true
+	}
+	if !l.marked {
+		return false, nil
+	}
+	if u == nil {
+		// Keys that hold nothing any more will never come.
+		for k := range l.left {
+			if _, err := l.kv.Get(ctx, k); errors.Is(err, jetstream.ErrKeyNotFound) {
+				delete(l.left, k)
+			} else if err != nil {
+				l.left = nil
+				return true, fmt.Errorf("read %s of %s: %w", k, l.kv.Bucket(), err)
+			}
+		}
+	}
+	if len(l.left) > 0 {
+		return false, nil
+	}
+	l.left = nil
+	return true, nil
+}
