@@ -67,6 +67,7 @@ type Bus struct {
 	ConsoleSessions jetstream.KeyValue
 
 	storeFull atomic.Bool // a write was refused for lack of space (NoteWrite)
+	kvStreams sync.Map    // bucket name → its jetstream.Stream (keysNow)
 
 	closeOnce sync.Once
 	closeErr  error

@@ -28,11 +28,20 @@ import (
 // marker) at that instant. Latest and Loading check a watch against it.
 
 // keysNow returns the keys of kv matching filter that have a message at
-// this instant: a value, a delete or a purge marker.
+// this instant (a value, a delete or a purge marker): one request, read
+// from the server's index. Above 100,000 keys the server answers in pages
+// (each of the sorted keys from an offset); a key removed from an earlier
+// page meanwhile shifts the next one, and one key may be left out of it.
 func (b *Bus) keysNow(ctx context.Context, kv jetstream.KeyValue, filter string) (map[string]bool, error) {
-	s, err := b.js.Stream(ctx, "KV_"+kv.Bucket())
-	if err != nil {
-		return nil, err
+	var s jetstream.Stream
+	if v, ok := b.kvStreams.Load(kv.Bucket()); ok {
+		s = v.(jetstream.Stream)
+	} else {
+		var err error
+		if s, err = b.js.Stream(ctx, "KV_"+kv.Bucket()); err != nil {
+			return nil, err
+		}
+		b.kvStreams.Store(kv.Bucket(), s)
 	}
 	prefix := "$KV." + kv.Bucket() + "."
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter(prefix+filter))
@@ -49,12 +58,13 @@ func (b *Bus) keysNow(ctx context.Context, kv jetstream.KeyValue, filter string)
 }
 
 // Latest returns the latest entry of every key of kv matching filter (a
-// key, or a pattern such as ">" or "cron.*") that holds a value. Every key
-// that held one when Latest was called, and still does when it returns,
-// is in the map, with that value or a later one; keys written meanwhile
-// may be too. With metaOnly the entries carry no value (keys and
-// revisions only). It reads the bucket in one watch and, for the keys the
-// watch had not handed out when it said it was done, one Get each.
+// key, or a pattern such as ">" or "cron.*") that holds a value. A key
+// that held one when Latest was called, and was not written since, is in
+// the map with that value; a key written meanwhile is there with a later
+// value, or left out if it was deleted. With metaOnly the entries carry
+// no value (keys and revisions only). It reads the server's index of the
+// keys, then the bucket in one watch and, for the keys the watch had not
+// handed out when it said it was done, one Get each.
 func (b *Bus) Latest(ctx context.Context, kv jetstream.KeyValue, filter string, metaOnly bool) (map[string]jetstream.KeyValueEntry, error) {
 	l, err := b.Loading(ctx, kv, filter)
 	if err != nil {
@@ -72,7 +82,15 @@ func (b *Bus) Latest(ctx context.Context, kv jetstream.KeyValue, filter string, 
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = w.Stop() }()
+	defer func() {
+		_ = w.Stop()
+		// Entries still coming are drained: the watch's callback blocks
+		// on a full channel, and the channel closes once it returns.
+		go func() {
+			for range w.Updates() {
+			}
+		}()
+	}()
 	for {
 		var u jetstream.KeyValueEntry
 		select {
@@ -139,10 +157,10 @@ func (b *Bus) Loading(ctx context.Context, kv jetstream.KeyValue, filter string)
 
 // Saw takes u, the watch's next entry (nil: the watch says it is done),
 // and reports whether every key has now been handed out: once the nil
-// entry came, and every key left either came since or holds nothing now
-// (its messages gone, as with an expired key). It reports true once only.
-// When a key left cannot be read it gives up: it reports true with the
-// error, and the caller says that the first values may be short.
+// entry came, and every key left either came since or holds nothing now.
+// It reports true once only. When a key left cannot be read it gives up:
+// it reports true with the error, and the caller says that the first
+// values may be short.
 func (l *Loading) Saw(ctx context.Context, u jetstream.KeyValueEntry) (bool, error) {
 	if l.left == nil {
 		return false, nil // said already
@@ -152,18 +170,25 @@ func (l *Loading) Saw(ctx context.Context, u jetstream.KeyValueEntry) (bool, err
 	} else {
 		l.marked = true
 	}
-	if !l.marked {
+	return l.Check(ctx)
+}
+
+// Check reports, as Saw, whether every key has been handed out, once the
+// nil entry came: it reads the keys left, and drops those that hold
+// nothing now. A key whose messages went without a message (a purge of
+// its subject, an expiry without a marker) never comes on the watch: a
+// caller whose bucket may see that, and may see no write for a while,
+// calls Check from time to time until loaded.
+func (l *Loading) Check(ctx context.Context) (bool, error) {
+	if l.left == nil || !l.marked {
 		return false, nil
 	}
-	if u == nil {
-		// Keys that hold nothing any more will never come.
-		for k := range l.left {
-			if _, err := l.kv.Get(ctx, k); errors.Is(err, jetstream.ErrKeyNotFound) {
-				delete(l.left, k)
-			} else if err != nil {
-				l.left = nil
-				return true, fmt.Errorf("read %s of %s: %w", k, l.kv.Bucket(), err)
-			}
+	for k := range l.left {
+		if _, err := l.kv.Get(ctx, k); errors.Is(err, jetstream.ErrKeyNotFound) {
+			delete(l.left, k)
+		} else if err != nil {
+			l.left = nil
+			return true, fmt.Errorf("read %s of %s: %w", k, l.kv.Bucket(), err)
 		}
 	}
 	if len(l.left) > 0 {

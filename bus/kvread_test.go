@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -94,6 +95,8 @@ func TestLoadingWaitsForEveryKey(t *testing.T) {
 	stop := churn(t, b.State)
 	defer stop()
 	for i := range 300 {
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
 		l, err := b.Loading(ctx, b.State, ">")
 		if err != nil {
 			t.Fatal(err)
@@ -103,16 +106,18 @@ func TestLoadingWaitsForEveryKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		seen := map[string]bool{}
-		for u := range w.Updates() {
+		for loaded := false; !loaded; {
+			var u jetstream.KeyValueEntry
+			select {
+			case u = <-w.Updates():
+			case <-ctx.Done():
+				t.Fatalf("round %d: not loaded within a minute (saw %v)", i, seen)
+			}
 			if u != nil {
 				seen[u.Key()] = true
 			}
-			loaded, err := l.Saw(ctx, u)
-			if err != nil {
+			if loaded, err = l.Saw(ctx, u); err != nil {
 				t.Fatal(err)
-			}
-			if loaded {
-				break
 			}
 		}
 		_ = w.Stop()

@@ -32,42 +32,36 @@ func (s *Scheduler) watchJobs(ctx context.Context, loaded chan<- struct{}) error
 		return fmt.Errorf("cron: watch jobs: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
-	// Drain until the watcher closes (on ctx end): its callback must never
-	// block on a full channel.
-	for u := range w.Updates() {
-		if ctx.Err() != nil {
-			continue
-		}
-		s.saw(ctx, l, u, loaded)
-		if u == nil {
-			continue
-		}
-		id := u.Key()
-		if u.Operation() != jetstream.KeyValuePut {
-			s.mu.Lock()
-			if _, ok := s.defined[id]; ok {
-				delete(s.legacy, id) // the config's job stays
-				s.mu.Unlock()
-				continue
-			}
-			if _, ok := s.entries[id]; ok {
-				s.dropEntry(id)
-				s.markDirty(id)
-			}
-			s.mu.Unlock()
-			continue
-		}
-		var j Job
-		if err := json.Unmarshal(u.Value(), &j); err != nil {
-			s.log.Error("job in the jobs bucket is not valid JSON; ignored", zap.String("job", id), zap.Error(err))
-			continue
-		}
-		s.setJob(j, u.Revision())
-	}
+	s.follow(ctx, w, l, loaded, s.jobChanged)
 	if ctx.Err() == nil {
 		return errors.New("cron: the jobs watch ended unexpectedly (connection closed?)")
 	}
 	return nil
+}
+
+// jobChanged takes u, an entry of the jobs bucket, into the cache.
+func (s *Scheduler) jobChanged(u jetstream.KeyValueEntry) {
+	id := u.Key()
+	if u.Operation() != jetstream.KeyValuePut {
+		s.mu.Lock()
+		if _, ok := s.defined[id]; ok {
+			delete(s.legacy, id) // the config's job stays
+			s.mu.Unlock()
+			return
+		}
+		if _, ok := s.entries[id]; ok {
+			s.dropEntry(id)
+			s.markDirty(id)
+		}
+		s.mu.Unlock()
+		return
+	}
+	var j Job
+	if err := json.Unmarshal(u.Value(), &j); err != nil {
+		s.log.Error("job in the jobs bucket is not valid JSON; ignored", zap.String("job", id), zap.Error(err))
+		return
+	}
+	s.setJob(j, u.Revision())
 }
 
 // setJob puts j into the cache; a new or changed definition has its timer
@@ -105,63 +99,88 @@ func (s *Scheduler) watchStates(ctx context.Context, loaded chan<- struct{}) err
 		return fmt.Errorf("cron: watch state: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
-	for u := range w.Updates() {
-		if ctx.Err() != nil {
-			continue
-		}
-		s.saw(ctx, l, u, loaded)
-		if u == nil {
-			continue
-		}
-		id, ok := idFromStateKey(u.Key())
-		if !ok {
-			continue
-		}
-		var st State
-		if u.Operation() == jetstream.KeyValuePut {
-			if err := json.Unmarshal(u.Value(), &st); err != nil {
-				s.log.Error("job state is not valid JSON; treated as empty", zap.String("job", id), zap.Error(err))
-			}
-		}
-		s.mu.Lock()
-		e, ok := s.entries[id]
-		switch {
-		case !ok && u.Operation() != jetstream.KeyValuePut:
-		case !ok:
-			// State can arrive before its job; keep it for when the job does.
-			s.putEntry(id, &entry{state: &st})
-		case u.Operation() != jetstream.KeyValuePut && e.job == nil:
-			s.dropEntry(id) // the state of a deleted job
-		default:
-			old := e.st()
-			e.state = &st
-			if old.Paused != st.Paused || !sameTime(old.ResumedAt, st.ResumedAt) || (st.Retry != nil && !st.Retry.same(old.Retry)) {
-				s.markDirty(id)
-			}
-		}
-		s.mu.Unlock()
-	}
+	s.follow(ctx, w, l, loaded, s.stateChanged)
 	if ctx.Err() == nil {
 		return errors.New("cron: the state watch ended unexpectedly (connection closed?)")
 	}
 	return nil
 }
 
+// stateChanged takes u, an entry of a job's state, into the cache.
+func (s *Scheduler) stateChanged(u jetstream.KeyValueEntry) {
+	id, ok := idFromStateKey(u.Key())
+	if !ok {
+		return
+	}
+	var st State
+	if u.Operation() == jetstream.KeyValuePut {
+		if err := json.Unmarshal(u.Value(), &st); err != nil {
+			s.log.Error("job state is not valid JSON; treated as empty", zap.String("job", id), zap.Error(err))
+		}
+	}
+	s.mu.Lock()
+	e, ok := s.entries[id]
+	switch {
+	case !ok && u.Operation() != jetstream.KeyValuePut:
+	case !ok:
+		// State can arrive before its job; keep it for when the job does.
+		s.putEntry(id, &entry{state: &st})
+	case u.Operation() != jetstream.KeyValuePut && e.job == nil:
+		s.dropEntry(id) // the state of a deleted job
+	default:
+		old := e.st()
+		e.state = &st
+		if old.Paused != st.Paused || !sameTime(old.ResumedAt, st.ResumedAt) || (st.Retry != nil && !st.Retry.same(old.Retry)) {
+			s.markDirty(id)
+		}
+	}
+	s.mu.Unlock()
+}
+
 func sameTime(a, b *time.Time) bool {
 	return (a == nil) == (b == nil) && (a == nil || a.Equal(*b))
 }
 
-// saw hands u, a watch's entry, to l, the watch's Loading, and closes
-// loaded once l says every key is in. (A watch's own end of its first
-// values comes early while keys are written: while other instances fire
-// jobs, a start would take jobs with a state for jobs without one.)
-func (s *Scheduler) saw(ctx context.Context, l *bus.Loading, u jetstream.KeyValueEntry, loaded chan<- struct{}) {
-	done, err := l.Saw(ctx, u)
-	if err != nil {
-		s.log.Warn("cron: the watch's first values may be short (a key could not be read); the rest come as the watch goes on", zap.Error(err))
-	}
-	if done {
-		close(loaded)
+// follow hands each entry of w to apply until w closes (it does on ctx's
+// end; drained until then: the watch's callback must never block on a
+// full channel), and closes loaded once l says every key is in, after
+// the entry that completed it is applied. A watch's own end of its first
+// values comes early while keys are written (while other instances fire
+// jobs, a start would take jobs to have no state that have one). Until
+// loaded, l is checked every second too: a key purged without a message
+// (dropRecords) would otherwise be waited for until the next write.
+func (s *Scheduler) follow(ctx context.Context, w jetstream.KeyWatcher, l *bus.Loading, loaded chan<- struct{}, apply func(jetstream.KeyValueEntry)) {
+	recheck := time.NewTicker(time.Second)
+	defer recheck.Stop()
+	checks := recheck.C
+	for {
+		var done bool
+		var err error
+		select {
+		case u, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if ctx.Err() != nil {
+				continue
+			}
+			if u != nil {
+				apply(u)
+			}
+			done, err = l.Saw(ctx, u)
+		case <-checks:
+			if ctx.Err() != nil {
+				continue
+			}
+			done, err = l.Check(ctx)
+		}
+		if err != nil {
+			s.log.Warn("cron: the watch's first values may be short (a key could not be read); the rest come as the watch goes on", zap.Error(err))
+		}
+		if done {
+			close(loaded)
+			checks = nil
+		}
 	}
 }
 
