@@ -187,8 +187,16 @@ func (s *Service) cut(text string, max int) string {
 // ResumeType is the default type of a Resume's envelope.
 const ResumeType = "agentwork.approval.resume"
 
-// timerKey is the time engine's key of approval id.
+// timerKey is the time engine's key of approval id: its reminder and
+// deadline.
 func timerKey(id string) string { return "approval." + id }
+
+// decideKey is the key of the timer a Decide of approval id sets to fire
+// at once, a key of its own: a fire of the approval's other timer,
+// handled while the Decide is under way, arms that one again, and with
+// one key for both it replaced the Decide's (which then never finished
+// a decision whose Decide died after its write).
+func decideKey(id string) string { return "approval." + id + ".decide" }
 
 // timerData is an approval timer's payload: which approval, and why it
 // was set (deadline, remind, decide).
@@ -217,7 +225,11 @@ func (s *Service) setTimer(ctx context.Context, id string, at time.Time, why str
 	if err != nil {
 		return err
 	}
-	if err := s.timers.Set(ctx, timerKey(id), at, raw); err != nil {
+	key := timerKey(id)
+	if why == "decide" {
+		key = decideKey(id)
+	}
+	if err := s.timers.Set(ctx, key, at, raw); err != nil {
 		return fmt.Errorf("approval %s: arm its timer: %w", id, err)
 	}
 	return nil

@@ -185,6 +185,13 @@ func (s *Service) finish(ctx context.Context, a Approval, rev uint64) (Approval,
 		cur.Finished = true
 		return true, nil
 	})
+	if err == nil {
+		// Its reminder and deadline have nothing left to do. (A fire of
+		// them still on its way finds it finished.)
+		if cerr := s.timers.Cancel(ctx, timerKey(a.ID)); cerr != nil {
+			s.log.Debug("approval finished; its timer was not removed and fires to no effect", zap.String("approval", a.ID), zap.Error(cerr))
+		}
+	}
 	return a, err
 }
 

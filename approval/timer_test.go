@@ -3,6 +3,7 @@ package approval_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -228,4 +229,48 @@ func TestDecideAfterDeadlineExpires(t *testing.T) {
 	if told != 2 {
 		t.Errorf("%d expiry notices, want one to each of the 2 targets", told)
 	}
+}
+
+// An old fire of the approval's timer, handled while a Decide is under
+// way, re-arms the approval's next time (here its deadline, an hour
+// away) after Decide set its own timer to fire at once; Decide then dies
+// after its write. What Decide set still finishes the decision at once,
+// not at the deadline.
+func TestDecideCrashAfterAnOldFireReArmed(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s := newService(t, b)
+	id := approval.WorkflowStepID("run1", "ask", 1)
+	a, _, err := s.Ask(t.Context(), resumeTo(b, request(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	timers := bus.NewTimers(b)
+	approval.SetHook(s, func(p, hid string) error {
+		switch p {
+		case "decide.armed":
+			// What fired() does last for a pending approval: arm its
+			// next time again.
+			data := fmt.Sprintf(`{"id":%q,"why":"deadline"}`, hid)
+			return timers.Set(context.Background(), "approval."+hid, a.Deadline, []byte(data))
+		case "decide.written":
+			return errors.New("crash")
+		}
+		return nil
+	})
+	if _, err := s.Decide(t.Context(), id, approval.Approve, "telegram:1", "go"); err == nil {
+		t.Fatal("Decide with a crash: no error")
+	}
+	// Another instance takes the timers.
+	s2 := newService(t, bustest.Client(t, b))
+	run(t, s2)
+	eventually(t, "the decision finished before the deadline", func() bool { a, _ := s2.Get(t.Context(), id); return a.Finished })
+	if rs := resumes(t, b); len(rs) != 1 {
+		t.Fatalf("%d resumes, want 1", len(rs))
+	}
+	// Finished, the approval's timer is no longer pending.
+	eventually(t, "no pending timer", func() bool {
+		_, err := timers.Pending(context.Background(), "approval."+id)
+		return errors.Is(err, bus.ErrNoTimer)
+	})
 }
