@@ -274,3 +274,47 @@ func TestDecideCrashAfterAnOldFireReArmed(t *testing.T) {
 		return errors.Is(err, bus.ErrNoTimer)
 	})
 }
+
+// An Ask that died before arming its timer, then a Decide that died
+// before its write: the main key has no timer, and only the handler of
+// the Decide's own timer arms the deadline again (and sends the
+// question). TestDecideCrashBeforeWrite no longer shows this: the Ask's
+// deadline timer stays pending through the Decide, so it passes whether
+// or not the handler arms anything.
+func TestDecideCrashBeforeWriteAfterAskCrashBeforeArm(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	s := newService(t, b)
+	crashAt := "ask.recorded"
+	approval.SetHook(s, func(p, _ string) error {
+		if p == crashAt {
+			return errors.New("crash")
+		}
+		return nil
+	})
+	id := approval.WorkflowStepID("run1", "ask", 1)
+	if _, _, err := s.Ask(t.Context(), request(id)); err == nil {
+		t.Fatal("Ask with a crash: no error")
+	}
+	timers := bus.NewTimers(b)
+	if _, err := timers.Pending(t.Context(), "approval."+id); !errors.Is(err, bus.ErrNoTimer) {
+		t.Fatalf("after the Ask's crash: pending timer %v, want none", err)
+	}
+	crashAt = "decide.armed"
+	if _, err := s.Decide(t.Context(), id, approval.Approve, "telegram:1", ""); err == nil {
+		t.Fatal("Decide with a crash: no error")
+	}
+	s2 := newService(t, bustest.Client(t, b))
+	run(t, s2)
+	a, err := s2.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deadline armed", func() bool {
+		tm, err := timers.Pending(context.Background(), "approval."+id)
+		return err == nil && tm.Due.Equal(a.Deadline)
+	})
+	if a, _ := s2.Get(t.Context(), id); a.State != approval.Pending || !a.Asked {
+		t.Errorf("state %s, asked %v; want pending, asked", a.State, a.Asked)
+	}
+}
