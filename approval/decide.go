@@ -186,14 +186,20 @@ func (s *Service) finish(ctx context.Context, a Approval, rev uint64) (Approval,
 		return true, nil
 	})
 	if err == nil {
-		// Its reminder and deadline have nothing left to do. (A fire of
-		// them still on its way finds it finished.)
-		if cerr := s.timers.Cancel(ctx, timerKey(a.ID)); cerr != nil {
-			s.log.Debug("approval finished; its timer was not removed and fires to no effect", zap.String("approval", a.ID), zap.Error(cerr))
+		// Its reminder and deadline have nothing left to do (a fire of
+		// them still on its way finds it finished): removed, waiting at
+		// most cancelWait for the timers' stream, since all is done.
+		cctx, cancel := context.WithTimeout(ctx, cancelWait)
+		defer cancel()
+		if cerr := s.timers.Cancel(cctx, timerKey(a.ID)); cerr != nil {
+			s.log.Info("approval finished; its timer was not removed, and fires to no effect", zap.String("approval", a.ID), zap.Error(cerr))
 		}
 	}
 	return a, err
 }
+
+// cancelWait bounds finish's removal of the approval's timer.
+const cancelWait = 5 * time.Second
 
 // resume publishes a's Resume with its outcome.
 func (s *Service) resume(ctx context.Context, a Approval) error {
@@ -263,13 +269,7 @@ func (s *Service) cancel(ctx context.Context, id, reason string) (Approval, erro
 	if err != nil || a.State != Cancelled {
 		return a, err
 	}
-	if a, err = s.finish(ctx, a, rev); err != nil {
-		return a, err
-	}
-	if err := s.timers.Cancel(ctx, timerKey(id)); err != nil {
-		s.log.Warn("approval cancelled; its timer fires and changes nothing", zap.String("approval", id), zap.Error(err))
-	}
-	return a, nil
+	return s.finish(ctx, a, rev) // which removes its timer
 }
 
 // consumerTimers is the durable consumer of the approvals' timers.
