@@ -7,8 +7,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 )
 
 // Reading every key of a bucket.
@@ -196,4 +198,62 @@ func (l *Loading) Check(ctx context.Context) (bool, error) {
 	}
 	l.left = nil
 	return true, nil
+}
+
+// followRecheck is how often Follow checks, until loaded, for the keys
+// its watch has not handed out (see Loading.Check).
+const followRecheck = time.Second
+
+// Follow hands apply every entry of kv's keys matching filter, from each
+// key's latest value on, one at a time, until ctx ends (then it returns
+// nil) or the watch ends for another reason (an error). It closes loaded
+// once every key that had a message when Follow began has been applied
+// (Loading), after the entry that completed it; until then it also
+// checks every followRecheck for keys gone without a message.
+func (b *Bus) Follow(ctx context.Context, kv jetstream.KeyValue, filter string, loaded chan<- struct{}, apply func(jetstream.KeyValueEntry)) error {
+	l, err := b.Loading(ctx, kv, filter)
+	if err != nil {
+		return err
+	}
+	w, err := kv.Watch(ctx, filter)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", kv.Bucket(), err)
+	}
+	defer func() { _ = w.Stop() }()
+	recheck := time.NewTicker(followRecheck)
+	defer recheck.Stop()
+	checks := recheck.C
+	// Drained until the watch closes (it does when ctx ends): its
+	// callback must never block on a full channel.
+	for {
+		var done bool
+		select {
+		case u, ok := <-w.Updates():
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("the watch of %s ended unexpectedly (connection closed?)", kv.Bucket())
+			}
+			if ctx.Err() != nil {
+				continue
+			}
+			if u != nil {
+				apply(u)
+			}
+			done, err = l.Saw(ctx, u)
+		case <-checks:
+			if ctx.Err() != nil {
+				continue
+			}
+			done, err = l.Check(ctx)
+		}
+		if err != nil {
+			b.log.Warn("a watch's first values may be short (a key could not be read); the rest come as the watch goes on", zap.String("bucket", kv.Bucket()), zap.Error(err))
+		}
+		if done {
+			close(loaded)
+			checks = nil
+		}
+	}
 }

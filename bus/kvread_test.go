@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -82,6 +83,55 @@ func TestLatestWhileKeysAreWritten(t *testing.T) {
 		m, err := b.Latest(ctx, kv, "k1", false)
 		if err != nil || len(m) != 1 || m["k1"] == nil {
 			t.Fatalf("Latest(%s, k1) = %v, %v; want k1 alone", kv.Bucket(), m, err)
+		}
+	}
+}
+
+// Follow says loaded only once it has applied every key, while the keys
+// are written without pause, and returns nil when its context ends. (A
+// watch's own early end comes less often here than in
+// TestLoadingWaitsForEveryKey, which tests Loading itself.)
+func TestFollowLoadsEveryKey(t *testing.T) {
+	t.Parallel()
+	b := bustest.New(t)
+	stop := churn(t, b.State)
+	defer stop()
+	for i := range 100 {
+		ctx, cancel := context.WithCancel(t.Context())
+		var mu sync.Mutex
+		applied := map[string]bool{}
+		loaded := make(chan struct{})
+		errc := make(chan error, 1)
+		go func() {
+			errc <- b.Follow(ctx, b.State, ">", loaded, func(u jetstream.KeyValueEntry) {
+				mu.Lock()
+				applied[u.Key()] = true
+				mu.Unlock()
+			})
+		}()
+		select {
+		case <-loaded:
+		case err := <-errc:
+			t.Fatalf("round %d: Follow = %v before loaded", i, err)
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: not loaded within a minute", i)
+		}
+		mu.Lock()
+		seen := maps.Clone(applied)
+		mu.Unlock()
+		cancel()
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Fatalf("round %d: Follow after its context ended = %v, want nil", i, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: Follow did not return within a minute of its context's end", i)
+		}
+		for _, k := range kept {
+			if !seen[k] {
+				t.Fatalf("round %d: loaded without %s (saw %v)", i, k, seen)
+			}
 		}
 	}
 }

@@ -23,18 +23,8 @@ import (
 // armed (or re-armed, or cancelled) by every instance that sees the change
 // (the time engine keeps one timer per job, and arming twice is harmless).
 func (s *Scheduler) watchJobs(ctx context.Context, loaded chan<- struct{}) error {
-	l, err := s.bus.Loading(ctx, s.bus.Jobs, ">")
-	if err != nil {
+	if err := s.bus.Follow(ctx, s.bus.Jobs, ">", loaded, s.jobChanged); err != nil {
 		return fmt.Errorf("cron: watch jobs: %w", err)
-	}
-	w, err := s.bus.Jobs.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("cron: watch jobs: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
-	s.follow(ctx, w, l, loaded, s.jobChanged)
-	if ctx.Err() == nil {
-		return errors.New("cron: the jobs watch ended unexpectedly (connection closed?)")
 	}
 	return nil
 }
@@ -90,18 +80,8 @@ func (s *Scheduler) setJob(j Job, rev uint64) {
 // and runs recorded, pauses, pending retries. A pause, a resumption or a
 // new retry has the job's timers checked.
 func (s *Scheduler) watchStates(ctx context.Context, loaded chan<- struct{}) error {
-	l, err := s.bus.Loading(ctx, s.bus.State, "cron.*")
-	if err != nil {
+	if err := s.bus.Follow(ctx, s.bus.State, "cron.*", loaded, s.stateChanged); err != nil {
 		return fmt.Errorf("cron: watch state: %w", err)
-	}
-	w, err := s.bus.State.Watch(ctx, "cron.*")
-	if err != nil {
-		return fmt.Errorf("cron: watch state: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
-	s.follow(ctx, w, l, loaded, s.stateChanged)
-	if ctx.Err() == nil {
-		return errors.New("cron: the state watch ended unexpectedly (connection closed?)")
 	}
 	return nil
 }
@@ -139,49 +119,6 @@ func (s *Scheduler) stateChanged(u jetstream.KeyValueEntry) {
 
 func sameTime(a, b *time.Time) bool {
 	return (a == nil) == (b == nil) && (a == nil || a.Equal(*b))
-}
-
-// follow hands each entry of w to apply until w closes (it does on ctx's
-// end; drained until then: the watch's callback must never block on a
-// full channel), and closes loaded once l says every key is in, after
-// the entry that completed it is applied. A watch's own end of its first
-// values comes early while keys are written (while other instances fire
-// jobs, a start would take jobs to have no state that have one). Until
-// loaded, l is checked every second too: a key purged without a message
-// (dropRecords) would otherwise be waited for until the next write.
-func (s *Scheduler) follow(ctx context.Context, w jetstream.KeyWatcher, l *bus.Loading, loaded chan<- struct{}, apply func(jetstream.KeyValueEntry)) {
-	recheck := time.NewTicker(time.Second)
-	defer recheck.Stop()
-	checks := recheck.C
-	for {
-		var done bool
-		var err error
-		select {
-		case u, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if ctx.Err() != nil {
-				continue
-			}
-			if u != nil {
-				apply(u)
-			}
-			done, err = l.Saw(ctx, u)
-		case <-checks:
-			if ctx.Err() != nil {
-				continue
-			}
-			done, err = l.Check(ctx)
-		}
-		if err != nil {
-			s.log.Warn("cron: the watch's first values may be short (a key could not be read); the rest come as the watch goes on", zap.Error(err))
-		}
-		if done {
-			close(loaded)
-			checks = nil
-		}
-	}
 }
 
 // markDirty queues a check of the job's timers, once Run has loaded the
