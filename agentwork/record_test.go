@@ -6,44 +6,14 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/agentwork/agentwork/agentwork"
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/connectors"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/tools"
 )
-
-// busWithMaxPayload opens a bus on a NATS server of its own whose
-// max_payload is max (1 MB is a NATS server's default; the embedded one
-// allows 8 MB).
-func busWithMaxPayload(t *testing.T, max int32) *bus.Bus {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(),
-		NoSigs: true, NoLog: true, MaxPayload: max,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(20 * time.Second) {
-		s.Shutdown()
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	b, err := bus.Open(ctx, bus.Config{URL: s.ClientURL(), ReadyTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatalf("bus.Open: %v", err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
-	return b
-}
 
 // TestRunRecordFitsTheMaxPayload: on a NATS server with the default 1 MB
 // max_payload, a run whose model asks for 1,505 tool calls over its steps
@@ -76,7 +46,7 @@ func TestRunRecordFitsTheMaxPayload(t *testing.T) {
 			}
 			return model.Reply{ToolCalls: calls}, nil
 		})
-		b := busWithMaxPayload(t, maxPayload)
+		b := bustest.External(t, maxPayload)
 		events := watchEvents(t, b)
 		rec := newRecorder(nil)
 		startDispatcher(t, b, connectors.Registry{"rec": rec})
@@ -102,7 +72,7 @@ func TestRunRecordFitsTheMaxPayload(t *testing.T) {
 		t.Parallel()
 		reply := strings.Repeat("a long report. ", 40000) // 600 KB
 		p := model.ProviderFunc(func(context.Context, model.Request) (model.Reply, error) { return model.Reply{Text: reply}, nil })
-		b := busWithMaxPayload(t, maxPayload)
+		b := bustest.External(t, maxPayload)
 		events := watchEvents(t, b)
 		rec := newRecorder(nil)
 		startDispatcher(t, b, connectors.Registry{"rec": rec})

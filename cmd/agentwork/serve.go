@@ -27,8 +27,8 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	loading, cfgPath := time.Now(), configPath(*path)
-	f, err := config.Load(cfgPath, connectorTypes())
+	loading := time.Now()
+	f, err := loadConfig(*path)
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	if cfgPath != "" {
+	if cfgPath := configPath(*path); cfgPath != "" {
 		log.Info("config loaded", zap.String("path", cfgPath), zap.Duration("took", loaded))
 	}
 	return serve(ctx, e, f, log)

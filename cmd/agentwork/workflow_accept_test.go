@@ -20,10 +20,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentwork/agentwork/bus"
+	"github.com/agentwork/agentwork/bus/bustest"
 	"github.com/agentwork/agentwork/model"
 	"github.com/agentwork/agentwork/model/openai/openaifake"
 	"github.com/agentwork/agentwork/workflow"
@@ -551,7 +551,7 @@ func TestWorkflowTwoInstancesKilledAtRandom(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and restarts serve")
 	}
-	url := natsOnLoopback(t)
+	url := bustest.ExternalServer(t, 0)
 	dir := t.TempDir()
 	appendScript(t, dir)
 	cfg := writeConfig(t, dir, sixConfig(dir, "bus:\n  url: "+url+"\n"))
@@ -578,23 +578,6 @@ func TestWorkflowTwoInstancesKilledAtRandom(t *testing.T) {
 		return workflow.NewClient(b).Runs(ctx, workflow.Filter{Workflow: "six", Limit: 1000})
 	}}
 	startSix(ctx, t, dir, b, k)
-}
-
-// natsOnLoopback starts a NATS server with JetStream on a loopback port in
-// the test's process, as an external server of serve processes, and
-// returns its URL.
-func natsOnLoopback(t *testing.T) string {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the NATS server is not ready after 10s")
-	}
-	return s.ClientURL()
 }
 
 // TestWorkflowWaitAcrossAStop stops serve (SIGTERM) while a run waits on a
